@@ -1,0 +1,5 @@
+"""`albert-edge` commands: convert (filled in by its issue)."""
+
+from __future__ import annotations
+
+COMMANDS: list = []

@@ -1,0 +1,5 @@
+"""`albert-edge` commands: info."""
+
+from __future__ import annotations
+
+COMMANDS: list = []

@@ -1,0 +1,5 @@
+"""`albert-edge` commands: params."""
+
+from __future__ import annotations
+
+COMMANDS: list = []

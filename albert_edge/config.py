@@ -1,0 +1,298 @@
+"""ALBERT configuration: one frozen dataclass, Hugging Face field names, named presets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = [
+    "AlbertConfig",
+    "ConfigError",
+    "PRESETS",
+    "PAPER_PARAMS",
+    "SHARING",
+    "ACTIVATIONS",
+    "load_config",
+]
+
+
+# Activations by the names Hugging Face configs use. Google's original
+# albert_config.json says "gelu" for the tanh approximation, which HF calls "gelu_new".
+ACTIVATIONS = ("gelu_new", "gelu", "gelu_fast", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
+
+# Cross-layer sharing strategies of the ALBERT paper (section 4.5). "all" is ALBERT's default;
+# the others keep num_hidden_groups for the part that is shared and give every depth its own
+# copy of the part that is not.
+SHARING = ("all", "attention", "ffn", "none")
+
+
+@dataclass(frozen=True)
+class AlbertConfig:
+    """Shape and hyper-parameters of an ALBERT model.
+
+    The paper's symbols, as used in comments and reports throughout albert-edge:
+
+    - V = ``vocab_size``: sentencepiece vocabulary.
+    - E = ``embedding_size``: width of the token embeddings (factorized: V x E, then E -> H).
+    - H = ``hidden_size``: width of the transformer.
+    - L = ``num_hidden_layers``: depth, the number of layer applications.
+    - G = ``num_hidden_groups``: distinct sets of layer weights; depth ``i`` uses group
+      ``i * G // L``. ALBERT uses G = 1 (all layers share one set), BERT is G = L with E = H.
+    - ``inner_group_num``: distinct layers inside each group, applied in sequence.
+
+    Field names are those of Hugging Face ``config.json``; ``sharing`` is albert-edge's own
+    key for the paper's sharing variants that HF cannot express (saved as an extra key).
+    """
+
+    vocab_size: int = 30000
+    embedding_size: int = 128
+    hidden_size: int = 4096
+    num_hidden_layers: int = 12
+    num_hidden_groups: int = 1
+    num_attention_heads: int = 64
+    intermediate_size: int = 16384
+    inner_group_num: int = 1
+    hidden_act: str = "gelu_new"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    classifier_dropout_prob: float = 0.1
+    pad_token_id: int = 0
+    bos_token_id: int = 2
+    eos_token_id: int = 3
+    num_labels: int = 2
+    label_names: tuple[str, ...] | None = None
+    sharing: str = "all"
+    extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        positive = (
+            "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+            "num_attention_heads", "intermediate_size", "inner_group_num", "max_position_embeddings",
+            "type_vocab_size", "num_labels",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} ({value!r}) must be a positive integer")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) is not a multiple of "
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
+        if self.num_hidden_groups > self.num_hidden_layers:
+            raise ConfigError(
+                f"num_hidden_groups ({self.num_hidden_groups}) is larger than "
+                f"num_hidden_layers ({self.num_hidden_layers}): some groups would never be used"
+            )
+        if self.hidden_act not in ACTIVATIONS:
+            raise ConfigError(f"hidden_act ({self.hidden_act!r}) is not one of {', '.join(ACTIVATIONS)}")
+        if self.sharing not in SHARING:
+            raise ConfigError(f"sharing ({self.sharing!r}) is not one of {', '.join(SHARING)}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= float(value) < 1.0:
+                raise ConfigError(f"{name} ({value!r}) must be in [0, 1)")
+        if not float(self.layer_norm_eps) > 0:
+            raise ConfigError(f"layer_norm_eps ({self.layer_norm_eps!r}) must be positive")
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = getattr(self, name)
+            if not 0 <= value < self.vocab_size:
+                raise ConfigError(f"{name} ({value}) is outside the vocabulary (vocab_size {self.vocab_size})")
+        if self.label_names is not None and len(self.label_names) != self.num_labels:
+            raise ConfigError(
+                f"label_names has {len(self.label_names)} names but num_labels is {self.num_labels}"
+            )
+
+    # -- derived sizes -------------------------------------------------------------------------
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def group_of_depth(self, depth: int) -> int:
+        """Which of the G weight groups the layer application at ``depth`` uses."""
+        return depth * self.num_hidden_groups // self.num_hidden_layers
+
+    def replace(self, **changes: Any) -> AlbertConfig:
+        return dataclasses.replace(self, **changes)
+
+    # -- Hugging Face config.json --------------------------------------------------------------
+    def to_hf_dict(self, architectures: list[str] | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {"model_type": "albert"}
+        if architectures:
+            data["architectures"] = list(architectures)
+        for f in dataclasses.fields(self):
+            if f.name in ("label_names", "num_labels", "sharing", "extra"):
+                continue
+            data[f.name] = getattr(self, f.name)
+        labels = self.label_names or tuple(f"LABEL_{i}" for i in range(self.num_labels))
+        data["id2label"] = {str(i): name for i, name in enumerate(labels)}
+        data["label2id"] = {name: i for i, name in enumerate(labels)}
+        if self.sharing != "all":
+            # Not expressible in transformers; albert-edge reads it back.
+            data["albert_edge_sharing"] = self.sharing
+        for key, value in self.extra:
+            data.setdefault(key, value)
+        return data
+
+    @classmethod
+    def from_hf_dict(cls, data: dict[str, Any]) -> AlbertConfig:
+        if data.get("model_type", "albert") != "albert":
+            raise ConfigError(f"model_type is {data.get('model_type')!r}, not 'albert'")
+        names = {f.name for f in dataclasses.fields(cls)} - {"label_names", "num_labels", "sharing", "extra"}
+        kwargs: dict[str, Any] = {k: data[k] for k in names if k in data and data[k] is not None}
+        id2label = data.get("id2label")
+        if id2label:
+            ordered = sorted(id2label.items(), key=lambda kv: int(kv[0]))
+            kwargs["label_names"] = tuple(str(v) for _, v in ordered)
+            kwargs["num_labels"] = len(ordered)
+        elif "num_labels" in data:
+            kwargs["num_labels"] = int(data["num_labels"])
+        kwargs["sharing"] = data.get("albert_edge_sharing", "all")
+        if isinstance(kwargs.get("eos_token_id"), list):
+            kwargs["eos_token_id"] = kwargs["eos_token_id"][0]
+        known = names | {"id2label", "label2id", "num_labels", "albert_edge_sharing", "model_type"}
+        kwargs["extra"] = tuple(
+            (k, v) for k, v in sorted(data.items()) if k not in known and k in _HF_PASSTHROUGH
+        )
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:  # wrong value types reach here
+            raise ConfigError(f"config.json has a value of the wrong type: {exc}") from None
+
+    # -- Google's original albert_config.json --------------------------------------------------
+    def to_original_dict(self) -> dict[str, Any]:
+        act = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh"}
+        if self.hidden_act not in act:
+            raise ConfigError(
+                f"hidden_act ({self.hidden_act!r}) has no name in the original ALBERT code, "
+                "which knows gelu (tanh approximation), relu and tanh"
+            )
+        if self.sharing != "all":
+            raise ConfigError(f"sharing ({self.sharing!r}) cannot be written as an original albert_config.json")
+        return {
+            "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+            "hidden_act": act[self.hidden_act],
+            "hidden_dropout_prob": self.hidden_dropout_prob,
+            "embedding_size": self.embedding_size,
+            "hidden_size": self.hidden_size,
+            "initializer_range": self.initializer_range,
+            "intermediate_size": self.intermediate_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "num_attention_heads": self.num_attention_heads,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_hidden_groups": self.num_hidden_groups,
+            "net_structure_type": 0,
+            "gap_size": 0,
+            "num_memory_blocks": 0,
+            "inner_group_num": self.inner_group_num,
+            "down_scale_factor": 1,
+            "type_vocab_size": self.type_vocab_size,
+            "vocab_size": self.vocab_size,
+        }
+
+    @classmethod
+    def from_original_dict(cls, data: dict[str, Any]) -> AlbertConfig:
+        if data.get("net_structure_type", 0) != 0:
+            raise ConfigError(
+                f"net_structure_type ({data['net_structure_type']}) is not supported: "
+                "only the standard ALBERT structure (0) is"
+            )
+        act = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh"}
+        hidden_act = data.get("hidden_act", "gelu")
+        if hidden_act not in act:
+            raise ConfigError(f"hidden_act ({hidden_act!r}) is not one of the original code's: gelu, relu, tanh")
+        keys = (
+            "attention_probs_dropout_prob", "hidden_dropout_prob", "embedding_size", "hidden_size",
+            "initializer_range", "intermediate_size", "max_position_embeddings", "num_attention_heads",
+            "num_hidden_layers", "num_hidden_groups", "inner_group_num", "type_vocab_size", "vocab_size",
+        )
+        kwargs = {k: data[k] for k in keys if k in data}
+        return cls(hidden_act=act[hidden_act], **kwargs)
+
+    # -- files ---------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike, architectures: list[str] | None = None) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_hf_dict(architectures), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def preset(cls, name: str) -> AlbertConfig:
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}")
+        return cls(**PRESETS[name])
+
+
+# Keys of HF config.json that are not ours but should survive a load/save round trip.
+_HF_PASSTHROUGH = {"architectures", "classifier_dropout", "problem_type", "finetuning_task"}
+
+
+def load_config(path: str | os.PathLike) -> AlbertConfig:
+    """Read a config from a preset name, an HF config.json, an original albert_config.json,
+    or a directory holding one of them."""
+    text_path = str(path)
+    if text_path in PRESETS:
+        return AlbertConfig.preset(text_path)
+    path = Path(path)
+    if path.is_dir():
+        for name in ("config.json", "albert_config.json"):
+            if (path / name).is_file():
+                return load_config(path / name)
+        raise ConfigError(f"{path} holds no config.json or albert_config.json")
+    if not path.is_file():
+        raise ConfigError(f"{text_path} is neither a preset ({', '.join(PRESETS)}) nor a file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object")
+    # Original configs have no model_type and carry keys only Google's code writes.
+    original = "model_type" not in data and ("net_structure_type" in data or path.name == "albert_config.json")
+    return AlbertConfig.from_original_dict(data) if original else AlbertConfig.from_hf_dict(data)
+
+
+def _albert(hidden: int, layers: int, heads: int, inner: int) -> dict[str, Any]:
+    return dict(
+        vocab_size=30000, embedding_size=128, hidden_size=hidden, num_hidden_layers=layers,
+        num_hidden_groups=1, num_attention_heads=heads, intermediate_size=inner,
+    )
+
+
+def _bert(hidden: int, layers: int, heads: int, inner: int) -> dict[str, Any]:
+    # BERT in ALBERT's terms: E = H and every depth has its own weights (G = L).
+    return dict(_albert(hidden, layers, heads, inner), embedding_size=hidden, num_hidden_groups=layers,
+                hidden_act="gelu")
+
+
+# Named sizes are data. Parameter counts are the unique parameters of the base model
+# (AlbertModel with pooler), computed by albert_edge.params.
+PRESETS: dict[str, dict[str, Any]] = {
+    "albert-base-v2": _albert(768, 12, 12, 3072),  # 11.7M params
+    "albert-large-v2": _albert(1024, 24, 16, 4096),  # 17.7M params
+    "albert-xlarge-v2": _albert(2048, 24, 16, 8192),  # 58.7M params
+    "albert-xxlarge-v2": _albert(4096, 12, 64, 16384),  # 222.6M params
+    "bert-base": _bert(768, 12, 12, 3072),  # 109.4M params (ALBERT layout keeps an H x H projection)
+    "bert-large": _bert(1024, 24, 16, 4096),  # 335.2M params
+    "bert-xlarge": _bert(2048, 24, 16, 8192),  # 1274.1M params
+    # Tests: V=99, E=8, H=16, L=4, G=2 actually exercises sharing (G < L) in seconds.
+    "tiny": dict(
+        vocab_size=99, embedding_size=8, hidden_size=16, num_hidden_layers=4, num_hidden_groups=2,
+        num_attention_heads=4, intermediate_size=32, inner_group_num=1, max_position_embeddings=64,
+    ),
+}
+
+# Parameter counts published in the ALBERT paper (Lan et al., 2020, Table 1), in millions.
+PAPER_PARAMS: dict[str, float] = {
+    "albert-base-v2": 12, "albert-large-v2": 18, "albert-xlarge-v2": 60, "albert-xxlarge-v2": 235,
+    "bert-base": 108, "bert-large": 334, "bert-xlarge": 1270,
+}

@@ -1,0 +1,56 @@
+"""What an exported file holds, read back from disk: the common ground of the ONNX and TFLite
+readers and of the weights-once analysis. Readers import no torch and no tensorflow."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["TensorSpec", "StoredTensor", "GraphContents"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A graph input or output: name, numpy dtype name, shape (-1 or a name for dynamic axes)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | str, ...]
+
+
+@dataclass(frozen=True)
+class StoredTensor:
+    """One constant stored in the file, once per stored buffer (two tensors pointing at the same
+    TFLite buffer are one StoredTensor). ``data`` holds the stored values (read-only)."""
+
+    name: str
+    data: np.ndarray
+    consumers: tuple[str, ...] = ()  # op types (or op names) that read it, for reporting
+
+    @property
+    def dtype(self) -> str:
+        return self.data.dtype.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+
+@dataclass
+class GraphContents:
+    format: str  # "onnx" or "tflite"
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    ops: Counter = field(default_factory=Counter)  # op type -> count
+    weights: list[StoredTensor] = field(default_factory=list)
+    metadata: dict = field(default_factory=dict)  # opset / schema version, producer, ...
+
+    @property
+    def stored_weight_bytes(self) -> int:
+        return sum(w.nbytes for w in self.weights)

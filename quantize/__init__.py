@@ -1,0 +1,1 @@
+"""albert_edge.quantize"""
