@@ -281,9 +281,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "albert-large-v2": _albert(1024, 24, 16, 4096),  # 17.7M params
     "albert-xlarge-v2": _albert(2048, 24, 16, 8192),  # 58.7M params
     "albert-xxlarge-v2": _albert(4096, 12, 64, 16384),  # 222.6M params
-    "bert-base": _bert(768, 12, 12, 3072),  # 109.4M params (ALBERT layout keeps an H x H projection)
-    "bert-large": _bert(1024, 24, 16, 4096),  # 335.2M params
-    "bert-xlarge": _bert(2048, 24, 16, 8192),  # 1274.1M params
+    "bert-base": _bert(768, 12, 12, 3072),  # 109.7M params (ALBERT layout keeps an H x H projection)
+    "bert-large": _bert(1024, 24, 16, 4096),  # 335.7M params
+    "bert-xlarge": _bert(2048, 24, 16, 8192),  # 1279.5M params
     # Tests: V=99, E=8, H=16, L=4, G=2 actually exercises sharing (G < L) in seconds.
     "tiny": dict(
         vocab_size=99, embedding_size=8, hidden_size=16, num_hidden_layers=4, num_hidden_groups=2,

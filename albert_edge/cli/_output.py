@@ -11,7 +11,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+# Pipes and CI logs get a fixed, wide layout instead of rich's 80-column fallback.
+console = Console(width=None if sys.stdout.isatty() else 120)
 err_console = Console(stderr=True)
 
 
