@@ -17,7 +17,7 @@ from .config import AlbertConfig, load_config
 from .errors import CheckpointError, ConfigError
 from .model import HEADS, AlbertModel, build_model
 
-__all__ = ["Checkpoint", "load", "load_model", "save", "detect_format", "expected_shapes", "tf_key_table"]
+__all__ = ["Checkpoint", "load", "load_model", "model_from_checkpoint", "validate", "save", "detect_format", "expected_shapes", "tf_key_table"]
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +294,9 @@ def load_model(path: str | os.PathLike, head: str | None = None) -> tuple[Albert
     return ckpt.config, model_from_checkpoint(ckpt, head)
 
 
-def model_from_checkpoint(ckpt: Checkpoint, head: str | None = None) -> nn.Module:
+def validate(ckpt: Checkpoint, head: str | None = None) -> str:
+    """Check that ``ckpt`` holds every tensor ``head`` needs, in the config's shapes, and nothing
+    that its config cannot explain. Returns the head; raises CheckpointError naming the key."""
     head = head or ckpt.head
     if head not in HEADS:
         raise CheckpointError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
@@ -302,10 +304,13 @@ def model_from_checkpoint(ckpt: Checkpoint, head: str | None = None) -> nn.Modul
         raise CheckpointError(
             f"{ckpt.path} has no weights for head {head!r}; it has: {', '.join(ckpt.heads)}"
         )
-    pooler = "pooler.weight" in ckpt.state
-    expected = expected_shapes(ckpt.config, head, pooler=pooler)
-    _check_keys(ckpt, expected)
-    model = build_model(ckpt.config, head, add_pooling_layer=pooler)
+    _check_keys(ckpt, expected_shapes(ckpt.config, head, pooler="pooler.weight" in ckpt.state))
+    return head
+
+
+def model_from_checkpoint(ckpt: Checkpoint, head: str | None = None) -> nn.Module:
+    head = validate(ckpt, head)
+    model = build_model(ckpt.config, head, add_pooling_layer="pooler.weight" in ckpt.state)
     params = dict(model.named_parameters())
     with torch.no_grad():
         for name, param in params.items():

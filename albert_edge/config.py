@@ -153,7 +153,10 @@ class AlbertConfig:
         id2label = data.get("id2label")
         if id2label:
             ordered = sorted(id2label.items(), key=lambda kv: int(kv[0]))
-            kwargs["label_names"] = tuple(str(v) for _, v in ordered)
+            labels = tuple(str(v) for _, v in ordered)
+            # transformers writes LABEL_0, LABEL_1, ... when no names were given.
+            if labels != tuple(f"LABEL_{i}" for i in range(len(labels))):
+                kwargs["label_names"] = labels
             kwargs["num_labels"] = len(ordered)
         elif "num_labels" in data:
             kwargs["num_labels"] = int(data["num_labels"])

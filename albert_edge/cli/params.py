@@ -9,7 +9,7 @@ from ._output import console, fmt_count, print_json, print_table
 HEAD_CHOICES = ["base", "mlm", "pretraining", "classification", "token-classification", "qa"]
 
 
-@click.command("params")
+@click.command("params", short_help="Where the parameters are, beside BERT of the same shape.")
 @click.argument("source", metavar="NAME_OR_CONFIG_OR_CHECKPOINT")
 @click.option("--head", type=click.Choice(HEAD_CHOICES), default="base", show_default=True,
               help="Count this head's parameters too.")
