@@ -342,8 +342,9 @@ def _check_keys(ckpt: Checkpoint, expected: dict[str, tuple[int, ...]]) -> None:
 
 # -- saving -------------------------------------------------------------------------------------
 
-def save(model: nn.Module, out_dir: str | os.PathLike) -> Path:
-    """Write ``model`` as a Hugging Face directory: config.json + model.safetensors.
+def save(model: nn.Module, out_dir: str | os.PathLike, spiece: str | os.PathLike | None = None) -> Path:
+    """Write ``model`` as a Hugging Face directory: config.json + model.safetensors, and the
+    tokenizer's spiece.model when ``spiece`` is given (so transformers and the converters find it).
 
     Each shared or tied weight is written once, under its first name, as transformers expects
     (it re-ties predictions.decoder to the word embeddings on load). Files are written to a
@@ -360,6 +361,9 @@ def save(model: nn.Module, out_dir: str | os.PathLike) -> Path:
         log.info("saving a base model without pooler")
     _atomic_write(out / "model.safetensors", lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
     _atomic_write(out / "config.json", lambda tmp: config.save(tmp, architectures=[architecture]))
+    if spiece is not None and Path(spiece).resolve() != (out / "spiece.model").resolve():
+        data = Path(spiece).read_bytes()
+        _atomic_write(out / "spiece.model", lambda tmp: Path(tmp).write_bytes(data))
     return out
 
 

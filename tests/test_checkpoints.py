@@ -249,3 +249,15 @@ def test_tf_checkpoint_converts_to_hf_that_transformers_loads(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(again(ids, mask, types).prediction_logits,
                                    hf(ids, mask, types).prediction_logits, atol=1e-6, rtol=0)
+
+
+def test_saved_directory_carries_the_tokenizer(tmp_path, spiece_model):
+    config = TINY.replace(vocab_size=400)
+    checkpoints.save(build_model(config, "mlm"), tmp_path, spiece=spiece_model)
+    assert (tmp_path / "spiece.model").read_bytes() == spiece_model.read_bytes()
+    hf_tok = transformers.AlbertTokenizer.from_pretrained(tmp_path)
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    ours = AlbertTokenizer.from_dir(tmp_path)
+    text = "the weather station logged rain"
+    assert ours.encode(text) == hf_tok(text)["input_ids"]
