@@ -1,5 +1,114 @@
-"""`albert-edge` commands: convert (filled in by its issue)."""
+"""`albert-edge convert` (checkpoint -> verified ONNX/TFLite files + manifest) and
+`albert-edge inspect` (what a model file stores, and whether any weight is stored twice)."""
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import contextlib
+import signal
+from pathlib import Path
+
+import click
+
+from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
+
+TARGET_NAMES = ("onnx", "tflite")
+HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
+
+
+@click.command("convert", short_help="Convert a checkpoint to ONNX / TFLite, verified.")
+@click.argument("checkpoint", metavar="CHECKPOINT")
+@click.option("--to", "targets", multiple=True, metavar="TARGET",
+              help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx).")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Output directory for the files and manifest.json.")
+@click.option("--head", default=None, metavar="HEAD",
+              help=f"Head to export: {', '.join(HEAD_NAMES)} (default: the checkpoint's own).")
+@click.option("--seq-len", type=int, default=128, show_default=True,
+              help="Sequence length to build and verify at (TFLite is built for it, ONNX is dynamic).")
+@click.option("--opset", type=int, default=17, show_default=True, help="ONNX opset (17 or newer).")
+@click.option("--force", is_flag=True, help="Write into an output directory that already holds files.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str | None, seq_len: int,
+            opset: int, force: bool, as_json: bool) -> None:
+    """Convert CHECKPOINT (a Hugging Face directory, an original TF checkpoint, or albert-edge
+    training output) to each --to format in --out. Every file is verified against PyTorch and
+    checked to store each shared weight once before it is moved in place; manifest.json is
+    written last."""
+    from ..converters.export import convert as run_convert
+
+    with _terminate_as_interrupt(), progress() as bar:
+        task = bar.add_task("convert", total=None)
+
+        def on_step(what: str, done: int, total: int) -> None:
+            bar.update(task, description=what, completed=done, total=total)
+
+        result = run_convert(checkpoint, out_dir, targets=targets or ("onnx",), head=head, seq_len=seq_len,
+                             opset=opset, force=force, on_step=on_step)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    rows = []
+    for f in result.files:
+        w = f.entry.weights
+        worst = max(f.entry.parity["max_abs_diff"].values(), default=0.0)
+        rows.append((f.name, f.format, fmt_bytes(f.entry.size), fmt_bytes(w["stored_bytes"]),
+                     fmt_bytes(w["model_param_bytes"] or 0), len(w["duplicates"]), f"{worst:.2e}",
+                     f"{f.export_seconds:.1f}s", f"{f.verify_seconds:.1f}s"))
+    print_table(f"Converted ({result.head}) into {result.out_dir}",
+                ["file", "format", "size", "stored weights", "model params", "duplicates", "max |diff|",
+                 "export", "verify"], rows, right=(2, 3, 4, 5, 6, 7, 8))
+    console.print(f"manifest: {result.manifest_path}  ({result.seconds:.1f}s in all)")
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (a timeout, a service manager) cleans up like Ctrl-C instead of dying mid-write."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@click.command("inspect", short_help="What a model file stores; every weight stored twice.")
+@click.argument("model_file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+def inspect(model_file: Path, as_json: bool) -> None:
+    """Read MODEL_FILE (.onnx or .tflite) back and report its inputs, outputs, op histogram,
+    weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
+    reshaped or transposed copies of another stored tensor."""
+    from ..converters.weights import inspect_file
+
+    with err_console.status(f"reading {model_file.name}"):
+        contents, report = inspect_file(model_file)
+    if as_json:
+        print_json({
+            "path": str(model_file), "format": contents.format,
+            "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],
+            "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
+        })
+        return
+    io_rows = [("input", s.name, s.dtype, list(s.shape)) for s in contents.inputs]
+    io_rows += [("output", s.name, s.dtype, list(s.shape)) for s in contents.outputs]
+    print_table(f"{model_file.name} ({contents.format})", ["", "name", "dtype", "shape"], io_rows)
+    print_table("Ops", ["op", "count"], contents.ops.most_common(), right=(1,))
+    summary = [
+        ("weight tensors", f"{report.num_tensors} (+ {report.num_constants} small constants)"),
+        ("stored weight bytes", f"{fmt_bytes(report.stored_bytes)} ({report.stored_bytes:,})"),
+        ("unique weight bytes", f"{fmt_bytes(report.unique_bytes)} ({report.unique_bytes:,})"),
+        ("duplicates", len(report.duplicates)),
+    ]
+    print_table("Weights", ["", ""], summary)
+    if report.duplicates:
+        print_table("Duplicated weights", ["tensor", "copy of", "kind", "bytes"],
+                    [(d.name, d.original, d.kind, f"{d.nbytes:,}") for d in report.duplicates], right=(3,))
+
+
+COMMANDS = [convert, inspect]

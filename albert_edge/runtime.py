@@ -1,0 +1,205 @@
+"""Run an exported model file on the device: one small API over onnxruntime and the TFLite
+interpreter. Imports neither torch nor tensorflow (tensorflow.lite only as the last resort for
+.tflite files, when no standalone interpreter is installed)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from .converters.graph import TensorSpec
+from .errors import RuntimeUnavailable
+
+__all__ = ["Session", "TensorSpec", "FORMATS", "format_of"]
+
+log = logging.getLogger(__name__)
+
+# File suffix -> format name. Every model file albert-edge writes or runs is one of these.
+FORMATS = {".onnx": "onnx", ".tflite": "tflite"}
+
+# The TFLite interpreters we accept, in order of preference: (module, attribute holding the class).
+_TFLITE_INTERPRETERS = (
+    ("ai_edge_litert.interpreter", "Interpreter"),
+    ("tflite_runtime.interpreter", "Interpreter"),
+    ("tensorflow.lite", "Interpreter"),  # imports all of tensorflow: the workstation fallback
+)
+_SIGNATURE = "serving_default"
+
+_ORT_TYPES = {
+    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
+    "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(bool)": "bool",
+}
+
+
+def format_of(path: str | os.PathLike) -> str:
+    """'onnx' or 'tflite' from the file suffix; RuntimeUnavailable for anything else."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise RuntimeUnavailable(
+            f"{path}: unknown model file type {suffix or '(no suffix)'!r}; expected {', '.join(FORMATS)}"
+        )
+    return FORMATS[suffix]
+
+
+class Session:
+    """A loaded model file. ``inputs``/``outputs`` describe its tensors; ``run`` takes numpy
+    arrays by input name and returns numpy arrays by output name.
+
+    Integer feeds are cast to the dtype the model wants (int64 for our ONNX files, int32 for
+    TFLite). TFLite inputs are resized to the shape of each feed, so one file serves any batch
+    size and sequence length.
+    """
+
+    def __init__(self, path: str | os.PathLike, num_threads: int | None = None):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise RuntimeUnavailable(f"{self.path}: no such model file")
+        self.format = format_of(self.path)
+        self.num_threads = num_threads
+        opener = _OnnxBackend if self.format == "onnx" else _TFLiteBackend
+        self._backend = opener(self.path, num_threads)
+        self.inputs: list[TensorSpec] = self._backend.inputs
+        self.outputs: list[TensorSpec] = self._backend.outputs
+        self.backend_name: str = self._backend.name
+
+    @property
+    def input_names(self) -> list[str]:
+        return [s.name for s in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [s.name for s in self.outputs]
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        missing = [name for name in self.input_names if name not in feeds]
+        unknown = [name for name in feeds if name not in self.input_names]
+        if missing or unknown:
+            raise ValueError(
+                f"{self.path.name}: feeds must be exactly {', '.join(self.input_names)}"
+                f" (missing: {', '.join(missing) or '-'}; unknown: {', '.join(unknown) or '-'})"
+            )
+        cast = {spec.name: _cast(feeds[spec.name], spec) for spec in self.inputs}
+        return self._backend.run(cast)
+
+    def __repr__(self) -> str:
+        return f"Session({str(self.path)!r}, backend={self.backend_name!r})"
+
+
+def _cast(value: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    value = np.asarray(value)
+    want = np.dtype(spec.dtype)
+    if value.dtype != want:
+        if value.dtype.kind in "iub" and want.kind in "iu" and value.size:
+            info = np.iinfo(want)
+            if value.min() < info.min or value.max() > info.max:
+                raise ValueError(f"input {spec.name!r} has values outside the range of {want.name}")
+        value = value.astype(want)
+    return np.ascontiguousarray(value)
+
+
+class _OnnxBackend:
+    name = "onnxruntime"
+
+    def __init__(self, path: Path, num_threads: int | None):
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise RuntimeUnavailable(
+                "running .onnx files needs onnxruntime (pip install 'albert-edge[onnx]')"
+            ) from None
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        if num_threads:
+            options.intra_op_num_threads = int(num_threads)
+            options.inter_op_num_threads = 1
+        try:
+            self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {_first_line(exc)}") from None
+        self.inputs = [_ort_spec(a) for a in self._session.get_inputs()]
+        self.outputs = [_ort_spec(a) for a in self._session.get_outputs()]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [s.name for s in self.outputs]
+        return dict(zip(names, self._session.run(names, feeds)))
+
+
+def _ort_spec(arg) -> TensorSpec:
+    shape = tuple(d if isinstance(d, (int, str)) else -1 for d in (arg.shape or ()))
+    return TensorSpec(name=arg.name, dtype=_ORT_TYPES.get(arg.type, arg.type), shape=shape)
+
+
+class _TFLiteBackend:
+    def __init__(self, path: Path, num_threads: int | None):
+        interpreter_cls, self.name = _tflite_interpreter()
+        try:
+            self._interpreter = interpreter_cls(model_path=str(path), num_threads=num_threads)
+        except (ValueError, RuntimeError) as exc:
+            raise RuntimeUnavailable(f"{path}: {self.name} cannot load it: {_first_line(exc)}") from None
+        signatures = self._interpreter.get_signature_list()
+        self._runner = None
+        if signatures:
+            key = _SIGNATURE if _SIGNATURE in signatures else next(iter(signatures))
+            # The signature runner resizes its inputs to each feed's shape and re-allocates.
+            self._runner = self._interpreter.get_signature_runner(key)
+            details_in = self._runner.get_input_details()
+            details_out = self._runner.get_output_details()
+            self.inputs = [_tflite_spec(name, d) for name, d in details_in.items()]
+            self.outputs = [_tflite_spec(name, d) for name, d in details_out.items()]
+        else:
+            self._interpreter.allocate_tensors()
+            self._in = {d["name"]: d for d in self._interpreter.get_input_details()}
+            self._out = {d["name"]: d for d in self._interpreter.get_output_details()}
+            self.inputs = [_tflite_spec(n, d) for n, d in self._in.items()]
+            self.outputs = [_tflite_spec(n, d) for n, d in self._out.items()]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._runner is not None:
+            result = self._runner(**feeds)
+            return {s.name: np.array(result[s.name]) for s in self.outputs}
+        interp = self._interpreter
+        resized = False
+        for name, value in feeds.items():
+            detail = self._in[name]
+            if tuple(interp.get_tensor(detail["index"]).shape) != value.shape:
+                interp.resize_tensor_input(detail["index"], list(value.shape))
+                resized = True
+        if resized:
+            interp.allocate_tensors()
+        for name, value in feeds.items():
+            interp.set_tensor(self._in[name]["index"], value)
+        interp.invoke()
+        return {s.name: np.array(interp.get_tensor(self._out[s.name]["index"])) for s in self.outputs}
+
+
+def _tflite_spec(name: str, detail: dict) -> TensorSpec:
+    dims = detail.get("shape_signature")
+    if dims is None or len(dims) == 0:
+        dims = detail["shape"]
+    return TensorSpec(name=name, dtype=np.dtype(detail["dtype"]).name, shape=tuple(int(d) for d in dims))
+
+
+def _tflite_interpreter():
+    for module_name, attr in _TFLITE_INTERPRETERS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        log.debug("TFLite interpreter: %s", module_name)
+        return getattr(module, attr), module_name.split(".")[0]
+    raise RuntimeUnavailable(
+        "running .tflite files needs ai-edge-litert, tflite-runtime or tensorflow "
+        "(pip install 'albert-edge[tflite]')"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,263 @@
+"""Convert a checkpoint (or a model) to every asked target: export each file under a temporary
+name, verify it against PyTorch, and only when all passed move them in place and write
+``manifest.json`` last. An interrupted or failed conversion leaves nothing that looks finished."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from albert_edge.errors import ConversionError
+
+from . import manifest as manifest_io
+from .verify import VerifyReport, verify
+
+__all__ = ["convert", "ConversionResult", "ConvertedFile", "TARGETS", "Target", "check_out_dir", "head_of"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One output format: the file it writes and the module whose ``export(model, path, ...)``
+    writes it."""
+
+    name: str
+    suffix: str
+    module: str
+    options: tuple[str, ...] = ()  # convert() options this exporter takes, besides seq_len
+
+    @property
+    def file_name(self) -> str:
+        return "model" + self.suffix
+
+
+TARGETS: dict[str, Target] = {
+    "onnx": Target("onnx", ".onnx", "albert_edge.converters.onnx", options=("opset", "external_data_threshold")),
+    "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite"),
+}
+
+Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
+# Work in progress lives in a hidden directory inside the output directory (same file system,
+# so the final moves are renames); a killed conversion leaves only this behind.
+TMP_PREFIX = ".albert-edge-convert-"
+
+
+@dataclass
+class ConvertedFile:
+    name: str
+    path: Path
+    format: str
+    export_seconds: float
+    verify_seconds: float
+    report: VerifyReport
+    entry: manifest_io.FileEntry
+
+
+@dataclass
+class ConversionResult:
+    out_dir: Path
+    files: list[ConvertedFile] = field(default_factory=list)
+    manifest_path: Path | None = None
+    head: str = "base"
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out_dir": str(self.out_dir),
+            "manifest": str(self.manifest_path) if self.manifest_path else None,
+            "head": self.head,
+            "seconds": round(self.seconds, 3),
+            "files": [
+                {**asdict(f.entry), "path": str(f.path),
+                 "export_seconds": round(f.export_seconds, 3), "verify_seconds": round(f.verify_seconds, 3)}
+                for f in self.files
+            ],
+        }
+
+
+def head_of(model) -> str:
+    """The --head name of a model object."""
+    from albert_edge.model import HEADS
+
+    for name, cls in HEADS.items():
+        if isinstance(model, cls):
+            return name
+    raise ConversionError(f"{type(model).__name__} is not an albert-edge model")
+
+
+def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[str] = ("onnx",),
+            head: str | None = None, seq_len: int = 128, opset: int = 17, force: bool = False, *,
+            tokenizer=None, on_step: Step | None = None, **export_options: Any) -> ConversionResult:
+    """Convert ``checkpoint_or_model`` (a checkpoint path or an albert-edge nn.Module) to each of
+    ``targets`` in ``out_dir``, verified. ``tokenizer`` (AlbertTokenizer or spiece path) adds
+    real sentences to the verification; by default a checkpoint directory's own spiece.model is
+    used. ``export_options`` go to the exporters that take them (``external_data_threshold``
+    for ONNX)."""
+    start = time.perf_counter()
+    wanted = _check_targets(targets)
+    unknown = set(export_options) - {o for t in TARGETS.values() for o in t.options}
+    if unknown:
+        raise TypeError(f"convert() got unknown export options: {', '.join(sorted(unknown))}")
+    _check_head(head)
+    if not isinstance(seq_len, int) or seq_len < 1:
+        raise ConversionError(f"seq-len ({seq_len!r}) must be a positive integer")
+    out = Path(out_dir)
+    created = check_out_dir(out, force)
+    finished = False
+    tmp: Path | None = None
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=out))
+        result = _convert_into(tmp, checkpoint_or_model, out, wanted, head=head, seq_len=seq_len, opset=opset,
+                               tokenizer=tokenizer, step=on_step or (lambda *_: None), export_options=export_options)
+        finished = True
+    except KeyboardInterrupt:
+        raise ConversionError(f"conversion interrupted: nothing was written to {out}") from None
+    except OSError as exc:  # disk full, permissions, ...
+        raise ConversionError(f"writing to {out} failed: {exc}") from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if created and not finished:
+            shutil.rmtree(out, ignore_errors=True)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target], *, head: str | None,
+                  seq_len: int, opset: int, tokenizer, step: Step, export_options: dict[str, Any]) -> ConversionResult:
+    """The conversion proper: load, export and verify each target in ``tmp``, then install."""
+    steps = 1 + 2 * len(wanted) + 1
+    step("load checkpoint", 0, steps)
+    model, source = _load(checkpoint_or_model, head)
+    config = model.config
+    if seq_len > config.max_position_embeddings:
+        raise ConversionError(
+            f"seq-len {seq_len} is above the model's max_position_embeddings ({config.max_position_embeddings})"
+        )
+    if tokenizer is None and source.get("checkpoint"):
+        tokenizer = _checkpoint_tokenizer(Path(source["checkpoint"]))
+    result = ConversionResult(out_dir=out, head=source["head"])
+    done = 1
+    for target in wanted:
+        options = {k: v for k, v in {"opset": opset, **export_options}.items() if k in target.options}
+        converted, done = _convert_one(target, model, tmp, step, done, steps, seq_len=seq_len,
+                                       tokenizer=tokenizer, options=options)
+        result.files.append(converted)
+    step("write manifest", done, steps)
+    result.manifest_path = _install(tmp, out, result, source, config, seq_len)
+    step("done", steps, steps)
+    return result
+
+
+def _check_targets(targets: Sequence[str]) -> list[Target]:
+    names = [targets] if isinstance(targets, str) else list(targets)
+    if not names:
+        raise ConversionError(f"no target given; choose from {', '.join(TARGETS)}")
+    for name in names:
+        if name not in TARGETS:
+            raise ConversionError(f"unknown target {name!r}; choose from {', '.join(TARGETS)}")
+    return [TARGETS[n] for n in dict.fromkeys(names)]
+
+
+def _check_head(head: str | None) -> None:
+    from albert_edge.model import HEADS
+
+    if head is not None and head not in HEADS:
+        raise ConversionError(f"unknown head {head!r}; choose from {', '.join(HEADS)}")
+
+
+def check_out_dir(out: Path, force: bool) -> bool:
+    """Refuse a directory we cannot write or that holds files (unless ``force``); create it if
+    missing. Returns whether it was created here."""
+    if out.exists() and not out.is_dir():
+        raise ConversionError(f"output {out} exists and is not a directory")
+    created = False
+    if out.is_dir():
+        held = sorted(p.name for p in out.iterdir() if not p.name.startswith(TMP_PREFIX))
+        if held and not force:
+            shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+            raise ConversionError(f"output directory {out} already holds files ({shown}); pass --force to overwrite")
+    else:
+        try:
+            out.mkdir(parents=True)
+        except OSError as exc:
+            raise ConversionError(f"cannot create output directory {out}: {exc.strerror or exc}") from None
+        created = True
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ConversionError(f"output directory {out} is not writable")
+    return created
+
+
+def _load(checkpoint_or_model, head: str | None) -> tuple[Any, dict[str, Any]]:
+    if isinstance(checkpoint_or_model, (str, os.PathLike)):
+        from albert_edge import checkpoints
+
+        path = Path(checkpoint_or_model)
+        ckpt = checkpoints.load(path)
+        model = checkpoints.model_from_checkpoint(ckpt, head)
+        return model, {"checkpoint": str(path.resolve()), "format": ckpt.format, "head": head_of(model)}
+    model = checkpoint_or_model
+    if not hasattr(model, "output_names") or not hasattr(model, "config"):
+        raise ConversionError(f"cannot convert a {type(model).__name__}: give a checkpoint path or an albert-edge model")
+    own = head_of(model)
+    if head is not None and head != own:
+        raise ConversionError(f"the model given is a {own!r} model, not {head!r}")
+    return model.eval(), {"checkpoint": None, "format": "model", "head": own}
+
+
+def _checkpoint_tokenizer(path: Path) -> Path | None:
+    """The checkpoint's own spiece.model, if it has one."""
+    directory = path if path.is_dir() else path.parent
+    found = directory / "spiece.model"
+    return found if found.is_file() else None
+
+
+def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps: int, *,
+                 seq_len: int, tokenizer, options: dict[str, Any]) -> tuple[ConvertedFile, int]:
+    exporter = _exporter(target)
+    path = tmp / target.file_name
+    step(f"export {target.name}", done, steps)
+    t0 = time.perf_counter()
+    exporter.export(model, path, seq_len=seq_len, **options)
+    t1 = time.perf_counter()
+    log.info("exported %s in %.1fs", target.file_name, t1 - t0)
+    step(f"verify {target.name}", done + 1, steps)
+    report = verify(model, path, seq_len=seq_len, tokenizer=tokenizer)
+    t2 = time.perf_counter()
+    if not report.ok:
+        problems = report.problems()
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise ConversionError(f"{target.file_name} failed verification: {problems[0]}{more}")
+    entry = manifest_io.file_entry(path, report)
+    return ConvertedFile(target.file_name, path, target.name, t1 - t0, t2 - t1, report, entry), done + 2
+
+
+def _exporter(target: Target):
+    try:
+        return importlib.import_module(target.module)
+    except ImportError as exc:
+        raise ConversionError(f"the {target.name} exporter is not available: {exc}") from None
+
+
+def _install(tmp: Path, out: Path, result: ConversionResult, source: dict[str, Any], config, seq_len: int) -> Path:
+    """Move the verified files into ``out`` (data files before the models that name them) and
+    write the manifest last, so a directory with a manifest is a finished one."""
+    (out / manifest_io.MANIFEST_NAME).unlink(missing_ok=True)  # a stale manifest would vouch for old files
+    models = {f.name for f in result.files}
+    for item in sorted(tmp.iterdir(), key=lambda p: p.name in models):
+        os.chmod(item, 0o644)  # temporary files are private; model files are for everyone to read
+        os.replace(item, out / item.name)
+    for f in result.files:
+        f.path = out / f.name
+    manifest = manifest_io.Manifest(source=source, config=config.to_hf_dict(), seq_len=seq_len,
+                                    files=[f.entry for f in result.files])
+    return manifest_io.write(manifest, out)

@@ -1,0 +1,127 @@
+"""``manifest.json``: what a conversion wrote, beside the files. For each file its name, sha256,
+size, format (and opset or TFLite schema version), inputs and outputs, parity with PyTorch and
+stored vs unique weight bytes; for the whole directory the source checkpoint and its config.
+Reading it needs only the standard library (``albert-edge info`` runs on the device)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from albert_edge import __version__
+from albert_edge.errors import ConversionError
+
+__all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "Manifest", "file_entry", "write", "read", "sha256_of"]
+
+MANIFEST_NAME = "manifest.json"
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class FileEntry:
+    name: str
+    format: str  # "onnx" | "tflite"
+    sha256: str
+    size: int
+    format_version: dict[str, Any]  # {"opset": 17} or {"schema_version": 3}
+    inputs: list[dict[str, Any]]  # [{"name", "dtype", "shape"}]
+    outputs: list[dict[str, Any]]
+    parity: dict[str, Any]
+    weights: dict[str, Any]  # stored_bytes, unique_bytes, model_param_bytes, duplicates, ...
+    data_files: list[dict[str, Any]] = field(default_factory=list)  # ONNX external data
+    precision: str = "fp32"
+
+
+@dataclass
+class Manifest:
+    source: dict[str, Any]  # {"checkpoint": path or None, "head": ..., "format": ...}
+    config: dict[str, Any]  # the Hugging Face config.json dict
+    files: list[FileEntry]
+    seq_len: int | None = None
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    albert_edge_version: str = __version__
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def file(self, name: str) -> FileEntry:
+        for entry in self.files:
+            if entry.name == name:
+                return entry
+        raise KeyError(name)
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_entry(path: str | os.PathLike, report, name: str | None = None) -> FileEntry:
+    """The manifest entry of one verified file. ``report`` is its converters.verify.VerifyReport;
+    ``name`` is the file's final name when ``path`` is still a temporary one."""
+    path = Path(path)
+    contents = report.contents
+    meta = contents.metadata
+    version = {"opset": meta.get("opset")} if contents.format == "onnx" else {"schema_version": meta.get("schema_version")}
+    data_files = [
+        {"name": f, "sha256": sha256_of(path.parent / f), "size": (path.parent / f).stat().st_size}
+        for f in meta.get("external_data", [])
+    ]
+    weights = report.weights.to_dict()
+    return FileEntry(
+        name=name or path.name,
+        format=contents.format,
+        sha256=sha256_of(path),
+        size=path.stat().st_size,
+        format_version=version,
+        inputs=[_spec(s) for s in contents.inputs],
+        outputs=[_spec(s) for s in contents.outputs],
+        parity=report.parity(),
+        weights=weights,
+        data_files=data_files,
+    )
+
+
+def _spec(spec) -> dict[str, Any]:
+    return {"name": spec.name, "dtype": spec.dtype, "shape": list(spec.shape)}
+
+
+def write(manifest: Manifest, out_dir: str | os.PathLike) -> Path:
+    """Write ``out_dir/manifest.json`` through a temporary name, so it is whole or absent."""
+    out = Path(out_dir) / MANIFEST_NAME
+    text = json.dumps(manifest.to_dict(), indent=2, default=str) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_NAME}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+def read(path: str | os.PathLike) -> Manifest:
+    """Read a manifest from its file or from the directory holding it."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / MANIFEST_NAME
+    if not path.is_file():
+        raise ConversionError(f"{path}: no such manifest")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = [FileEntry(**entry) for entry in data.pop("files")]
+        return Manifest(files=files, **data)
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise ConversionError(f"{path} is not an albert-edge manifest: {exc}") from None

@@ -1,0 +1,215 @@
+"""ALBERT's forward pass re-stated in TensorFlow, fed with the weights of our PyTorch model.
+
+Written for the TFLite converter: every distinct PyTorch parameter becomes one TF variable,
+created once and read by the serving function however many layers use it, and every
+linear weight stays in PyTorch's [out, in] layout, which is what TFLite's FULLY_CONNECTED
+stores, so the converter never needs a transposed copy of a weight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+from torch import nn
+
+from albert_edge.config import AlbertConfig
+from albert_edge.errors import ConversionError
+from albert_edge.model import (
+    MASK_VALUE,
+    AlbertForMaskedLM,
+    AlbertForPreTraining,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+    AlbertLayer,
+    AlbertModel,
+)
+
+from .tflite import INPUT_NAMES
+
+__all__ = ["TFAlbert", "input_signature"]
+
+_ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
+    "gelu_new": lambda x: tf.nn.gelu(x, approximate=True),
+    "gelu_fast": lambda x: tf.nn.gelu(x, approximate=True),
+    "gelu_pytorch_tanh": lambda x: tf.nn.gelu(x, approximate=True),
+    "gelu": lambda x: tf.nn.gelu(x, approximate=False),
+    "relu": tf.nn.relu,
+    "silu": tf.nn.silu,
+    "swish": tf.nn.silu,
+    "tanh": tf.tanh,
+}
+
+
+def input_signature() -> list[tf.TensorSpec]:
+    """(batch, sequence) int32 inputs, both axes dynamic so the interpreter can resize them."""
+    return [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
+
+
+class _Weights:
+    """One tf.Variable per distinct PyTorch parameter: a weight shared by several layers (or
+    tied, like the MLM decoder) is one variable, read by every layer that uses it, and is frozen
+    into one constant buffer by the converter. Parameters are the same when they are the same
+    object or view the same memory the same way (a tie made through ``.data``)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[tuple, tf.Variable] = {}
+
+    def __call__(self, param: nn.Parameter, row: bool = False) -> tf.Variable:
+        """The variable for ``param``; ``row`` stores a vector as a (1, n) row."""
+        key = (param.data_ptr(), tuple(param.shape), tuple(param.stride()), str(param.dtype))
+        if key not in self._by_id:
+            data = param.detach().cpu().numpy().astype(np.float32, copy=False)
+            with tf.init_scope():  # created eagerly, outside the graph being traced
+                self._by_id[key] = tf.Variable(data.reshape(1, -1) if row else data, trainable=False)
+        var = self._by_id[key]
+        if row != (len(var.shape) == 2 and param.dim() == 1):
+            raise ValueError("a parameter was asked for both as a vector and as a row")
+        return var
+
+    def all(self) -> list[tf.Variable]:
+        return list(self._by_id.values())
+
+
+class TFAlbert(tf.Module):
+    """Any of our ALBERT models (any head) as a TF module with one ``serve`` function that
+    returns a dict keyed by the model's ``output_names``."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__(name="albert")
+        self.config: AlbertConfig = model.config
+        self.output_names: tuple[str, ...] = tuple(model.output_names)
+        self._w = _Weights()
+        self._model = model
+        self._act = _ACTIVATIONS[self.config.hidden_act]
+        self._head = _head_fn(model)
+        self.serve = tf.function(self._serve, input_signature=input_signature(), autograph=False)
+
+    # -- building blocks -----------------------------------------------------------------------
+    def _linear(self, x: tf.Tensor, lin: nn.Linear, row_bias: bool = False) -> tf.Tensor:
+        # (..., in) x [out, in]^T: FULLY_CONNECTED reads the weight as stored, no transpose.
+        y = tf.matmul(x, self._w(lin.weight), transpose_b=True)
+        return y + self._w(lin.bias, row=row_bias) if lin.bias is not None else y
+
+    def _layer_norm(self, x: tf.Tensor, ln: nn.LayerNorm) -> tf.Tensor:
+        mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+        var = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1, keepdims=True)
+        x = (x - mean) * tf.math.rsqrt(var + ln.eps)
+        # gamma and beta as (1, n) rows: the converter folds a 1-D scale or shift that feeds a
+        # FULLY_CONNECTED into that layer's weight or bias, a new copy per layer application.
+        return x * self._w(ln.weight, row=True) + self._w(ln.bias, row=True)
+
+    def _attention(self, x: tf.Tensor, mask_bias: tf.Tensor, att) -> tf.Tensor:
+        shape = tf.shape(x)
+        B, T = shape[0], shape[1]
+        nh, hd, H = att.num_heads, att.head_dim, self.config.hidden_size
+
+        def heads(t: tf.Tensor) -> tf.Tensor:
+            return tf.transpose(tf.reshape(t, [B, T, nh, hd]), [0, 2, 1, 3])  # (B, nh, T, hd)
+
+        q, k, v = heads(self._linear(x, att.query)), heads(self._linear(x, att.key)), heads(self._linear(x, att.value))
+        # The scale comes after the matmul: folded into the query weight it would be a new
+        # copy of that weight.
+        scores = tf.matmul(q, k, transpose_b=True) / math.sqrt(hd)  # (B, nh, T, T)
+        probs = tf.nn.softmax(scores + mask_bias, axis=-1)
+        context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), [B, T, H])  # (B, T, H)
+        return self._layer_norm(x + self._linear(context, att.dense), att.LayerNorm)
+
+    def _layer(self, x: tf.Tensor, mask_bias: tf.Tensor, layer: AlbertLayer) -> tf.Tensor:
+        a = self._attention(x, mask_bias, layer.attention)
+        f = self._linear(self._act(self._linear(a, layer.ffn)), layer.ffn_output)
+        return self._layer_norm(a + f, layer.full_layer_layer_norm)
+
+    def _encode(self, albert: AlbertModel, input_ids, attention_mask, token_type_ids) -> tf.Tensor:
+        emb, enc, config = albert.embeddings, albert.encoder, self.config
+        T = tf.shape(input_ids)[1]
+        x = tf.gather(self._w(emb.word_embeddings.weight), input_ids)
+        x = x + tf.gather(self._w(emb.token_type_embeddings.weight), token_type_ids)
+        x = x + tf.slice(self._w(emb.position_embeddings.weight), [0, 0], [T, -1])  # (B, T, E)
+        x = self._layer_norm(x, emb.LayerNorm)
+        # (B, 1, 1, T): computed once, shared by every layer application.
+        mask = tf.reshape(tf.cast(attention_mask, tf.float32), [tf.shape(input_ids)[0], 1, 1, T])
+        mask_bias = (1.0 - mask) * MASK_VALUE
+        # Its bias as a row: a 1-D shift feeding the first layer's Q/K/V would be folded into
+        # their biases, a second copy of them for the first layer application.
+        x = self._linear(x, enc.embedding_hidden_mapping_in, row_bias=True)  # (B, T, H)
+        for depth in range(config.num_hidden_layers):
+            group = config.group_of_depth(depth) if config.sharing == "all" else depth
+            for layer in enc.albert_layer_groups[group].albert_layers:
+                x = self._layer(x, mask_bias, layer)
+        return x
+
+    def _pool(self, albert: AlbertModel, hidden: tf.Tensor) -> tf.Tensor:
+        return tf.tanh(self._linear(hidden[:, 0], albert.pooler))  # (B, H)
+
+    def _mlm(self, predictions, hidden: tf.Tensor) -> tf.Tensor:
+        h = self._layer_norm(self._act(self._linear(hidden, predictions.dense)), predictions.LayerNorm)
+        return self._linear(h, predictions.decoder)  # (B, T, V), weight = word embeddings
+
+    # -- serving -------------------------------------------------------------------------------
+    def _serve(self, input_ids, attention_mask, token_type_ids) -> dict[str, tf.Tensor]:
+        outputs = self._head(self, input_ids, attention_mask, token_type_ids)
+        return {name: tf.identity(t, name=name) for name, t in zip(self.output_names, outputs)}
+
+    def trace(self) -> tf.types.experimental.ConcreteFunction:
+        """The serving function, traced once; its weights become tracked variables of this
+        module, so ``tf.saved_model.save`` stores each of them once."""
+        function = self.serve.get_concrete_function()
+        self.weights_once = self._w.all()
+        return function
+
+
+# -- heads: model -> the outputs in output_names order ---------------------------------------
+def _base(m: TFAlbert, ids, mask, types):
+    albert = m._model
+    hidden = m._encode(albert, ids, mask, types)
+    return (hidden,) if albert.pooler is None else (hidden, m._pool(albert, hidden))
+
+
+def _mlm(m: TFAlbert, ids, mask, types):
+    model = m._model
+    return (m._mlm(model.predictions, m._encode(model.albert, ids, mask, types)),)
+
+
+def _pretraining(m: TFAlbert, ids, mask, types):
+    model = m._model
+    hidden = m._encode(model.albert, ids, mask, types)
+    pooled = m._pool(model.albert, hidden)
+    return m._mlm(model.predictions, hidden), m._linear(pooled, model.sop_classifier.classifier)
+
+
+def _sequence_classification(m: TFAlbert, ids, mask, types):
+    model = m._model
+    pooled = m._pool(model.albert, m._encode(model.albert, ids, mask, types))
+    return (m._linear(pooled, model.classifier),)
+
+
+def _token_classification(m: TFAlbert, ids, mask, types):
+    model = m._model
+    return (m._linear(m._encode(model.albert, ids, mask, types), model.classifier),)
+
+
+def _question_answering(m: TFAlbert, ids, mask, types):
+    model = m._model
+    logits = m._linear(m._encode(model.albert, ids, mask, types), model.qa_outputs)  # (B, T, 2)
+    return logits[..., 0], logits[..., 1]
+
+
+_HEADS: list[tuple[type, Callable]] = [
+    (AlbertModel, _base),
+    (AlbertForMaskedLM, _mlm),
+    (AlbertForPreTraining, _pretraining),
+    (AlbertForSequenceClassification, _sequence_classification),
+    (AlbertForTokenClassification, _token_classification),
+    (AlbertForQuestionAnswering, _question_answering),
+]
+
+
+def _head_fn(model: nn.Module) -> Callable:
+    for cls, fn in _HEADS:
+        if type(model) is cls:
+            return fn
+    raise ConversionError(f"{type(model).__name__} is not one of albert_edge.model's ALBERT models")

@@ -1,0 +1,224 @@
+"""One ``verify()`` for every exported file: run it in its real runtime (onnxruntime, the TFLite
+interpreter) through albert_edge.runtime, compare every output with PyTorch at several sequence
+lengths, on random ids and on tokenized real sentences, and prove each weight is stored once."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from albert_edge.runtime import Session
+
+from .graph import GraphContents
+from .weights import WeightsReport, analyze, read_file
+
+__all__ = ["verify", "VerifyReport", "ParityCase", "SENTENCES", "INPUT_NAMES", "ATOL", "RTOL", "default_lengths"]
+
+log = logging.getLogger(__name__)
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+# fp32 tolerances. Hidden states are compared absolutely; logits, whose size grows with the
+# vocabulary and the checkpoint, may also differ by RTOL of their magnitude.
+ATOL = 1e-4
+RTOL = 1e-4
+HIDDEN_STATES = ("last_hidden_state", "pooler_output")
+
+# Real text for the tokenized cases: pairs, numbers, punctuation, a long one that gets truncated.
+SENTENCES = (
+    ("The weather station on the hill reads its sensors once every minute.", None),
+    ("In 2020, the mast bent but did not break.", "The wind reached 110 kilometres per hour."),
+    ("Does ALBERT share its layers?", "Yes: twelve layers, one set of weights."),
+    ("A short one.", None),
+    (" ".join(["Phones, Raspberry Pis and Jetsons run the same small file."] * 12), None),
+)
+
+
+@dataclass(frozen=True)
+class ParityCase:
+    """One output on one batch: its largest absolute difference from PyTorch."""
+
+    source: str  # "random" or "text"
+    batch: int
+    seq_len: int
+    output: str
+    max_abs_diff: float
+    atol: float
+    rtol: float
+    ok: bool
+    note: str = ""
+
+
+@dataclass
+class VerifyReport:
+    path: Path
+    format: str
+    backend: str
+    cases: list[ParityCase] = field(default_factory=list)
+    io_problems: list[str] = field(default_factory=list)
+    weights: WeightsReport | None = None
+    contents: GraphContents | None = None
+    tokenized: bool = False
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return (not self.io_problems and bool(self.cases) and all(c.ok for c in self.cases)
+                and self.weights is not None and self.weights.ok)
+
+    @property
+    def max_abs_diff(self) -> dict[str, float]:
+        """Largest difference per output over every case."""
+        worst: dict[str, float] = {}
+        for case in self.cases:
+            worst[case.output] = max(worst.get(case.output, 0.0), case.max_abs_diff)
+        return worst
+
+    @property
+    def seq_lens(self) -> list[int]:
+        return sorted({c.seq_len for c in self.cases})
+
+    def problems(self) -> list[str]:
+        out = list(self.io_problems)
+        for c in self.cases:
+            if not c.ok:
+                out.append(f"{c.output} differs from PyTorch by {c.max_abs_diff:.3g} (atol {c.atol:g}, "
+                           f"rtol {c.rtol:g}) on {c.source} input of length {c.seq_len}{' ' + c.note if c.note else ''}")
+        if self.weights is not None:
+            out.extend(self.weights.problems())
+        return out
+
+    def parity(self) -> dict[str, Any]:
+        """The figures the manifest keeps."""
+        return {
+            "max_abs_diff": self.max_abs_diff,
+            "atol": {c.output: c.atol for c in self.cases},
+            "rtol": {c.output: c.rtol for c in self.cases},
+            "seq_lens": self.seq_lens,
+            "cases": len(self.cases),
+            "tokenized_text": self.tokenized,
+            "backend": self.backend,
+            "ok": self.ok,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path), "format": self.format, "ok": self.ok, "parity": self.parity(),
+            "problems": self.problems(), "weights": self.weights.to_dict() if self.weights else None,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def default_lengths(seq_len: int, max_position_embeddings: int) -> tuple[int, ...]:
+    """A single token, a short length, the built length and the longest the model takes."""
+    return tuple(sorted({1, min(5, max_position_embeddings), seq_len, max_position_embeddings}))
+
+
+def verify(model, path: str | os.PathLike, *, seq_len: int = 128, seq_lens: tuple[int, ...] | None = None,
+           batch_size: int = 2, tokenizer=None, atol: float = ATOL, rtol: float = RTOL,
+           num_threads: int | None = None, seed: int = 0) -> VerifyReport:
+    """Check the model file at ``path`` against the PyTorch ``model`` it was made from.
+
+    ``tokenizer`` is an AlbertTokenizer, something callable like it, or the path of a
+    spiece.model (or a directory holding one); without one only random ids are used.
+    ``seq_lens`` defaults to :func:`default_lengths` of ``seq_len``.
+    """
+    start = time.perf_counter()
+    path = Path(path)
+    session = Session(path, num_threads=num_threads)
+    report = VerifyReport(path=path, format=session.format, backend=session.backend_name)
+    report.io_problems = _io_problems(session, tuple(model.output_names))
+    if not report.io_problems:
+        config = model.config
+        lengths = seq_lens or default_lengths(seq_len, config.max_position_embeddings)
+        rng = np.random.default_rng(seed)
+        # Past the built length one row is enough to show the file still agrees there.
+        batches = [("random", _random_batch(rng, config, batch_size if T <= seq_len else 1, T)) for T in lengths]
+        tok = _tokenizer(tokenizer, config.vocab_size)
+        if tok is not None:
+            report.tokenized = True
+            batches += [("text", b) for b in _text_batches(tok, min(seq_len, config.max_position_embeddings))]
+        for source, feeds in batches:
+            report.cases += _run_case(model, session, source, feeds, atol, rtol)
+    report.contents = read_file(path)
+    report.weights = analyze(report.contents, model)
+    report.seconds = time.perf_counter() - start
+    log.info("verified %s in %.1fs: %s", path.name, report.seconds, "ok" if report.ok else "; ".join(report.problems()))
+    return report
+
+
+def _run_case(model, session: Session, source: str, feeds: dict[str, np.ndarray], atol: float,
+              rtol: float) -> list[ParityCase]:
+    """One batch through PyTorch and through the file; one ParityCase per output."""
+    import torch
+
+    with torch.no_grad():
+        ref = model.eval()(*(torch.from_numpy(feeds[n]) for n in INPUT_NAMES))
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    got = session.run(feeds)
+    return [_compare(source, feeds, name, expected.numpy(), got[name], atol, rtol)
+            for name, expected in zip(model.output_names, ref)]
+
+
+def _io_problems(session: Session, output_names: tuple[str, ...]) -> list[str]:
+    problems = []
+    if sorted(session.input_names) != sorted(INPUT_NAMES):
+        problems.append(f"inputs are {', '.join(session.input_names)}; expected {', '.join(INPUT_NAMES)}")
+    if sorted(session.output_names) != sorted(output_names):
+        problems.append(f"outputs are {', '.join(session.output_names)}; expected {', '.join(output_names)}")
+    return problems
+
+
+def _random_batch(rng: np.random.Generator, config, batch: int, T: int) -> dict[str, np.ndarray]:
+    """Random ids with a padded second row and two segments, so masks and types are exercised."""
+    ids = rng.integers(0, config.vocab_size, size=(batch, T), dtype=np.int64)
+    mask = np.ones((batch, T), dtype=np.int64)
+    types = np.zeros((batch, T), dtype=np.int64)
+    if T > 2:
+        if batch > 1:
+            mask[1, T - T // 3:] = 0
+            ids[1, T - T // 3:] = config.pad_token_id
+        if config.type_vocab_size > 1:
+            types[:, T // 2:] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def _tokenizer(tokenizer, vocab_size: int):
+    if tokenizer is None or callable(tokenizer):
+        return tokenizer
+    try:
+        from albert_edge.tokenizer import AlbertTokenizer
+    except ImportError:
+        log.warning("no tokenizer module: verifying on random ids only")
+        return None
+    tok = AlbertTokenizer.from_dir(tokenizer)
+    tok.check_vocab_size(vocab_size)
+    return tok
+
+
+def _text_batches(tok, max_length: int) -> list[dict[str, np.ndarray]]:
+    """Single sentences padded to the longest, and sentence pairs padded to ``max_length``."""
+    singles = [a for a, b in SENTENCES if b is None]
+    pairs = [(a, b) for a, b in SENTENCES if b is not None]
+    return [
+        tok(singles, max_length=max_length, padding="longest", truncation=True),
+        tok([a for a, _ in pairs], [b for _, b in pairs], max_length=max_length, padding="max_length",
+            truncation=True),
+    ]
+
+
+def _compare(source: str, feeds: dict[str, np.ndarray], name: str, expected: np.ndarray,
+             got: np.ndarray, atol: float, rtol: float) -> ParityCase:
+    rtol = 0.0 if name in HIDDEN_STATES else rtol
+    batch, T = feeds["input_ids"].shape
+    if got.shape != expected.shape:
+        return ParityCase(source, batch, T, name, float("inf"), atol, rtol, False,
+                          f"(shape {list(got.shape)}, PyTorch {list(expected.shape)})")
+    diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+    ok = bool(np.all(diff <= atol + rtol * np.abs(expected)))
+    return ParityCase(source, batch, T, name, float(diff.max()) if diff.size else 0.0, atol, rtol, ok)

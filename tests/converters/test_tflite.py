@@ -1,0 +1,192 @@
+"""TFLite export: builtin ops, the serving signature, parity with PyTorch in the real interpreter
+(at the built length and after resizing), and every shared weight stored once."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("tensorflow")
+litert = pytest.importorskip("ai_edge_litert.interpreter")
+
+from albert_edge.config import AlbertConfig  # noqa: E402
+from albert_edge.converters import tflite  # noqa: E402
+from albert_edge.converters.tflite_reader import read  # noqa: E402
+from albert_edge.errors import ConversionError  # noqa: E402
+from albert_edge.model import build_model  # noqa: E402
+
+BUILT = 16  # the tiny preset allows up to 64 positions
+TINY = AlbertConfig.preset("tiny")  # V=99, E=8 != H=16, L=4, G=2
+
+# Every head once, each on another config variant, so one conversion per case covers them all.
+CASES = {
+    "base": ("base", {}),
+    "mlm-share-attention": ("mlm", dict(sharing="attention")),
+    "pretraining-inner2": ("pretraining", dict(inner_group_num=2)),
+    "classification-share-none-relu": ("classification", dict(sharing="none", hidden_act="relu", num_labels=3)),
+    "token-classification-share-ffn-gelu": ("token-classification", dict(sharing="ffn", hidden_act="gelu")),
+    # Twelve applications of one group: stored once, not unrolled into copies.
+    "qa-L12-G1-silu": ("qa", dict(num_hidden_layers=12, num_hidden_groups=1, hidden_act="silu")),
+}
+
+
+def _randomize(model) -> None:
+    """Random values everywhere: zero biases and unit LayerNorm weights would be folded away by
+    the converter and hide both parity and storage mistakes."""
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p + 0.1 * torch.randn(p.shape, generator=gen))
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def exported(request, tmp_path_factory):
+    head, changes = CASES[request.param]
+    torch.manual_seed(0)
+    model = build_model(TINY.replace(**changes), head)
+    _randomize(model)
+    path = tflite.export(model, tmp_path_factory.mktemp("tflite") / "model.tflite", seq_len=BUILT)
+    return model, path
+
+
+def _inputs(batch: int, length: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, TINY.vocab_size, (batch, length)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[-1, length // 2:] = 0  # padding on the last row
+    types = np.zeros_like(ids)
+    types[:, length // 3:] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def _torch_outputs(model, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    with torch.no_grad():
+        out = model(*(torch.from_numpy(inputs[n]).long() for n in tflite.INPUT_NAMES))
+    out = out if isinstance(out, tuple) else (out,)
+    return {name: t.numpy() for name, t in zip(model.output_names, out)}
+
+
+def _assert_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+    assert sorted(got) == sorted(want)
+    for name, expected in want.items():
+        assert got[name].shape == expected.shape, name
+        np.testing.assert_allclose(got[name], expected, rtol=0, atol=1e-4, err_msg=name)
+
+
+def test_signature_and_builtin_ops(exported):
+    model, path = exported
+    interpreter = litert.Interpreter(model_path=str(path))
+    signatures = interpreter.get_signature_list()
+    assert list(signatures) == ["serving_default"]
+    assert sorted(signatures["serving_default"]["inputs"]) == sorted(tflite.INPUT_NAMES)
+    assert sorted(signatures["serving_default"]["outputs"]) == sorted(model.output_names)
+    contents = read(path)
+    assert {s.name: (s.dtype, s.shape) for s in contents.inputs} == {
+        name: ("int32", (-1, -1)) for name in tflite.INPUT_NAMES
+    }
+    # No Flex or custom op: every op is a TFLite builtin (the reader names customs by their code).
+    from ai_edge_litert import schema_py_generated as schema
+
+    assert set(contents.ops) <= set(vars(schema.BuiltinOperator)) - {"CUSTOM"}
+    assert contents.ops["FULLY_CONNECTED"] > 0
+
+
+def test_parity_at_built_length_without_resizing(exported):
+    model, path = exported
+    interpreter = litert.Interpreter(model_path=str(path))
+    interpreter.allocate_tensors()
+    runner = interpreter.get_signature_runner("serving_default")
+    details, output_details = runner.get_input_details(), runner.get_output_details()
+    del runner  # the interpreter refuses to invoke while a runner holds it
+    assert {name: tuple(d["shape"]) for name, d in details.items()} == {n: (1, BUILT) for n in tflite.INPUT_NAMES}
+    inputs = _inputs(1, BUILT, seed=1)
+    for name, detail in details.items():
+        interpreter.set_tensor(detail["index"], inputs[name])
+    interpreter.invoke()
+    got = {name: interpreter.get_tensor(d["index"]) for name, d in output_details.items()}
+    _assert_close(got, _torch_outputs(model, inputs))
+
+
+@pytest.mark.parametrize("length", [7, 33, 64])
+def test_parity_after_resizing(exported, length):
+    model, path = exported
+    runner = litert.Interpreter(model_path=str(path)).get_signature_runner("serving_default")
+    inputs = _inputs(2, length, seed=length)
+    _assert_close(runner(**inputs), _torch_outputs(model, inputs))
+
+
+def _digest(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a, dtype=np.float32).tobytes()).hexdigest()
+
+
+def test_each_weight_stored_once(exported):
+    model, path = exported
+    params = {_digest(p.detach().numpy()): name for name, p in model.named_parameters()}
+    assert len(params) == len(list(model.parameters()))  # randomized: no two parameters equal
+    contents = read(path)
+    stored = [w for w in contents.weights if w.dtype == "float32" and w.data.size > 1]
+    digests = [_digest(w.data) for w in stored]
+    # Every stored float tensor is one of the model's parameters, unchanged (no folded or
+    # transposed copy), each parameter is stored exactly once, and none is missing.
+    assert sorted(digests) == sorted(params), [w.name for w, d in zip(stored, digests) if d not in params]
+    unique_bytes = sum(p.numel() * 4 for p in model.parameters())
+    assert sum(w.nbytes for w in stored) == unique_bytes
+    assert contents.stored_weight_bytes <= 1.005 * unique_bytes + 64 * 1024
+
+
+@pytest.mark.parametrize("seq_len", [0, 65, "128"])
+def test_bad_seq_len_is_one_clear_error(tmp_path, seq_len):
+    model = build_model(TINY, "base")
+    with pytest.raises(ConversionError, match="seq_len"):
+        tflite.export(model, tmp_path / "model.tflite", seq_len=seq_len)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_model_is_one_clear_error(tmp_path):
+    with pytest.raises(ConversionError, match="not one of albert_edge.model's ALBERT models"):
+        tflite.export(_NotAlbert(TINY), tmp_path / "model.tflite", seq_len=8)
+    assert list(tmp_path.iterdir()) == []
+
+
+# The write path on its own: the flatbuffer comes from the first case's real export.
+@pytest.fixture
+def flatbuffer_only(exported, monkeypatch):
+    data = bytearray(exported[1].read_bytes())
+    monkeypatch.setattr(tflite, "convert", lambda model, seq_len: data)
+    return bytes(data)
+
+
+@pytest.mark.parametrize("exported", ["base"], indirect=True)
+def test_failed_write_leaves_neither_file_nor_temporary(flatbuffer_only, tmp_path, monkeypatch):
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tflite.os, "replace", full_disk)
+    with pytest.raises(ConversionError, match="No space left on device"):
+        tflite.export(build_model(TINY, "base"), tmp_path / "model.tflite", seq_len=8)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("exported", ["base"], indirect=True)
+def test_export_replaces_an_existing_file(flatbuffer_only, tmp_path):
+    target = tmp_path / "model.tflite"
+    target.write_bytes(b"old")
+    tflite.export(build_model(TINY, "base"), target, seq_len=8)
+    assert target.read_bytes() == flatbuffer_only
+    assert [p.name for p in tmp_path.iterdir()] == ["model.tflite"]
+
+
+def test_missing_directory_is_one_clear_error(tmp_path):
+    with pytest.raises(ConversionError, match="is not a directory"):
+        tflite.export(build_model(TINY, "base"), tmp_path / "missing" / "model.tflite", seq_len=8)
+
+
+class _NotAlbert(torch.nn.Module):
+    output_names = ("logits",)
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
