@@ -118,9 +118,24 @@ def read_file(path: str | os.PathLike) -> GraphContents:
 
 
 def inspect_file(path: str | os.PathLike, model=None) -> tuple[GraphContents, WeightsReport]:
-    """Read ``path`` back and run the weights-once analysis on it (against ``model`` if given)."""
+    """Read ``path`` back and run the weights-once analysis on it, against ``model`` if given,
+    else against the model's unique parameter bytes recorded in a manifest.json beside it."""
     contents = read_file(path)
-    return contents, analyze(contents, model)
+    param_bytes = None if model is not None else _manifest_param_bytes(Path(path))
+    return contents, analyze(contents, model, param_bytes=param_bytes)
+
+
+def _manifest_param_bytes(path: Path) -> int | None:
+    from . import manifest  # local: manifest imports this module's report types
+
+    if not (path.parent / manifest.MANIFEST_NAME).is_file():
+        return None
+    try:
+        entry = manifest.read(path.parent).file(path.name)
+    except (ConversionError, KeyError):
+        return None
+    value = entry.weights.get("model_param_bytes")
+    return int(value) if isinstance(value, (int, float)) else None
 
 
 # -- the analysis ------------------------------------------------------------------------------

@@ -127,6 +127,10 @@ def test_inspect_json(converted):
     assert data["format"] == "onnx" and data["duplicates"] == [] and data["metadata"]["opset"] == 17
     assert [i["name"] for i in data["inputs"]] == ["input_ids", "attention_mask", "token_type_ids"]
     assert data["stored_bytes"] == data["unique_bytes"] and data["ops"]["MatMul"] > 0
+    # The manifest beside the file supplies the model's unique parameter bytes, hence the bound.
+    manifest = json.loads((converted / "manifest.json").read_text())
+    assert data["model_param_bytes"] == manifest["files"][0]["weights"]["model_param_bytes"] > 0
+    assert data["within_bound"] is True and data["stored_bytes"] <= data["bound_bytes"]
 
 
 def test_inspect_shows_duplicates(converted, tmp_path):
