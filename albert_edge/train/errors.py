@@ -1,0 +1,16 @@
+"""Errors of the training pipeline: bad data and runs that cannot go on. The CLI shows each as one
+line and exits with code 2."""
+
+from __future__ import annotations
+
+from ..errors import AlbertEdgeError
+
+__all__ = ["DataError", "TrainingError"]
+
+
+class DataError(AlbertEdgeError, ValueError):
+    """A corpus or labelled file is missing, empty, or cannot give training examples."""
+
+
+class TrainingError(AlbertEdgeError):
+    """A run cannot continue: the loss is no longer finite, or a resume does not match the run."""

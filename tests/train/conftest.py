@@ -1,0 +1,43 @@
+"""Fixtures of the training tests: the small test corpus, its vocabulary, a tiny config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from albert_edge.config import AlbertConfig
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+@pytest.fixture(scope="session")
+def corpus_file() -> Path:
+    """11 blank-line separated documents, one sentence per line."""
+    return DATA / "corpus.txt"
+
+
+@pytest.fixture(scope="session")
+def vocab(spiece_model):
+    from albert_edge.train.tokens import Vocabulary
+
+    return Vocabulary(spiece_model)
+
+
+@pytest.fixture(scope="session")
+def tiny_config(vocab) -> AlbertConfig:
+    """The tiny preset (E=8, H=16, L=4, G=2) with the test vocabulary and no dropout anywhere,
+    so runs on one and on two processes can agree to the last digit."""
+    return AlbertConfig.preset("tiny").replace(vocab_size=vocab.vocab_size, classifier_dropout_prob=0.0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """Tiny models run many times faster on one thread than on two when other work shares the
+    cores (waiting OpenMP threads lose their turn); restored afterwards for other tests."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
