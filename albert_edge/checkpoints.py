@@ -367,11 +367,18 @@ def save(model: nn.Module, out_dir: str | os.PathLike, spiece: str | os.PathLike
     return out
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write(final: Path, write) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a checkpoint is shared like any file
         os.replace(tmp, final)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -261,3 +261,11 @@ def test_saved_directory_carries_the_tokenizer(tmp_path, spiece_model):
     ours = AlbertTokenizer.from_dir(tmp_path)
     text = "the weather station logged rain"
     assert ours.encode(text) == hf_tok(text)["input_ids"]
+
+
+def test_saved_files_are_readable_by_others(tmp_path):
+    import stat
+
+    checkpoints.save(build_model(TINY), tmp_path)
+    for name in ("config.json", "model.safetensors"):
+        assert (tmp_path / name).stat().st_mode & stat.S_IROTH

@@ -397,3 +397,15 @@ print(tok("In 2019, [MASK] café", max_length=8)["input_ids"].tolist())
     assert result.returncode == 0, result.stderr
     expected = AlbertTokenizer(tmp_path / "spiece.model")("In 2019, [MASK] café", max_length=8)
     assert json.loads(result.stdout) == expected["input_ids"].tolist()
+
+
+def test_train_on_the_builtin_corpus(tmp_path):
+    from click.testing import CliRunner
+
+    from albert_edge.cli import main
+
+    result = CliRunner().invoke(main, ["tokenizer", "train", "builtin", "--out", str(tmp_path),
+                                       "--vocab-size", "1000", "--json"])
+    assert result.exit_code == 0, result.output
+    tok = AlbertTokenizer(tmp_path / "spiece.model")
+    assert tok.vocab_size == 1000 and tok.tokenize("[MASK]") == ["[MASK]"]

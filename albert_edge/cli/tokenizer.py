@@ -32,11 +32,18 @@ def train(files: tuple[Path, ...], out_dir: Path, vocab_size: int, character_cov
           input_sentence_size: int, cased: bool, as_json: bool) -> None:
     """Train a unigram spiece.model on text FILES with ALBERT's special tokens.
 
+    FILES may be `builtin`: the offline English corpus that `pretrain --corpus builtin` uses
+    (the documentation of Python's standard library).
+
     Ids 0..4 are <pad>, <unk>, [CLS], [SEP], [MASK]. Lines are normalized as the tokenizer
     normalizes text (lower case, accents stripped).
     """
     from ..tokenizer import AlbertTokenizer, train_spiece
 
+    if any(str(f) == "builtin" for f in files):
+        from ..train.corpus import builtin_corpus_path  # stdlib only, no torch
+
+        files = tuple(builtin_corpus_path() if str(f) == "builtin" else f for f in files)
     with err_console.status(f"training a {vocab_size}-piece vocabulary"):
         path = train_spiece(files, out_dir, vocab_size, do_lower_case=not cased,
                             character_coverage=character_coverage,
