@@ -77,7 +77,7 @@ def _terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-@click.command("inspect", short_help="What a model file stores; every weight stored twice.")
+@click.command("inspect", short_help="What a model file stores, and any weight it stores twice.")
 @click.argument("model_file", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 def inspect(model_file: Path, as_json: bool) -> None:
