@@ -16,3 +16,14 @@ def spiece_model(tmp_path_factory) -> Path:
     from albert_edge.tokenizer import train_spiece
 
     return train_spiece([DATA / "corpus.txt"], tmp_path_factory.mktemp("spiece"), vocab_size=400)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models run fastest on one thread, and the machine is shared."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -22,15 +22,6 @@ TINY = AlbertConfig.preset("tiny")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny models run fastest on one thread, and the machine is shared.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def base_model():
     torch.manual_seed(0)

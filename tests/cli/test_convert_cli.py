@@ -27,14 +27,6 @@ TINY = AlbertConfig.preset("tiny")
 SCRIPT = Path(sys.executable).with_name("albert-edge")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory) -> Path:
     """A tiny pretraining checkpoint (base, mlm and pretraining heads; no classifier, no qa)."""

@@ -22,15 +22,6 @@ TINY = AlbertConfig.preset("tiny")
 RNG = np.random.default_rng(0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny models run fastest on one thread, and the machine is shared.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny_model(config: AlbertConfig = TINY, head: str = "base", seed: int = 0):
     """A tiny model whose every parameter is distinct (random biases and LayerNorms too), so no
     two weights are equal by accident."""

@@ -24,15 +24,6 @@ from albert_edge.model import AlbertModel, build_model
 TINY = AlbertConfig.preset("tiny")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny models run fastest on one thread, and the machine is shared.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny_model(config: AlbertConfig = TINY, head: str = "base", seed: int = 0):
     torch.manual_seed(seed)
     model = build_model(config, head)

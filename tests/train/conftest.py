@@ -31,13 +31,3 @@ def tiny_config(vocab) -> AlbertConfig:
     return AlbertConfig.preset("tiny").replace(vocab_size=vocab.vocab_size, classifier_dropout_prob=0.0)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _one_thread():
-    """Tiny models run many times faster on one thread than on two when other work shares the
-    cores (waiting OpenMP threads lose their turn); restored afterwards for other tests."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
