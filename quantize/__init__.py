@@ -1,1 +1,122 @@
-"""albert_edge.quantize"""
+"""albert_edge.quantize: int8 and fp16 ALBERT files, each shared weight quantized once, accuracy
+measured against the fp32 parent on held-out real text.
+
+One entry point::
+
+    from albert_edge.quantize import QuantizeConfig, quantize
+    result = quantize("out/model.onnx", QuantizeConfig("int8-dynamic", tokenizer="spiece.model"))
+
+The schemes and their recipes are in :mod:`.schemes`; ``describe`` (for ``albert-edge
+inspect``) says which weights a file keeps in float and why.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import time
+from pathlib import Path
+
+from albert_edge.errors import ConfigError, ConversionError
+from albert_edge.runtime import Session
+
+from .accuracy import AccuracyReport
+from .checks import describe, float_weights
+from .result import QuantizeResult
+from .schemes import RECIPES, CalibrationMethod, QuantizeConfig, Recipe, Scheme, recipe_for, schemes_for
+
+__all__ = [
+    "quantize", "QuantizeConfig", "QuantizeResult", "Scheme", "CalibrationMethod", "Recipe", "RECIPES",
+    "recipe_for", "schemes_for", "describe", "float_weights", "AccuracyReport", "default_out_path",
+]
+
+log = logging.getLogger(__name__)
+
+# Builders by format: each module's build(source, out, recipe, config, calibration) -> Built.
+_BUILDERS = {"onnx": "albert_edge.quantize.onnx", "tflite": "albert_edge.quantize.tflite"}
+
+
+def default_out_path(model_path: str | os.PathLike, recipe: Recipe) -> Path:
+    """model.onnx -> model.int8-dynamic.onnx, beside it."""
+    path = Path(model_path)
+    return path.with_name(path.name[: -len(path.suffix)] + recipe.suffix)
+
+
+def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
+             out_path: str | os.PathLike | None = None) -> QuantizeResult:
+    """Quantize the fp32 file ``model_path`` (an .onnx or .tflite albert-edge converted) with
+    ``config.scheme`` into ``out_path`` (default: beside it, named by the scheme).
+
+    The file is written under a temporary name, loaded in its real runtime, checked to store
+    each weight once and to keep no unintended float weight, measured against its parent, and
+    only then renamed into place and added to the manifest beside it. When ``config.max_drop``
+    is exceeded the file is not kept and ``result.kept`` is False. Bad input (not one of our
+    files, a scheme the format lacks, text or tokenizer that do not fit) raises an
+    AlbertEdgeError before anything is written.
+    """
+    from .accuracy import measure
+    from .calibration import prepare
+    from .checks import check_quantized
+    from .record import check_destination, parity, record
+    from .source import open_model_file
+
+    start = time.perf_counter()
+    if not isinstance(config, QuantizeConfig):
+        raise ConfigError("config must be a QuantizeConfig")
+    source = open_model_file(model_path)
+    recipe = recipe_for(source.format, config.scheme)
+    config.check_against(recipe)
+    out = Path(out_path) if out_path is not None else default_out_path(source.path, recipe)
+    _check_out(out, source.path, recipe)
+    check_destination(out, source)
+    seq_len = config.seq_len or source.seq_len
+    if seq_len > source.config.max_position_embeddings:
+        raise ConfigError(f"seq_len {seq_len} is above the model's max_position_embeddings "
+                          f"({source.config.max_position_embeddings})")
+    text = prepare(config, source, recipe, seq_len)
+
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp{source.path.suffix}")
+    try:
+        builder = importlib.import_module(_BUILDERS[recipe.format])
+        built = builder.build(source, tmp, recipe, config, text.calibration)
+        notes = ([recipe.notes] if recipe.notes and recipe.notes not in built.notes else []) + built.notes
+        sample = {k: v[:1] for k, v in text.evaluation[0].feeds.items()}
+        check = check_quantized(tmp, source.path, built.kept_float, sample, float16=recipe.weights == "float16",
+                                num_threads=config.num_threads)
+        if not check.ok:
+            more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
+            raise ConversionError(f"{out.name} failed its checks: {check.problems[0]}{more}")
+        accuracy = measure(Session(source.path, config.num_threads), Session(tmp, config.num_threads),
+                           text.evaluation, source.head, text=text.described["evaluation"])
+        kept = accuracy.passes(config.max_drop)
+        figures = parity(source, out, recipe, accuracy, text.described, notes)
+        check.accuracy = figures
+        size = tmp.stat().st_size
+        manifest_path = None
+        if kept:
+            os.replace(tmp, out)
+            manifest_path = record(out, source, recipe, check, figures)
+        else:
+            log.warning("%s: %s is %.4f, a drop of %.4f over --max-drop %.4f: not kept", out.name,
+                        accuracy.headline[1], accuracy.headline[0], accuracy.drop, config.max_drop)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return QuantizeResult(
+        out_path=out, kept=kept, format=recipe.format, scheme=recipe.scheme.value, parent=source.path,
+        parent_size=source.path.stat().st_size, size=size, accuracy=accuracy, check=check,
+        notes=notes, calibration=text.described, max_drop=config.max_drop, manifest_path=manifest_path,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _check_out(out: Path, parent: Path, recipe: Recipe) -> None:
+    if out.suffix.lower() != parent.suffix.lower():
+        raise ConfigError(f"--out {out} must end in {parent.suffix}: "
+                          f"{recipe.format} schemes write {recipe.format} files")
+    if out.resolve() == parent.resolve():
+        raise ConfigError(f"--out {out} is the fp32 file itself; choose another name")
+    if not out.parent.is_dir():
+        raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: directory {out.parent} is not writable")

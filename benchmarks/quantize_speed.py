@@ -1,0 +1,219 @@
+"""Latency of quantized ALBERT files against PyTorch eager fp32, measured in one run.
+
+Batch 1, sequence 128, 2 threads by default. The model is built (a preset, random init, or a
+checkpoint), converted to fp32 ONNX / TFLite, quantized with every scheme of each format, and
+then every model is timed round-robin, a block of ``--block`` consecutive calls of each in turn
+(after one untimed call, so its weights are warm in cache), until each has ``--runs`` timed
+calls: load from other processes on a shared machine falls on all of them alike. Each median
+is printed as a ratio to PyTorch eager.
+
+    python benchmarks/quantize_speed.py                              # ALBERT-base, ONNX and TFLite
+    python benchmarks/quantize_speed.py --formats onnx --runs 50
+    python benchmarks/quantize_speed.py --set vocab_size=8000 --tokenizer spiece.model --calibration builtin
+    python benchmarks/quantize_speed.py --checkpoint out/pretrained --head mlm --json
+
+Static schemes (onnx int8-static, tflite int8-full / int16x8) calibrate on real text, so they
+need --tokenizer (whose vocabulary is the model's) and are skipped without one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# PyTorch's OpenMP threads spin while they wait for work; on a machine shared with other jobs
+# that turns a 0.4 s ALBERT-base call into 2-3 s, which would flatter every ratio below. Must be
+# set before torch starts its thread pool; --omp-active measures the spinning default.
+if "--omp-active" not in sys.argv:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np
+
+log = logging.getLogger("quantize_speed")
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--checkpoint", help="A checkpoint directory (default: --preset, random init).")
+    p.add_argument("--preset", default="albert-base-v2", help="Config preset when no --checkpoint.")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="Override a preset config field (e.g. vocab_size=8000); repeatable.")
+    p.add_argument("--head", default=None, help="Head to build or load (default: base for a preset).")
+    p.add_argument("--formats", nargs="+", default=["onnx", "tflite"], choices=["onnx", "tflite"])
+    p.add_argument("--schemes", nargs="+", default=None, help="Only these schemes (default: all of each format).")
+    p.add_argument("--tokenizer", help="spiece.model for calibration and accuracy text.")
+    p.add_argument("--calibration", nargs="+", default=None, help="Text files (or 'builtin').")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=20, help="Timed calls per model.")
+    p.add_argument("--block", type=int, default=5, help="Consecutive timed calls per model per round.")
+    p.add_argument("--warmup", type=int, default=3, help="Untimed calls per model first.")
+    p.add_argument("--work", help="Directory for the files (default: a temporary one).")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--omp-active", action="store_true",
+                   help="Leave PyTorch's OpenMP threads spinning (its default) instead of OMP_WAIT_POLICY=PASSIVE.")
+    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
+    return p.parse_args(argv)
+
+
+def _config(args):
+    from albert_edge.config import AlbertConfig
+
+    config = AlbertConfig.preset(args.preset)
+    changes = {}
+    for item in args.overrides:
+        key, _, value = item.partition("=")
+        current = getattr(config, key)
+        changes[key] = type(current)(value) if current is not None else value
+    return config.replace(**changes)
+
+
+def _checkpoint(args, work: Path) -> tuple[Path, str]:
+    """The checkpoint to convert: the one given, or the preset built with random weights."""
+    if args.checkpoint:
+        from albert_edge import checkpoints
+
+        ckpt = checkpoints.load(args.checkpoint)
+        return Path(args.checkpoint), args.head or ckpt.head
+    import torch
+
+    from albert_edge import checkpoints
+    from albert_edge.model import build_model
+
+    head = args.head or "base"
+    out = work / "checkpoint"
+    if not (out / "config.json").is_file():
+        torch.manual_seed(args.seed)
+        checkpoints.save(build_model(_config(args), head), out)
+    return out, head
+
+
+def _files(args, ckpt: Path, head: str, work: Path) -> list[tuple[str, str, Path]]:
+    """(format, scheme, path) of the fp32 files and of each quantized file."""
+    from albert_edge.converters.export import convert
+    from albert_edge.quantize import QuantizeConfig, quantize, recipe_for, schemes_for
+
+    fp32 = work / "fp32"
+    if not (fp32 / "manifest.json").is_file():
+        log.info("converting %s to %s", ckpt, ", ".join(args.formats))
+        convert(ckpt, fp32, targets=args.formats, head=head, seq_len=args.seq_len, force=True)
+    files = []
+    for fmt in args.formats:
+        parent = fp32 / f"model.{fmt}"
+        files.append((fmt, "fp32", parent))
+        for scheme in schemes_for(fmt):
+            if args.schemes and scheme.value not in args.schemes:
+                continue
+            recipe = recipe_for(fmt, scheme)
+            if recipe.calibration and not args.tokenizer:
+                log.warning("skipping %s %s: it calibrates on real text and no --tokenizer was given",
+                            fmt, scheme.value)
+                continue
+            config = QuantizeConfig(scheme, calibration=tuple(args.calibration or ()), tokenizer=args.tokenizer,
+                                    num_samples=32, eval_samples=16, seq_len=args.seq_len)
+            out = fp32 / f"model{recipe.suffix}"
+            if not out.is_file():
+                start = time.perf_counter()
+                result = quantize(parent, config, out)
+                value, what = result.accuracy.headline
+                log.info("%s %s: %.1fs, %s %.4f", fmt, scheme.value, time.perf_counter() - start, what, value)
+            files.append((fmt, scheme.value, out))
+    return files
+
+
+def _inputs(args, vocab_size: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(args.seed)
+    ids = rng.integers(5, vocab_size, size=(args.batch, args.seq_len), dtype=np.int64)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+
+
+def _runners(args, ckpt: Path, head: str, files, feeds):
+    """name -> zero-argument callable running one inference."""
+    import torch
+
+    from albert_edge import checkpoints
+    from albert_edge.runtime import Session
+
+    torch.set_num_threads(args.threads)
+    _, model = checkpoints.load_model(ckpt, head)
+    tensors = [torch.from_numpy(feeds[k]) for k in ("input_ids", "attention_mask", "token_type_ids")]
+
+    def eager():
+        with torch.inference_mode():
+            model(*tensors)
+
+    runners = {("pytorch", "eager fp32"): eager}
+    for fmt, scheme, path in files:
+        session = Session(path, num_threads=args.threads)
+        runners[(fmt, scheme)] = lambda s=session: s.run(feeds)
+    return runners, model.config
+
+
+def measure(args, runners) -> dict[tuple[str, str], list[float]]:
+    for run in runners.values():
+        for _ in range(args.warmup):
+            run()
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in runners}
+    while any(len(t) < args.runs for t in times.values()):  # round-robin: load hits every model alike
+        for key, run in runners.items():
+            run()  # its weights back in cache after the other models ran
+            for _ in range(min(args.block, args.runs - len(times[key]))):
+                start = time.perf_counter()
+                run()
+                times[key].append(time.perf_counter() - start)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="quantize-speed-") as tmp:
+        work = Path(args.work or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        ckpt, head = _checkpoint(args, work)
+        files = _files(args, ckpt, head, work)
+        from albert_edge.config import load_config
+
+        feeds = _inputs(args, load_config(ckpt).vocab_size)
+        runners, config = _runners(args, ckpt, head, files, feeds)
+        times = measure(args, runners)
+        sizes = {(fmt, scheme): path.stat().st_size for fmt, scheme, path in files}
+    eager = statistics.median(times[("pytorch", "eager fp32")])
+    rows = []
+    for (fmt, scheme), values in times.items():
+        median = statistics.median(values)
+        rows.append({"format": fmt, "scheme": scheme, "median_ms": round(1000 * median, 2),
+                     "min_ms": round(1000 * min(values), 2),
+                     "p90_ms": round(1000 * float(np.percentile(values, 90)), 2),
+                     "ratio_to_eager": round(median / eager, 4), "bytes": sizes.get((fmt, scheme))})
+    setup = {"model": args.checkpoint or args.preset, "overrides": args.overrides, "head": head,
+             "hidden_size": config.hidden_size, "layers": config.num_hidden_layers, "vocab_size": config.vocab_size,
+             "batch": args.batch, "seq_len": args.seq_len, "threads": args.threads, "runs": args.runs,
+             "block": args.block,
+             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(default)"), "load_average": os.getloadavg()}
+    if args.json:
+        print(json.dumps({"setup": setup, "results": rows}, indent=2))
+        return 0
+    print(f"{setup['model']} {' '.join(args.overrides)} ({head}, H={config.hidden_size}, L={config.num_hidden_layers}, "
+          f"V={config.vocab_size}): batch {args.batch}, seq {args.seq_len}, {args.threads} threads, "
+          f"median of {args.runs} calls in round-robin blocks of {args.block}; "
+          f"OMP_WAIT_POLICY={setup['omp_wait_policy']}, "
+          f"load average {setup['load_average'][0]:.1f}")
+    print(f"{'format':<8} {'scheme':<14} {'size MB':>9} {'median ms':>10} {'min ms':>8} {'p90 ms':>9} {'x eager':>8}")
+    for r in rows:
+        size = f"{r['bytes'] / 1e6:.2f}" if r["bytes"] else "-"
+        print(f"{r['format']:<8} {r['scheme']:<14} {size:>9} {r['median_ms']:>10.1f} {r['min_ms']:>8.1f} "
+              f"{r['p90_ms']:>9.1f} {r['ratio_to_eager']:>8.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

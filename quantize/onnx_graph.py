@@ -1,0 +1,257 @@
+"""ONNX graph rewrites the quantizers need, as small steps on a ModelProto.
+
+- The word-embedding table is read by a Gather and, in MLM heads, by the tied decoder's
+  Gemm(transB=1). onnxruntime's quantize_dynamic turns that Gemm into a MatMul by transposing
+  the initializer in place (corrupting the Gather), and its static quantizer gives the shared
+  table per-channel parameters the Gather cannot use. ``quantize_tied_table`` stores the table
+  once as int8 with one scale per row and rewrites both readers to use it.
+- ``to_float16`` stores every float weight in float16 and computes in float16, with int64
+  inputs and float32 outputs as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from albert_edge.errors import ConversionError
+
+__all__ = ["TiedTable", "find_word_embeddings", "quantize_tied_table", "float_tied_decoder", "check_gemm_weights",
+           "to_float16", "consumers"]
+
+log = logging.getLogger(__name__)
+
+_FP16_MAX = float(np.finfo(np.float16).max)
+
+
+@dataclass(frozen=True)
+class TiedTable:
+    """The word-embedding initializer and the nodes that read it."""
+
+    name: str
+    gathers: tuple[str, ...]  # Gather node names (data input)
+    gemms: tuple[str, ...]  # Gemm(transB=1) node names (B input): the tied MLM decoder
+
+
+def consumers(graph: onnx.GraphProto, name: str) -> list[onnx.NodeProto]:
+    return [n for n in graph.node if name in n.input]
+
+
+def _initializer(graph: onnx.GraphProto, name: str) -> onnx.TensorProto | None:
+    return next((t for t in graph.initializer if t.name == name), None)
+
+
+def _attr(node: onnx.NodeProto, name: str, default):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def find_word_embeddings(graph: onnx.GraphProto) -> TiedTable | None:
+    """The table a Gather reads with ``input_ids``, and every reader of it."""
+    inits = {t.name for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Gather" and node.input[1] == "input_ids" and node.input[0] in inits:
+            name = node.input[0]
+            readers = consumers(graph, name)
+            gathers = tuple(n.name for n in readers if n.op_type == "Gather" and n.input[0] == name)
+            gemms = tuple(n.name for n in readers if _is_tied_gemm(n, name))
+            others = [n for n in readers if n.name not in gathers + gemms]
+            if others:
+                raise ConversionError(f"the word-embedding table {name} is also read by "
+                                      f"{', '.join(sorted({n.op_type for n in others}))} nodes, which albert-edge "
+                                      "does not know how to quantize")
+            return TiedTable(name, gathers, gemms)
+    return None
+
+
+def _is_tied_gemm(node: onnx.NodeProto, name: str) -> bool:
+    return (node.op_type == "Gemm" and len(node.input) > 1 and node.input[1] == name
+            and _attr(node, "transB", 0) == 1 and _attr(node, "transA", 0) == 0
+            and _attr(node, "alpha", 1.0) == 1.0 and _attr(node, "beta", 1.0) == 1.0)
+
+
+def check_gemm_weights(graph: onnx.GraphProto) -> None:
+    """Every Gemm's weight must have that Gemm as its only reader: onnxruntime's dynamic
+    quantizer transposes every Gemm's weight in place, which would corrupt any other reader."""
+    inits = {t.name for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Gemm" and len(node.input) > 1 and node.input[1] in inits:
+            readers = consumers(graph, node.input[1])
+            if len(readers) > 1:
+                raise ConversionError(f"Gemm {node.name} shares its weight {node.input[1]} with "
+                                      f"{len(readers) - 1} other node(s); it cannot be quantized in place")
+
+
+def _per_row_int8(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 with one scale per row: the row a Gather picks is dequantized by its own
+    scale, and each row is one output channel of the tied decoder."""
+    amax = np.abs(table).max(axis=1)
+    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(table / scale[:, None]), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def quantize_tied_table(model: onnx.ModelProto, table: TiedTable) -> list[str]:
+    """Store ``table`` once as int8 (V, E) plus float scales (V,), and rewrite its readers:
+    each Gather picks int8 rows and their scales and multiplies; each tied Gemm quantizes its
+    input at run time and multiplies by the transposed int8 table (MatMulInteger, which
+    onnxruntime fuses into DynamicQuantizeMatMul). Returns the names of the nodes it made."""
+    graph = model.graph
+    init = _initializer(graph, table.name)
+    q, scale = _per_row_int8(numpy_helper.to_array(init).astype(np.float32))
+    qname, sname = f"{table.name}_int8", f"{table.name}_row_scale"
+    graph.initializer.extend([numpy_helper.from_array(q, qname), numpy_helper.from_array(scale, sname)])
+    graph.initializer.extend([numpy_helper.from_array(np.asarray([-1], dtype=np.int64), f"{sname}_axes")])
+    made: list[str] = []
+    by_name = {n.name: n for n in graph.node}
+    for gname in table.gathers:
+        made += _rewrite_gather(graph, by_name[gname], qname, sname)
+    if table.gemms:
+        transposed = f"{qname}_T"
+        made.append(f"{qname}__transpose")
+        _insert_before(graph, by_name[table.gemms[0]], [
+            helper.make_node("Transpose", [qname], [transposed], perm=[1, 0], name=made[-1])])
+        for gname in table.gemms:
+            made += _rewrite_gemm(graph, by_name[gname], transposed, sname)
+    _remove_initializer(graph, table.name)
+    log.info("stored %s once as int8 with per-row scales, for %d Gather and %d Gemm reader(s)",
+             table.name, len(table.gathers), len(table.gemms))
+    return made
+
+
+def float_tied_decoder(model: onnx.ModelProto, table: TiedTable) -> list[str]:
+    """Keep the tied decoder in float as MatMul(X, Transpose(table)): no Gemm reads the table,
+    so onnxruntime's dynamic quantizer, which rewrites every Gemm(transB=1) by transposing its
+    weight in place, cannot corrupt the embedding lookup. Returns the nodes it made."""
+    graph = model.graph
+    by_name = {n.name: n for n in graph.node}
+    made: list[str] = []
+    if not table.gemms:
+        return made
+    transposed = f"{table.name}_T"
+    made.append(f"{table.name}__transpose")
+    _insert_before(graph, by_name[table.gemms[0]], [
+        helper.make_node("Transpose", [table.name], [transposed], perm=[1, 0], name=made[-1])])
+    for gname in table.gemms:
+        node = by_name[gname]
+        out = node.output[0]
+        y = out if len(node.input) < 3 or not node.input[2] else f"{out}__nobias"
+        new = [helper.make_node("MatMul", [node.input[0], transposed], [y], name=f"{gname}__matmul")]
+        made.append(new[0].name)
+        if y != out:
+            new.append(helper.make_node("Add", [y, node.input[2]], [out], name=f"{gname}__bias"))
+            made.append(new[-1].name)
+        _replace(graph, node, new)
+    return made
+
+
+def _rewrite_gather(graph, node, qname: str, sname: str) -> list[str]:
+    out, ids, base = node.output[0], node.input[1], node.name
+    names = [f"{base}__rows", f"{base}__scales", f"{base}__scales3", f"{base}__float", f"{base}__dequant"]
+    new = [
+        helper.make_node("Gather", [qname, ids], [f"{out}__int8"], axis=0, name=names[0]),
+        helper.make_node("Gather", [sname, ids], [f"{out}__scale"], axis=0, name=names[1]),
+        helper.make_node("Unsqueeze", [f"{out}__scale", f"{sname}_axes"], [f"{out}__scale3"], name=names[2]),
+        helper.make_node("Cast", [f"{out}__int8"], [f"{out}__float"], to=TensorProto.FLOAT, name=names[3]),
+        helper.make_node("Mul", [f"{out}__float", f"{out}__scale3"], [out], name=names[4]),
+    ]
+    _replace(graph, node, new)
+    return names
+
+
+def _rewrite_gemm(graph, node, transposed: str, sname: str) -> list[str]:
+    x, out, base = node.input[0], node.output[0], node.name
+    names = [f"{base}__quant_x", f"{base}__matmul_int", f"{base}__cast", f"{base}__scales", f"{base}__rescale"]
+    y = out if len(node.input) < 3 or not node.input[2] else f"{out}__nobias"
+    new = [
+        helper.make_node("DynamicQuantizeLinear", [x], [f"{base}__xq", f"{base}__xs", f"{base}__xz"], name=names[0]),
+        helper.make_node("MatMulInteger", [f"{base}__xq", transposed, f"{base}__xz"], [f"{base}__acc"], name=names[1]),
+        helper.make_node("Cast", [f"{base}__acc"], [f"{base}__accf"], to=TensorProto.FLOAT, name=names[2]),
+        helper.make_node("Mul", [f"{base}__xs", sname], [f"{base}__scale"], name=names[3]),
+        helper.make_node("Mul", [f"{base}__accf", f"{base}__scale"], [y], name=names[4]),
+    ]
+    if y != out:
+        names.append(f"{base}__bias")
+        new.append(helper.make_node("Add", [y, node.input[2]], [out], name=names[-1]))
+    _replace(graph, node, new)
+    return names
+
+
+def _replace(graph, node, new: list) -> None:
+    nodes = list(graph.node)
+    i = next(k for k, n in enumerate(nodes) if n is node or (n.name == node.name and n.output == node.output))
+    nodes[i:i + 1] = new
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def _insert_before(graph, node, new: list) -> None:
+    nodes = list(graph.node)
+    i = next(k for k, n in enumerate(nodes) if n.name == node.name)
+    nodes[i:i] = new
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def _remove_initializer(graph, name: str) -> None:
+    for container in (graph.initializer, graph.input):
+        keep = [v for v in container if v.name != name]
+        del container[:]
+        container.extend(keep)
+
+
+# -- float16 ------------------------------------------------------------------------------------
+
+def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with float16 weights and arithmetic: float initializers and constants become
+    float16 (clipped to its range), casts to float become casts to float16, and each float
+    output is cast back to float32 under its own name. Integer inputs are untouched."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    for i, tensor in enumerate(graph.initializer):
+        if tensor.data_type == TensorProto.FLOAT:
+            graph.initializer[i].CopyFrom(_fp16_tensor(tensor))
+    for node in graph.node:
+        if node.op_type == "Cast" and _attr(node, "to", 0) == TensorProto.FLOAT:
+            _set_attr(node, "to", TensorProto.FLOAT16)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == TensorProto.FLOAT:
+                attr.t.CopyFrom(_fp16_tensor(attr.t))
+    if any(i.type.tensor_type.elem_type == TensorProto.FLOAT for i in graph.input):
+        raise ConversionError("float inputs are not expected in an albert-edge model")
+    outputs = {o.name for o in graph.output if o.type.tensor_type.elem_type == TensorProto.FLOAT}
+    for node in graph.node:  # producers and internal readers of an output use its float16 twin
+        for k, name in enumerate(node.output):
+            if name in outputs:
+                node.output[k] = f"{name}__fp16"
+        for k, name in enumerate(node.input):
+            if name in outputs:
+                node.input[k] = f"{name}__fp16"
+    for name in outputs:
+        graph.node.append(helper.make_node("Cast", [f"{name}__fp16"], [name], to=TensorProto.FLOAT,
+                                           name=f"{name}__to_float32"))
+    del graph.value_info[:]  # stale float32 shapes; the runtime infers them again
+    return out
+
+
+def _fp16_tensor(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    values = numpy_helper.to_array(tensor)
+    clipped = int(np.count_nonzero(np.abs(values) > _FP16_MAX))
+    if clipped:
+        log.warning("%s: %d values beyond float16's range were clipped", tensor.name, clipped)
+    return numpy_helper.from_array(np.clip(values, -_FP16_MAX, _FP16_MAX).astype(np.float16), tensor.name)
+
+
+def _set_attr(node: onnx.NodeProto, name: str, value) -> None:
+    for attr in node.attribute:
+        if attr.name == name:
+            attr.CopyFrom(helper.make_attribute(name, value))
+            return
+    node.attribute.append(helper.make_attribute(name, value))

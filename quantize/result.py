@@ -1,0 +1,60 @@
+"""What a builder hands back, and what ``quantize()`` returns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .accuracy import AccuracyReport
+from .checks import QuantCheck
+
+__all__ = ["Built", "QuantizeResult"]
+
+
+@dataclass
+class Built:
+    """A quantized model written to ``path``, the weights it keeps in float on purpose (tensor
+    name -> reason) and notes on how it was made."""
+
+    path: Path
+    kept_float: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class QuantizeResult:
+    """``kept`` is False when the file failed ``--max-drop``: then ``out_path`` does not exist."""
+
+    out_path: Path
+    kept: bool
+    format: str
+    scheme: str
+    parent: Path
+    parent_size: int
+    size: int
+    accuracy: AccuracyReport
+    check: QuantCheck
+    notes: list[str] = field(default_factory=list)
+    calibration: dict[str, Any] = field(default_factory=dict)
+    max_drop: float | None = None
+    manifest_path: Path | None = None
+    seconds: float = 0.0
+
+    @property
+    def failed_max_drop(self) -> bool:
+        return not self.kept
+
+    def to_dict(self) -> dict[str, Any]:
+        value, what = self.accuracy.headline
+        return {
+            "out_path": str(self.out_path), "kept": self.kept, "format": self.format, "scheme": self.scheme,
+            "parent": str(self.parent), "parent_size": self.parent_size, "size": self.size,
+            "size_ratio": self.size / self.parent_size if self.parent_size else None,
+            "headline": value, "headline_of": what, "drop": self.accuracy.drop, "max_drop": self.max_drop,
+            "accuracy": self.accuracy.to_dict(), "check": self.check.summary(),
+            "float_weights": [asdict(w) for w in self.check.float_weights],
+            "calibration": self.calibration, "notes": list(self.notes),
+            "manifest": str(self.manifest_path) if self.manifest_path else None,
+            "seconds": round(self.seconds, 3),
+        }

@@ -1,0 +1,214 @@
+"""Quantization schemes: their names (one ``str`` Enum), the one table that maps each
+(format, scheme) to its recipe and file suffix, and the configuration dataclass.
+
+A recipe is data. The ONNX quantizer reads ``method`` (which of its three builders runs), the
+TFLite quantizer reads the converter settings (``optimizations``, ``supported_ops``,
+``supported_types``, ``representative``) and the post-conversion steps (``float_islands``,
+``share_tied_table``); no code branches on a scheme's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from albert_edge.errors import ConfigError
+
+__all__ = [
+    "Scheme", "CalibrationMethod", "Recipe", "RECIPES", "QuantizeConfig", "recipe_for", "schemes_for",
+    "FORMATS",
+]
+
+FORMATS = ("onnx", "tflite")
+
+
+class Scheme(str, Enum):
+    """Every scheme name, whatever the format. Which format has which is RECIPES' business."""
+
+    INT8_DYNAMIC = "int8-dynamic"
+    INT8_STATIC = "int8-static"
+    INT8_FULL = "int8-full"
+    INT16X8 = "int16x8"
+    FP16 = "fp16"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CalibrationMethod(str, Enum):
+    """How activation ranges are read from the calibration batches (ONNX int8-static)."""
+
+    MINMAX = "minmax"
+    ENTROPY = "entropy"
+    PERCENTILE = "percentile"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one scheme is made for one format.
+
+    ``weights`` is the precision the MatMul / FULLY_CONNECTED weights are stored in;
+    ``activations`` says how activations are computed. ``calibration`` is whether real text
+    must be run through the model to fix activation ranges.
+    """
+
+    format: str
+    scheme: Scheme
+    suffix: str
+    weights: str
+    activations: str
+    calibration: bool = False
+    calibration_methods: tuple[CalibrationMethod, ...] = (CalibrationMethod.MINMAX,)
+    embeddings_option: bool = True  # whether --no-embeddings can keep the word embeddings float
+    # ONNX: the builder in quantize/onnx.py.
+    method: str = ""
+    # TFLite: converter settings and the steps run on the converted flatbuffer.
+    optimizations: bool = False
+    supported_ops: tuple[str, ...] = ("TFLITE_BUILTINS",)
+    supported_types: tuple[str, ...] = ()
+    representative: bool = False
+    float_islands: bool = False  # LayerNorm statistics and the attention-mask path run in float
+    share_tied_table: bool = False  # the tied MLM decoder reads the embedding lookup's int8 table
+    tied_per_tensor: bool = False  # per-tensor weight scales when the MLM decoder is tied
+    share_input_ranges: bool = False  # the layer applications of a shared weight: one input range, one bias
+    full_range_tables: bool = False  # embedding tables quantized over their whole range, not a calibrated one
+    notes: str = ""
+
+
+_ALL_METHODS = tuple(CalibrationMethod)
+
+# The one table: (format, scheme) -> recipe. Suffixes go between the model's stem and its
+# format suffix: model.onnx -> model.int8-dynamic.onnx.
+RECIPES: dict[tuple[str, Scheme], Recipe] = {
+    ("onnx", Scheme.INT8_DYNAMIC): Recipe(
+        "onnx", Scheme.INT8_DYNAMIC, ".int8-dynamic.onnx", weights="int8", method="dynamic",
+        activations="int8, quantized at run time per tensor (DynamicQuantizeLinear)",
+        notes="per-channel weights; attention score products stay float (they have no weights)",
+    ),
+    ("onnx", Scheme.INT8_STATIC): Recipe(
+        "onnx", Scheme.INT8_STATIC, ".int8-static.onnx", weights="int8", method="static",
+        activations="int8 QDQ around every MatMul/Gemm, ranges calibrated on real text",
+        calibration=True, calibration_methods=_ALL_METHODS,
+        notes="LayerNorm, softmax, GELU and the -10000 mask add stay float between the QDQ pairs",
+    ),
+    ("onnx", Scheme.FP16): Recipe(
+        "onnx", Scheme.FP16, ".fp16.onnx", weights="float16", method="fp16",
+        activations="float16 (inputs int64, outputs cast back to float32)", embeddings_option=False,
+    ),
+    ("tflite", Scheme.INT8_DYNAMIC): Recipe(
+        "tflite", Scheme.INT8_DYNAMIC, ".int8-dynamic.tflite", weights="int8",
+        activations="float, quantized on the fly inside each FULLY_CONNECTED (dynamic range)",
+        optimizations=True, share_tied_table=True, embeddings_option=False,
+        notes="the converter leaves weights under 1024 elements in float",
+    ),
+    ("tflite", Scheme.INT8_FULL): Recipe(
+        "tflite", Scheme.INT8_FULL, ".int8-full.tflite", weights="int8",
+        activations="int8, ranges calibrated on real text (representative dataset)",
+        calibration=True, optimizations=True, representative=True, float_islands=True,
+        share_tied_table=True, share_input_ranges=True, full_range_tables=True, embeddings_option=False,
+    ),
+    ("tflite", Scheme.INT16X8): Recipe(
+        "tflite", Scheme.INT16X8, ".int16x8.tflite", weights="int8",
+        activations="int16, ranges calibrated on real text",
+        calibration=True, optimizations=True, representative=True, float_islands=True, tied_per_tensor=True,
+        share_input_ranges=True, full_range_tables=True,
+        supported_ops=("EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8", "TFLITE_BUILTINS"),
+        embeddings_option=False,
+        notes="the 16x8 quantizer stores a table read by GATHER (the embeddings) as int16; with a tied "
+              "MLM decoder that one table serves both, and weights are scaled per tensor (its "
+              "quantizer cannot give a shared table per-channel scales)",
+    ),
+    ("tflite", Scheme.FP16): Recipe(
+        "tflite", Scheme.FP16, ".fp16.tflite", weights="float16",
+        activations="float32 (weights dequantized once at load)",
+        optimizations=True, supported_types=("float16",), embeddings_option=False,
+    ),
+}
+
+
+def schemes_for(fmt: str) -> list[Scheme]:
+    return [scheme for (f, scheme) in RECIPES if f == fmt]
+
+
+def recipe_for(fmt: str, scheme: Scheme | str) -> Recipe:
+    """The recipe of ``scheme`` for ``fmt``; ConfigError naming the schemes the format has."""
+    known = schemes_for(fmt)
+    if not known:
+        raise ConfigError(f"unknown model format {fmt!r}; albert-edge quantizes {', '.join(FORMATS)}")
+    try:
+        scheme = Scheme(scheme)
+    except ValueError:
+        scheme = None
+    if scheme is None or (fmt, scheme) not in RECIPES:
+        raise ConfigError(f"scheme {str(scheme or '')!r} does not exist for {fmt}; "
+                          f"{fmt} schemes: {', '.join(s.value for s in known)}")
+    return RECIPES[(fmt, scheme)]
+
+
+@dataclass(frozen=True)
+class QuantizeConfig:
+    """What to make and how to check it.
+
+    ``calibration`` text files (or ``"builtin"``) and a ``tokenizer`` give the real sentences
+    that calibrate static schemes and, held out from calibration, measure accuracy. Without a
+    tokenizer (none given and none beside the source checkpoint) dynamic and fp16 schemes are
+    measured on random ids, and say so. ``max_drop`` fails the run when the headline agreement
+    (MLM top-1 or label agreement; the output cosine for heads without labels) is below
+    ``1 - max_drop``.
+    """
+
+    scheme: Scheme | str
+    calibration: tuple[str | Path, ...] = ()
+    tokenizer: str | Path | None = None
+    calibration_method: CalibrationMethod | str = CalibrationMethod.MINMAX
+    num_samples: int = 64
+    eval_samples: int = 64
+    quantize_embeddings: bool = True
+    per_channel: bool = True
+    max_drop: float | None = None
+    seq_len: int | None = None  # default: the seq_len of the parent's manifest
+    batch_size: int = 8
+    num_threads: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "scheme", Scheme(self.scheme))
+        except ValueError:
+            raise ConfigError(f"unknown scheme {self.scheme!r}; schemes: "
+                              f"{', '.join(s.value for s in Scheme)}") from None
+        try:
+            object.__setattr__(self, "calibration_method", CalibrationMethod(self.calibration_method))
+        except ValueError:
+            raise ConfigError(f"unknown calibration method {self.calibration_method!r}; methods: "
+                              f"{', '.join(m.value for m in CalibrationMethod)}") from None
+        if isinstance(self.calibration, (str, Path)):
+            object.__setattr__(self, "calibration", (self.calibration,))
+        for name in ("num_samples", "eval_samples", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} ({value!r}) must be a positive integer")
+        if self.max_drop is not None and not 0.0 <= float(self.max_drop) <= 1.0:
+            raise ConfigError(f"max_drop ({self.max_drop!r}) must be between 0 and 1")
+        if self.seq_len is not None and (not isinstance(self.seq_len, int) or self.seq_len < 2):
+            raise ConfigError(f"seq_len ({self.seq_len!r}) must be an integer of at least 2")
+
+    def check_against(self, recipe: Recipe) -> None:
+        """Options that the recipe cannot honour are bad input, not something to ignore."""
+        if self.calibration_method not in recipe.calibration_methods:
+            raise ConfigError(
+                f"calibration method {self.calibration_method.value!r} is not available for "
+                f"{recipe.format} {recipe.scheme.value}; it takes: "
+                f"{', '.join(m.value for m in recipe.calibration_methods)}"
+            )
+        if not self.quantize_embeddings and not recipe.embeddings_option:
+            raise ConfigError(
+                f"--no-embeddings is not available for {recipe.format} {recipe.scheme.value}: "
+                + ("fp16 stores every weight in float16"
+                   if recipe.weights == "float16" else
+                   "the TFLite converter always quantizes the embedding table")
+            )
