@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -27,3 +30,30 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# Run in a fresh interpreter where importing torch, tensorflow or transformers fails, as on a
+# Raspberry Pi with only the device side installed. ``attempts`` lists what the code tried.
+_BLOCKER = textwrap.dedent("""
+    import importlib.abc, sys
+
+    attempts = []
+
+    class Blocked(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("torch", "tensorflow", "transformers", "tf_keras", "keras"):
+                attempts.append(name)
+                raise ImportError(f"{name} is not installed on this device")
+            return None
+
+    sys.meta_path.insert(0, Blocked())
+""")
+
+
+@pytest.fixture()
+def run_blocked():
+    def run(code: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", _BLOCKER + textwrap.dedent(code)],
+                              capture_output=True, text=True, timeout=120)
+
+    return run

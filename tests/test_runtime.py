@@ -179,33 +179,8 @@ def test_tflite_without_signature_uses_tensor_names(tflite_file, tmp_path):
 
 # -- torch-free ---------------------------------------------------------------------------------
 
-BLOCKER = textwrap.dedent("""
-    import importlib.abc, sys
-
-    attempts = []
-
-    class Blocked(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("torch", "tensorflow"):
-                attempts.append(name)
-                raise ImportError(f"{name} is not installed on this device")
-            return None
-
-    sys.meta_path.insert(0, Blocked())
-""")
-
-
-def run_blocked(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", BLOCKER + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=120)
-
-
-def test_blocker_blocks():
-    result = run_blocked("import torch")
-    assert result.returncode != 0 and "not installed on this device" in result.stderr
-
-
-def test_runtime_runs_onnx_and_tflite_without_torch_or_tensorflow(onnx_file, tflite_file, base_model):
+def test_runtime_runs_onnx_and_tflite_without_torch_or_tensorflow(onnx_file, tflite_file, base_model,
+                                                                  run_blocked):
     f = feeds(1, 6, vocab=TINY.vocab_size)
     with torch.no_grad():
         hidden, _ = base_model(*(torch.from_numpy(f[n]) for n in INPUTS))
