@@ -78,6 +78,11 @@ class Recipe:
     full_range_tables: bool = False  # embedding tables quantized over their whole range, not a calibrated one
     notes: str = ""
 
+    @property
+    def rewrites(self) -> bool:
+        """Whether the converted TFLite flatbuffer is rewritten after conversion."""
+        return self.float_islands or self.share_tied_table or self.share_input_ranges or self.full_range_tables
+
 
 _ALL_METHODS = tuple(CalibrationMethod)
 

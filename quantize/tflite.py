@@ -85,8 +85,7 @@ def _configure(converter, recipe: Recipe, per_channel: bool, calibration: Sequen
     if recipe.representative:
         converter.representative_dataset = lambda: _examples(calibration)
     converter._experimental_disable_per_channel = not per_channel
-    if converter._experimental_use_buffer_offset and (recipe.float_islands or recipe.share_tied_table
-                                                       or recipe.share_input_ranges or recipe.full_range_tables):
+    if converter._experimental_use_buffer_offset and recipe.rewrites:
         raise ConversionError("the model is too large (over 1 GiB of weights) for the TFLite rewrites of this scheme")
 
 
@@ -98,8 +97,7 @@ def _examples(batches: Sequence[Batch]) -> Iterator[dict[str, np.ndarray]]:
 
 
 def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: list[np.ndarray]) -> bytes:
-    if not (recipe.float_islands or recipe.share_tied_table or recipe.share_input_ranges
-            or recipe.full_range_tables):
+    if not recipe.rewrites:
         return flatbuffer
     model = load(flatbuffer)
     if recipe.full_range_tables:
@@ -115,7 +113,7 @@ def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: lis
     if recipe.float_islands:
         count = run_in_float(model, float_islands(model), originals)
         notes.append(f"{count} ops run in float: LayerNorm statistics and the attention-mask path "
-                     "(cast, -10000 bias, masked softmax)")
+                     "(cast, -10000 bias, scaled scores, masked softmax)")
     if recipe.share_input_ranges:
         dropped = share_input_ranges(model, originals)
         notes.append("the layer applications of each shared weight read one input range (the union of "
