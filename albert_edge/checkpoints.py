@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from torch import nn
 
 from .config import AlbertConfig, load_config
 from .errors import CheckpointError, ConfigError
+from .files import atomic_write
 from .model import HEADS, AlbertModel, build_model
 
 __all__ = ["Checkpoint", "load", "load_model", "model_from_checkpoint", "validate", "save", "detect_format", "expected_shapes", "tf_key_table"]
@@ -359,27 +359,9 @@ def save(model: nn.Module, out_dir: str | os.PathLike, spiece: str | os.PathLike
     architecture = getattr(model, "hf_architecture", "AlbertModel")
     if isinstance(model, AlbertModel) and model.pooler is None:
         log.info("saving a base model without pooler")
-    _atomic_write(out / "model.safetensors", lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
-    _atomic_write(out / "config.json", lambda tmp: config.save(tmp, architectures=[architecture]))
+    atomic_write(out / "model.safetensors", lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    atomic_write(out / "config.json", lambda tmp: config.save(tmp, architectures=[architecture]))
     if spiece is not None and Path(spiece).resolve() != (out / "spiece.model").resolve():
         data = Path(spiece).read_bytes()
-        _atomic_write(out / "spiece.model", lambda tmp: Path(tmp).write_bytes(data))
+        atomic_write(out / "spiece.model", data)
     return out
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write(final: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a checkpoint is shared like any file
-        os.replace(tmp, final)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -14,7 +14,6 @@ import io
 import logging
 import os
 import re
-import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 import sentencepiece as spm
 
 from .errors import TokenizerError
+from .files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +277,7 @@ def train_spiece(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     got = tuple(sp.id_to_piece(i) for i in range(len(SPECIAL_TOKENS)))
     if got != SPECIAL_TOKENS:  # a guard on sentencepiece's options, never expected to fire
         raise TokenizerError(f"trained vocabulary starts with {got}, not {SPECIAL_TOKENS}")
-    return _write_atomic(Path(out_dir) / SPIECE_NAME, model.getvalue())
+    return atomic_write(Path(out_dir) / SPIECE_NAME, model.getvalue())
 
 
 def _chunks(line: str, max_bytes: int) -> Iterator[str]:
@@ -310,21 +310,6 @@ def _training_error(exc: RuntimeError, paths: list[Path], count: int, vocab_size
                               "vocab_size or more text")
     reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
     return TokenizerError(f"sentencepiece could not train on {where}: {reason}")
-
-
-def _write_atomic(path: Path, data: bytes) -> Path:
-    """Write to a temporary name in the same directory, then rename into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a model file is for everyone to read
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def find_spiece(path: str | os.PathLike) -> Path:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from albert_edge import __version__
 from albert_edge.errors import ConversionError
+from albert_edge.files import atomic_write
 
 __all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "Manifest", "file_entry", "write", "read", "sha256_of"]
 
@@ -100,15 +100,7 @@ def write(manifest: Manifest, out_dir: str | os.PathLike) -> Path:
     """Write ``out_dir/manifest.json`` through a temporary name, so it is whole or absent."""
     out = Path(out_dir) / MANIFEST_NAME
     text = json.dumps(manifest.to_dict(), indent=2, default=str) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_NAME}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(out, text)
     return out
 
 

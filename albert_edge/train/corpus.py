@@ -31,13 +31,13 @@ import random
 import re
 import sys
 import sysconfig
-import tempfile
 import textwrap
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DataError
+from ..files import atomic_write
 
 __all__ = [
     "BUILTIN",
@@ -326,10 +326,7 @@ def builtin_corpus_path(cache_dir: str | os.PathLike | None = None) -> Path:
     docs = builtin_documents()
     if not docs:
         raise DataError("the builtin corpus is empty: this Python installation ships no standard-library sources")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write("\n\n".join(doc.text for doc in docs) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, "\n\n".join(doc.text for doc in docs) + "\n")
     log.info("built the builtin corpus: %d documents, %s", len(docs), path)
     return path
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .corpus import builtin_documents
 from .errors import DataError
+from ..files import atomic_write
 
 __all__ = ["TOPICS", "write_topic_dataset"]
 
@@ -50,8 +51,6 @@ def write_topic_dataset(out_dir: str | os.PathLike, topics: Sequence[str] = TOPI
     for name, docs in (("train", by_doc[n_eval:]), ("eval", by_doc[:n_eval])):
         rows = [row for doc in docs for row in doc]
         path = out / f"{name}.jsonl"
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, "".join(json.dumps(r) + "\n" for r in rows))
         paths.append(path)
     return paths[0], paths[1]

@@ -39,27 +39,12 @@ log = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 OPTIMIZER_STATE = "optimizer.pt"
-SPIECE = "spiece.model"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-
-def _copy_atomic(src: Path, dst: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def export_model(model: nn.Module, out_dir: str | os.PathLike, spiece: str | os.PathLike) -> Path:
     """The model and its tokenizer as a Hugging Face directory (each file written atomically)."""
-    out = checkpoints.save(model, out_dir)
-    _copy_atomic(Path(spiece), out / SPIECE)
-    return out
+    return checkpoints.save(model, out_dir, spiece=spiece)
 
 
 def save_training_checkpoint(out_dir: str | os.PathLike, step: int, model: nn.Module,
