@@ -25,9 +25,11 @@ def run(*args: str):
 def test_help_lists_commands_with_one_line_each():
     result = run("--help")
     assert result.exit_code == 0
-    for command in ("params", "info", "convert", "inspect", "quantize", "tokenizer", "pretrain", "finetune"):
-        if command in main.commands:
-            assert f"  {command} " in result.output
+    commands = ("params", "info", "convert", "inspect", "quantize", "tokenizer", "pretrain", "finetune")
+    assert set(main.commands) == set(commands)
+    for command in commands:
+        line = next(l for l in result.output.splitlines() if l.startswith(f"  {command} "))
+        assert len(line.split(None, 1)[1]) > 10  # a one-line help beside each
 
 
 def test_params_json_albert_base():
