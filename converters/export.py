@@ -95,12 +95,12 @@ def head_of(model) -> str:
 
 
 def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[str] = ("onnx",),
-            head: str | None = None, seq_len: int = 128, opset: int = 17, force: bool = False, *,
+            head: str | None = None, seq_len: int = 128, opset: int | None = None, force: bool = False, *,
             tokenizer=None, on_step: Step | None = None, **export_options: Any) -> ConversionResult:
     """Convert ``checkpoint_or_model`` (a checkpoint path or an albert-edge nn.Module) to each of
     ``targets`` in ``out_dir``, verified. ``tokenizer`` (AlbertTokenizer or spiece path) adds
     real sentences to the verification; by default a checkpoint directory's own spiece.model is
-    used. ``export_options`` go to the exporters that take them (``external_data_threshold``
+    used. ``opset`` is the ONNX opset (None: the exporter's ``DEFAULT_OPSET``). ``export_options`` go to the exporters that take them (``external_data_threshold``
     for ONNX)."""
     start = time.perf_counter()
     wanted = _check_targets(targets)
@@ -133,7 +133,7 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
 
 
 def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target], *, head: str | None,
-                  seq_len: int, opset: int, tokenizer, step: Step, export_options: dict[str, Any]) -> ConversionResult:
+                  seq_len: int, opset: int | None, tokenizer, step: Step, export_options: dict[str, Any]) -> ConversionResult:
     """The conversion proper: load, export and verify each target in ``tmp``, then install."""
     steps = 1 + 2 * len(wanted) + 1
     step("load checkpoint", 0, steps)
@@ -148,7 +148,8 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
     result = ConversionResult(out_dir=out, head=source["head"])
     done = 1
     for target in wanted:
-        options = {k: v for k, v in {"opset": opset, **export_options}.items() if k in target.options}
+        given = {**({"opset": opset} if opset is not None else {}), **export_options}
+        options = {k: v for k, v in given.items() if k in target.options}
         converted, done = _convert_one(target, model, tmp, step, done, steps, seq_len=seq_len,
                                        tokenizer=tokenizer, options=options)
         result.files.append(converted)

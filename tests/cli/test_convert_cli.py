@@ -59,7 +59,7 @@ def one_line_error(result, text: str) -> None:
 def test_convert_prints_a_table_and_writes_the_manifest(converted):
     assert sorted(p.name for p in converted.iterdir()) == ["manifest.json", "model.onnx"]
     data = json.loads((converted / "manifest.json").read_text())
-    assert data["source"]["head"] == "pretraining" and data["files"][0]["format_version"] == {"opset": 17}
+    assert data["source"]["head"] == "pretraining" and data["files"][0]["format_version"] == {"opset": 20}
 
 
 def test_convert_table(ckpt, tmp_path):
@@ -116,7 +116,7 @@ def test_inspect_json(converted):
     result = run("inspect", str(converted / "model.onnx"), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["format"] == "onnx" and data["duplicates"] == [] and data["metadata"]["opset"] == 17
+    assert data["format"] == "onnx" and data["duplicates"] == [] and data["metadata"]["opset"] == 20
     assert [i["name"] for i in data["inputs"]] == ["input_ids", "attention_mask", "token_type_ids"]
     assert data["stored_bytes"] == data["unique_bytes"] and data["ops"]["MatMul"] > 0
     # The manifest beside the file supplies the model's unique parameter bytes, hence the bound.

@@ -157,6 +157,23 @@ def test_newer_opset(tmp_path):
     assert onnx.load(str(path)).opset_import[0].version == 18
 
 
+@pytest.mark.parametrize("act", ["gelu_new", "gelu"])
+def test_gelu_is_one_node_from_opset_20(tmp_path, act):
+    """Opset 20 keeps GELU (tanh form or exact) as one Gelu node per layer application; the
+    opset-17 file spells it out, and both agree with PyTorch."""
+    model = tiny_model(TINY.replace(hidden_act=act))
+    ops = {}
+    for opset in (17, onnx_export.DEFAULT_OPSET):
+        path = onnx_export.export(model, tmp_path / f"model{opset}.onnx", seq_len=8, opset=opset)
+        assert_exported_well(model, path, seq_len=8)
+        graph = onnx.load(str(path)).graph
+        ops[opset] = [n for n in graph.node if n.op_type == "Gelu"]
+    assert onnx_export.DEFAULT_OPSET == 20
+    assert ops[17] == [] and len(ops[20]) == TINY.num_hidden_layers
+    want = "tanh" if act == "gelu_new" else "none"
+    assert {helper.get_attribute_value(a) for n in ops[20] for a in n.attribute} <= {want.encode()}
+
+
 # -- the deduplication step ------------------------------------------------------------------------
 
 def _model(nodes, inits, outputs=(("y", ["b", "t", 4]),)):

@@ -140,7 +140,7 @@ def test_convert_writes_verified_files_and_manifest(tmp_path):
     m = manifest.read(out)
     entry = m.file("model.onnx")
     assert entry.sha256 == manifest.sha256_of(out / "model.onnx") and entry.size == (out / "model.onnx").stat().st_size
-    assert entry.format == "onnx" and entry.format_version == {"opset": 17}
+    assert entry.format == "onnx" and entry.format_version == {"opset": 20}
     assert [i["name"] for i in entry.inputs] == ["input_ids", "attention_mask", "token_type_ids"]
     assert [o["name"] for o in entry.outputs] == ["start_logits", "end_logits"]
     assert entry.parity["ok"] and entry.parity["max_abs_diff"]["start_logits"] < 1e-4
