@@ -78,22 +78,28 @@ def _terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-@click.command("inspect", short_help="What a model file stores, and any weight it stores twice.")
+@click.command("inspect", short_help="What a model file stores, in which precision, and any weight stored twice.")
 @click.argument("model_file", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 def inspect(model_file: Path, as_json: bool) -> None:
     """Read MODEL_FILE (.onnx or .tflite) back and report its inputs, outputs, op histogram,
     weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
-    reshaped or transposed copies of another stored tensor."""
+    reshaped or transposed copies of another stored tensor. Then the weight bytes per precision
+    and every matrix product that reads a float weight, with the reason; for a quantized file
+    whose manifest names its fp32 parent, each parent weight is also looked for by value, so an
+    int8 copy made twice with different scales shows too."""
     from ..converters.weights import inspect_file
+    from ..quantize import describe
 
     with err_console.status(f"reading {model_file.name}"):
         contents, report = inspect_file(model_file)
+        precision = describe(model_file)
     if as_json:
         print_json({
             "path": str(model_file), "format": contents.format,
             "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],
             "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
+            "precision": precision,
         })
         return
     io_rows = [("input", s.name, s.dtype, list(s.shape)) for s in contents.inputs]
@@ -110,6 +116,31 @@ def inspect(model_file: Path, as_json: bool) -> None:
     if report.duplicates:
         print_table("Duplicated weights", ["tensor", "copy of", "kind", "bytes"],
                     [(d.name, d.original, d.kind, f"{d.nbytes:,}") for d in report.duplicates], right=(3,))
+    _print_precision(precision)
+
+
+def _print_precision(precision: dict) -> None:
+    """The part of ``inspect`` that ``albert_edge.quantize.describe`` supplies."""
+    by_dtype = sorted(precision["weight_bytes_by_dtype"].items(), key=lambda kv: -kv[1])
+    total = sum(n for _, n in by_dtype) or 1
+    print_table("Weight bytes by precision", ["dtype", "bytes", "share"],
+                [(d, f"{n:,}", f"{100 * n / total:.1f}%") for d, n in by_dtype], right=(1, 2))
+    floats = precision["float_weights"]
+    reasons = {w["reason"] for w in floats}
+    if not floats:
+        console.print("every matrix-product weight is stored quantized")
+    elif len(reasons) == 1 and next(iter(reasons)).startswith("fp32 file"):
+        console.print(f"{len(floats)} matrix-product weights in float: fp32 file, nothing in it is quantized")
+    else:
+        print_table("Matrix products reading a float weight", ["weight", "op", "shape", "dtype", "why"],
+                    [(w["name"], w["op"], "x".join(map(str, w["shape"])), w["dtype"], w["reason"]) for w in floats])
+        console.print(f"unexpected float weights: {precision['unexpected_float_weights']}")
+    if "parent" in precision:
+        twice = precision["stored_more_than_once"]
+        console.print(f"weights of the fp32 parent {precision['parent']} looked for by value: "
+                      f"{precision['weights_checked']}, stored more than once: {len(twice)}")
+        for name, copies in twice.items():
+            console.print(f"  {name}: {', '.join(copies)}")
 
 
 COMMANDS = [convert, inspect]

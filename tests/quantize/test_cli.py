@@ -45,6 +45,40 @@ def test_quantize_json(workdir):
     assert data["accuracy"]["outputs"][0]["name"] == "prediction_logits" and data["size_ratio"] > 0
 
 
+@pytest.mark.parametrize("model", ["model.onnx", "model.tflite"])
+def test_inspect_shows_precision_and_float_weights(workdir, model):
+    """`albert-edge inspect` of a quantized file: bytes per precision, no unexpected float
+    weight, every parent weight found once by value; with --no-embeddings the table it kept in
+    float is listed with the reason."""
+    src = workdir / model
+    full, kept = src.with_suffix(".q" + src.suffix), src.with_suffix(".float-table" + src.suffix)
+    # The TFLite converter always quantizes the table: --no-embeddings is ONNX only.
+    made = ((full, []), (kept, ["--no-embeddings"])) if model.endswith(".onnx") else ((full, []),)
+    for out, extra in made:
+        result = _run(src, "--scheme", "int8-dynamic", "--calibration", CORPUS, "--eval-samples", "8",
+                      "--out", out, *extra)
+        assert result.exit_code == 0, result.output
+    shown = CliRunner().invoke(main, ["inspect", str(full)])
+    assert shown.exit_code == 0, shown.output
+    assert "every matrix-product weight is stored quantized" in shown.output
+    assert f"fp32 parent {model} looked for by value" in shown.output and "stored more than once: 0" in shown.output
+    data = json.loads(CliRunner().invoke(main, ["inspect", str(full), "--json"]).stdout)["precision"]
+    assert data["unexpected_float_weights"] == 0 and data["stored_more_than_once"] == {}
+    assert data["weight_bytes_by_dtype"]["int8"] > 0.5 * sum(data["weight_bytes_by_dtype"].values())
+    assert data["parent"] == model and data["weights_checked"] >= 8
+    fp32 = CliRunner().invoke(main, ["inspect", str(src)])
+    assert "fp32 file, nothing in it is quantized" in fp32.output
+    if not kept.exists():
+        return
+
+    data = json.loads(CliRunner().invoke(main, ["inspect", str(kept), "--json"]).stdout)["precision"]
+    assert data["unexpected_float_weights"] == 0
+    assert [w["reason"] for w in data["float_weights"]] and all(
+        "word-embedding table" in w["reason"] for w in data["float_weights"])
+    shown = CliRunner().invoke(main, ["inspect", str(kept)])
+    assert "Matrix products reading a float weight" in shown.output and "unexpected float weights: 0" in shown.output
+
+
 def _rename_input(path):
     model = onnx.load(str(path))
     model.graph.input[0].name = "ids"
