@@ -10,27 +10,16 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from albert_edge.config import AlbertConfig
 from albert_edge.converters import onnx as onnx_export
 from albert_edge.converters.export import convert
 from albert_edge.converters.verify import verify
 from albert_edge.converters.weights import inspect_file
 from albert_edge.errors import ConversionError
-from albert_edge.model import HEADS, build_model
+from albert_edge.model import HEADS
 
-TINY = AlbertConfig.preset("tiny")
+from .conftest import TINY, tiny_model
+
 RNG = np.random.default_rng(0)
-
-
-def tiny_model(config: AlbertConfig = TINY, head: str = "base", seed: int = 0):
-    """A tiny model whose every parameter is distinct (random biases and LayerNorms too), so no
-    two weights are equal by accident."""
-    torch.manual_seed(seed)
-    model = build_model(config, head)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return model
 
 
 def assert_exported_well(model, path, seq_len: int = 16):

@@ -9,28 +9,17 @@ import os
 import numpy as np
 import onnx
 import pytest
-import torch
 from onnx import numpy_helper
 
 from albert_edge import checkpoints
-from albert_edge.config import AlbertConfig
 from albert_edge.converters import manifest
 from albert_edge.converters.export import convert
 from albert_edge.converters.onnx import export
 from albert_edge.converters.verify import ATOL, default_lengths, verify
 from albert_edge.errors import CheckpointError, ConversionError
-from albert_edge.model import AlbertModel, build_model
+from albert_edge.model import AlbertModel
 
-TINY = AlbertConfig.preset("tiny")
-
-
-def tiny_model(config: AlbertConfig = TINY, head: str = "base", seed: int = 0):
-    torch.manual_seed(seed)
-    model = build_model(config, head)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return model
+from .conftest import TINY, tiny_model
 
 
 @pytest.fixture(scope="module")
