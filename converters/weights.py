@@ -27,7 +27,7 @@ from albert_edge.runtime import FORMATS
 from .graph import GraphContents, StoredTensor
 
 __all__ = [
-    "Duplicate", "WeightsReport", "analyze", "find_duplicates", "model_param_bytes", "read_file",
+    "Duplicate", "WeightsReport", "analyze", "find_duplicates", "model_param_bytes", "model_format", "read_file",
     "inspect_file", "BOUND_FACTOR", "BOUND_SLACK",
 ]
 
@@ -102,14 +102,21 @@ class WeightsReport:
 
 # -- reading files -------------------------------------------------------------------------------
 
-def read_file(path: str | os.PathLike) -> GraphContents:
-    """Read an .onnx or .tflite file back with the reader for its suffix."""
-    path = Path(path)
+def model_format(path: Path) -> str:
+    """The format of the model file at ``path`` by its suffix; one clear line if it is not an
+    .onnx/.tflite file that exists."""
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ConversionError(f"{path}: not a model file albert-edge reads (expected {', '.join(FORMATS)})")
     if not path.is_file():
         raise ConversionError(f"{path}: no such file")
+    return fmt
+
+
+def read_file(path: str | os.PathLike) -> GraphContents:
+    """Read an .onnx or .tflite file back with the reader for its suffix."""
+    path = Path(path)
+    fmt = model_format(path)
     reader = importlib.import_module(_READERS[fmt])
     try:
         return reader.read(path)

@@ -13,13 +13,12 @@ from pathlib import Path
 
 from albert_edge.config import AlbertConfig
 from albert_edge.converters import manifest as manifest_io
-from albert_edge.converters.weights import read_file
+from albert_edge.converters.graph import INPUT_NAMES
+from albert_edge.converters.weights import model_format, read_file
 from albert_edge.errors import ConfigError, ConversionError
-from albert_edge.runtime import FORMATS
 
 __all__ = ["ModelFile", "open_model_file", "INPUT_NAMES"]
 
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclass(frozen=True)
@@ -42,11 +41,7 @@ class ModelFile:
 def open_model_file(path: str | os.PathLike) -> ModelFile:
     """Check that ``path`` is an fp32 file albert-edge converted; raise one clear line if not."""
     path = Path(path)
-    fmt = FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        raise ConversionError(f"{path}: not a model file albert-edge quantizes (expected {', '.join(FORMATS)})")
-    if not path.is_file():
-        raise ConversionError(f"{path}: no such file")
+    fmt = model_format(path)
     manifest_path = path.parent / manifest_io.MANIFEST_NAME
     if not manifest_path.is_file():
         raise ConversionError(f"{path} is not an albert-edge model file: no {manifest_io.MANIFEST_NAME} "
