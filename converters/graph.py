@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["TensorSpec", "StoredTensor", "GraphContents"]
+__all__ = ["TensorSpec", "StoredTensor", "GraphContents", "INPUT_NAMES"]
+
+# The inputs of every albert-edge model file, in the order the PyTorch model takes them.
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,13 @@ from onnx import helper, numpy_helper
 from albert_edge import __version__
 from albert_edge.errors import ConversionError
 
-from .graph import StoredTensor
+from .graph import INPUT_NAMES, StoredTensor
 from .weights import find_duplicates
 
 __all__ = ["export", "deduplicate_weights", "INPUT_NAMES", "MIN_OPSET", "DEFAULT_OPSET", "EXTERNAL_DATA_THRESHOLD"]
 
 log = logging.getLogger(__name__)
 
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 MIN_OPSET = 17
 # Opset 20 has GELU's tanh form as one Gelu node; below it the exporter spells it out as eight
 # element-wise nodes that onnxruntime does not fuse, ~10% of an int8 ALBERT-base call.

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from albert_edge.errors import ConversionError
 
+from .graph import INPUT_NAMES
+
 if TYPE_CHECKING:
     from torch import nn
 
@@ -26,7 +28,6 @@ __all__ = ["export", "INPUT_NAMES"]
 
 log = logging.getLogger(__name__)
 
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 SIGNATURE = "serving_default"
 
 # A flatbuffer cannot address more than 2 GiB. Past this much fp32 weight (leaving room for the

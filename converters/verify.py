@@ -15,14 +15,13 @@ import numpy as np
 
 from albert_edge.runtime import Session
 
-from .graph import GraphContents
+from .graph import INPUT_NAMES, GraphContents
 from .weights import WeightsReport, analyze, read_file
 
 __all__ = ["verify", "VerifyReport", "ParityCase", "SENTENCES", "INPUT_NAMES", "ATOL", "RTOL", "default_lengths"]
 
 log = logging.getLogger(__name__)
 
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 # fp32 tolerances. Hidden states are compared absolutely; logits, whose size grows with the
 # vocabulary and the checkpoint, may also differ by RTOL of their magnitude.
 ATOL = 1e-4

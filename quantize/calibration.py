@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from albert_edge.converters.graph import INPUT_NAMES
 from albert_edge.errors import ConfigError, TokenizerError
 from albert_edge.train.errors import DataError
 
@@ -158,7 +159,7 @@ def random_batches(vocab_size: int, seq_len: int, count: int, batch_size: int, *
 def _stack(rows: list[dict[str, np.ndarray]], pad_id: int) -> dict[str, np.ndarray]:
     width = max(r["input_ids"].shape[1] for r in rows)
     out = {}
-    for name in ("input_ids", "attention_mask", "token_type_ids"):
+    for name in INPUT_NAMES:
         fill = pad_id if name == "input_ids" else 0
         out[name] = np.stack([np.pad(r[name][0], (0, width - r[name].shape[1]), constant_values=fill) for r in rows])
     return out
