@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import logging
 import os
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["DistContext", "init_distributed", "wrap", "all_reduce_sum", "barrier", "shutdown", "pick_device"]
+__all__ = ["DistContext", "distributed", "init_distributed", "wrap", "all_reduce_sum", "barrier", "shutdown",
+           "pick_device"]
 
 log = logging.getLogger(__name__)
 
@@ -125,3 +127,13 @@ def shutdown(ctx: DistContext) -> None:
     """Leave the process group if init_distributed started it (not one the caller started)."""
     if ctx.owns_group and dist.is_initialized():
         dist.destroy_process_group()
+
+
+@contextmanager
+def distributed(device: str = "auto", threads: int | None = None) -> Iterator[DistContext]:
+    """``init_distributed`` for the length of a ``with`` block, then ``shutdown``."""
+    ctx = init_distributed(device, threads)
+    try:
+        yield ctx
+    finally:
+        shutdown(ctx)

@@ -31,7 +31,7 @@ from .. import checkpoints
 from ..errors import CheckpointError, ConfigError
 from ..model import build_model
 from . import metrics as M
-from .distributed import DistContext, barrier, init_distributed, shutdown, wrap
+from .distributed import DistContext, barrier, distributed, wrap
 from .finetune_data import TASKS, Columns, Feature, build_features, collate_features, label_names, read_records
 from .loop import JsonLog, Objective, autocast, step_seed, train_step
 from .optim import build_optimizer, lr_factor, set_lr
@@ -150,11 +150,8 @@ def _init_model(opts: FinetuneOptions, labels: tuple[str, ...]) -> nn.Module:
 
 def finetune(opts: FinetuneOptions, on_event: Callable[[dict], None] | None = None) -> FinetuneResult:
     """Fine-tune as ``opts`` says; returns the final evaluation figures."""
-    ctx = init_distributed(opts.device, opts.threads)
-    try:
+    with distributed(opts.device, opts.threads) as ctx:
         return _finetune(opts, ctx, on_event)
-    finally:
-        shutdown(ctx)
 
 
 def _finetune(opts: FinetuneOptions, ctx: DistContext, on_event: Callable[[dict], None] | None) -> FinetuneResult:

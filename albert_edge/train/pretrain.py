@@ -33,7 +33,7 @@ from ..model import AlbertForPreTraining, build_model
 from . import state as st
 from .corpus import resolve_corpus
 from .data import Example, MaskingOptions
-from .distributed import DistContext, barrier, init_distributed, shutdown, wrap
+from .distributed import DistContext, barrier, distributed, wrap
 from .loop import JsonLog, Objective, autocast, step_seed, train_step
 from .optim import build_optimizer, lr_factor, set_lr
 from .stream import ExampleStream, StreamState, collate, held_out_examples
@@ -193,11 +193,8 @@ def _run_identity(opts: PretrainOptions, vocab: Vocabulary, files: list[Path], w
 
 def pretrain(opts: PretrainOptions, on_event: Callable[[dict], None] | None = None) -> PretrainResult:
     """Pretrain (or resume pretraining) as ``opts`` says; returns the final step and metrics."""
-    ctx = init_distributed(opts.device, opts.threads)
-    try:
+    with distributed(opts.device, opts.threads) as ctx:
         return _pretrain(opts, ctx, on_event)
-    finally:
-        shutdown(ctx)
 
 
 @dataclass
