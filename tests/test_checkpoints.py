@@ -150,22 +150,17 @@ def test_truncated_safetensors(tmp_path):
         checkpoints.load(tmp_path)
 
 
-def test_tensors_that_do_not_match_the_config(tmp_path):
+@pytest.mark.parametrize("change, message", [
+    ({"intermediate_size": 40}, r"'encoder\.albert_layer_groups\.0\.albert_layers\.0\.ffn\.weight' "
+                                r"has shape \[32, 16\], but the config needs \[40, 16\]"),
+    ({"num_hidden_groups": 1}, r"unexpected tensor 'encoder\.albert_layer_groups\.1\."),
+], ids=["tensor-shape-differs", "extra-group-is-named"])
+def test_tensors_that_do_not_match_the_config(tmp_path, change, message):
     hf_model(TINY, "base").save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
-    config["intermediate_size"] = 40
+    config.update(change)
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=r"'encoder\.albert_layer_groups\.0\.albert_layers\.0\.ffn\.weight' "
-                                              r"has shape \[32, 16\], but the config needs \[40, 16\]"):
-        checkpoints.load_model(tmp_path)
-
-
-def test_extra_group_in_checkpoint_is_named(tmp_path):
-    hf_model(TINY, "base").save_pretrained(tmp_path)
-    config = json.loads((tmp_path / "config.json").read_text())
-    config["num_hidden_groups"] = 1
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=r"unexpected tensor 'encoder\.albert_layer_groups\.1\."):
+    with pytest.raises(CheckpointError, match=message):
         checkpoints.load_model(tmp_path)
 
 
