@@ -38,9 +38,9 @@ def main(verbose: int) -> None:
 
 def _register() -> None:
     # One module per command (group); each import is cheap: no torch, no tensorflow.
-    from . import convert, info, params, quantize, tokenizer, train
+    from . import convert, demo, info, params, pipeline, profile, quantize, report, tokenizer, train
 
-    for module in (params, info, tokenizer, convert, quantize, train):
+    for module in (params, info, tokenizer, convert, quantize, train, profile, report, pipeline, demo):
         for command in module.COMMANDS:
             main.add_command(command)
 

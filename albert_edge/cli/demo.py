@@ -1,0 +1,5 @@
+"""`albert-edge demo`."""
+
+from __future__ import annotations
+
+COMMANDS: list = []

@@ -1,0 +1,5 @@
+"""`albert-edge pipeline`."""
+
+from __future__ import annotations
+
+COMMANDS: list = []

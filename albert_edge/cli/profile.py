@@ -1,0 +1,5 @@
+"""`albert-edge profile`."""
+
+from __future__ import annotations
+
+COMMANDS: list = []

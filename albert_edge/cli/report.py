@@ -1,0 +1,5 @@
+"""`albert-edge report`."""
+
+from __future__ import annotations
+
+COMMANDS: list = []
