@@ -82,3 +82,13 @@ class ProfileRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProfileRecord:
+        """The record a ``to_dict()`` (or a JSON line of it) came from; unknown keys are ignored."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if isinstance(known.get("latency"), dict):
+            known["latency"] = Latency(**known["latency"])
+        if isinstance(known.get("memory"), dict):
+            known["memory"] = Memory(**known["memory"])
+        return cls(**known)
