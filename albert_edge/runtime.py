@@ -15,7 +15,7 @@ import numpy as np
 from .converters.graph import TensorSpec
 from .errors import RuntimeUnavailable
 
-__all__ = ["Session", "TensorSpec", "FORMATS", "format_of"]
+__all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,14 @@ _TFLITE_INTERPRETERS = (
     ("tensorflow.lite", "Interpreter"),  # imports all of tensorflow: the workstation fallback
 )
 _SIGNATURE = "serving_default"
+
+# onnxruntime execution providers by short name. CPU is the default; the others run only where the
+# installed onnxruntime build has them (onnxruntime-gpu on a Jetson or a CUDA machine).
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
+             "tensorrt": "TensorrtExecutionProvider"}
+# TFLite: "xnnpack" keeps the interpreter's default XNNPACK delegate, "none" runs the builtin
+# kernels only (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES).
+DELEGATES = ("xnnpack", "none")
 
 _ORT_TYPES = {
     "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -54,19 +62,37 @@ class Session:
     Integer feeds are cast to the dtype the model wants (int64 for our ONNX files, int32 for
     TFLite). TFLite inputs are resized to the shape of each feed, so one file serves any batch
     size and sequence length.
+
+    ``provider`` picks the onnxruntime execution provider ("cpu", "cuda", "tensorrt" or the full
+    provider name; default CPU) and ``delegate`` the TFLite delegate ("xnnpack", the
+    interpreter's default, or "none"); each applies only to its format. ``accelerator`` names what
+    really runs the model: the first provider of the onnxruntime session, or the delegate.
+    ``ops_trace`` (ONNX only) turns on onnxruntime's profiler, writing its JSON trace under that
+    path prefix; ``end_profiling()`` stops it and returns the trace file.
     """
 
-    def __init__(self, path: str | os.PathLike, num_threads: int | None = None):
+    def __init__(self, path: str | os.PathLike, num_threads: int | None = None, provider: str | None = None,
+                 delegate: str = "xnnpack", ops_trace: str | os.PathLike | None = None):
         self.path = Path(path)
         if not self.path.is_file():
             raise RuntimeUnavailable(f"{self.path}: no such model file")
         self.format = format_of(self.path)
         self.num_threads = num_threads
-        opener = _OnnxBackend if self.format == "onnx" else _TFLiteBackend
-        self._backend = opener(self.path, num_threads)
+        if self.format == "onnx":
+            self._backend = _OnnxBackend(self.path, num_threads, provider, ops_trace)
+        else:
+            if ops_trace is not None:
+                raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
+            self._backend = _TFLiteBackend(self.path, num_threads, delegate)
         self.inputs: list[TensorSpec] = self._backend.inputs
         self.outputs: list[TensorSpec] = self._backend.outputs
         self.backend_name: str = self._backend.name
+        self.accelerator: str = self._backend.accelerator
+
+    def end_profiling(self) -> Path | None:
+        """Stop onnxruntime's profiler and return its trace file (None when it was not on)."""
+        end = getattr(self._backend, "end_profiling", None)
+        return end() if end else None
 
     @property
     def input_names(self) -> list[str]:
@@ -112,7 +138,8 @@ _ORT_DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 class _OnnxBackend:
     name = "onnxruntime"
 
-    def __init__(self, path: Path, num_threads: int | None):
+    def __init__(self, path: Path, num_threads: int | None, provider: str | None = None,
+                 ops_trace: str | os.PathLike | None = None):
         try:
             import onnxruntime as ort
         except ImportError:
@@ -125,17 +152,42 @@ class _OnnxBackend:
         if num_threads:
             options.intra_op_num_threads = int(num_threads)
             options.inter_op_num_threads = 1
+        if ops_trace is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(ops_trace)
+        providers = _ort_providers(provider, ort.get_available_providers())
+        self._profiling = ops_trace is not None
         try:
-            self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
+            self._session = ort.InferenceSession(str(path), options, providers=providers,
                                                  disabled_optimizers=_ORT_DISABLED_OPTIMIZERS)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {_first_line(exc)}") from None
+        self.accelerator = self._session.get_providers()[0]
         self.inputs = [_ort_spec(a) for a in self._session.get_inputs()]
         self.outputs = [_ort_spec(a) for a in self._session.get_outputs()]
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [s.name for s in self.outputs]
         return dict(zip(names, self._session.run(names, feeds)))
+
+    def end_profiling(self) -> Path | None:
+        if not self._profiling:
+            return None
+        self._profiling = False
+        return Path(self._session.end_profiling())
+
+
+def _ort_providers(provider: str | None, available: list[str]) -> list[str]:
+    """The provider list for onnxruntime: the one asked for, then CPU for the nodes it cannot run."""
+    if provider is None:
+        return ["CPUExecutionProvider"]
+    full = PROVIDERS.get(provider.lower(), provider)
+    if full not in PROVIDERS.values():
+        raise RuntimeUnavailable(f"unknown execution provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    if full not in available:
+        raise RuntimeUnavailable(f"execution provider {full} is not in this onnxruntime build (available: "
+                                 f"{', '.join(available)}); install onnxruntime-gpu with CUDA/TensorRT for it")
+    return list(dict.fromkeys([full, "CPUExecutionProvider"]))
 
 
 def _ort_spec(arg) -> TensorSpec:
@@ -144,10 +196,17 @@ def _ort_spec(arg) -> TensorSpec:
 
 
 class _TFLiteBackend:
-    def __init__(self, path: Path, num_threads: int | None):
+    def __init__(self, path: Path, num_threads: int | None, delegate: str = "xnnpack"):
+        if delegate not in DELEGATES:
+            raise RuntimeUnavailable(f"unknown TFLite delegate {delegate!r}; expected one of {', '.join(DELEGATES)}")
         interpreter_cls, self.name = _tflite_interpreter()
+        self.accelerator = delegate
+        extra = {}
+        if delegate == "none":
+            resolver = importlib.import_module(interpreter_cls.__module__).OpResolverType
+            extra["experimental_op_resolver_type"] = resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         try:
-            self._interpreter = interpreter_cls(model_path=str(path), num_threads=num_threads)
+            self._interpreter = interpreter_cls(model_path=str(path), num_threads=num_threads, **extra)
         except (ValueError, RuntimeError) as exc:
             raise RuntimeUnavailable(f"{path}: {self.name} cannot load it: {_first_line(exc)}") from None
         signatures = self._interpreter.get_signature_list()

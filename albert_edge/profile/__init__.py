@@ -17,17 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import AlbertEdgeError
+from ..runtime import DELEGATES, PROVIDERS
 from .record import SCHEMA, Latency, Memory, ProfileRecord
 
 __all__ = ["ProfileSettings", "ProfileError", "profile", "forward_args", "MLPERF", "PROVIDERS", "DELEGATES",
            "ProfileRecord", "Latency", "Memory", "SCHEMA"]
 
-# onnxruntime execution providers by their short names; the record stores the full name of the one
-# that really ran.
-PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
-             "tensorrt": "TensorrtExecutionProvider"}
-# TFLite: the interpreter's default XNNPACK delegate, or the builtin kernels only.
-DELEGATES = ("xnnpack", "none")
 # MLPerf inference single-stream minimums: 1024 queries and 60 seconds.
 MLPERF = {"runs": 1024, "min_seconds": 60.0}
 
