@@ -75,6 +75,7 @@ class AlbertConfig:
     extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        _check_types(self)
         positive = (
             "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
             "num_attention_heads", "intermediate_size", "inner_group_num", "max_position_embeddings",
@@ -152,14 +153,14 @@ class AlbertConfig:
         kwargs: dict[str, Any] = {k: data[k] for k in names if k in data and data[k] is not None}
         id2label = data.get("id2label")
         if id2label:
-            ordered = sorted(id2label.items(), key=lambda kv: int(kv[0]))
+            ordered = _id2label(id2label)
             labels = tuple(str(v) for _, v in ordered)
             # transformers writes LABEL_0, LABEL_1, ... when no names were given.
             if labels != tuple(f"LABEL_{i}" for i in range(len(labels))):
                 kwargs["label_names"] = labels
             kwargs["num_labels"] = len(ordered)
         elif "num_labels" in data:
-            kwargs["num_labels"] = int(data["num_labels"])
+            kwargs["num_labels"] = data["num_labels"]
         kwargs["sharing"] = data.get("albert_edge_sharing", "all")
         if isinstance(kwargs.get("eos_token_id"), list):
             kwargs["eos_token_id"] = kwargs["eos_token_id"][0]
@@ -235,6 +236,40 @@ class AlbertConfig:
         return cls(**PRESETS[name])
 
 
+# The Python types each field takes from JSON (bool is an int to Python, never to a config).
+_FIELD_TYPES = {"int": (int,), "float": (int, float), "str": (str,)}
+
+
+def _check_types(config: AlbertConfig) -> None:
+    """A value of the wrong kind ("0.1" where a float belongs) is named with the field."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name == "label_names":
+            if value is not None and (not isinstance(value, tuple) or not all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"label_names ({value!r}) must be a list of strings")
+            continue
+        kinds = _FIELD_TYPES.get(str(f.type))
+        if kinds and (isinstance(value, bool) or not isinstance(value, kinds)):
+            raise ConfigError(f"{f.name} ({value!r}) must be {'an' if f.type == 'int' else 'a'} "
+                              f"{ {'int': 'integer', 'float': 'number', 'str': 'string'}[str(f.type)] }")
+
+
+def _id2label(id2label: Any) -> list[tuple[int, Any]]:
+    """id2label's (id, name) pairs in id order; its keys must be the ids 0..n-1."""
+    if not isinstance(id2label, dict):
+        raise ConfigError(f"id2label ({id2label!r}) must be an object mapping ids to label names")
+    try:
+        ordered = sorted((int(k), v) for k, v in id2label.items())
+    except (TypeError, ValueError):
+        raise ConfigError(f"id2label keys ({', '.join(map(repr, id2label))}) must be integers") from None
+    if [i for i, _ in ordered] != list(range(len(ordered))):
+        raise ConfigError(f"id2label keys ({', '.join(str(i) for i, _ in ordered)}) must be 0 to {len(ordered) - 1}")
+    return ordered
+
+
+# Keys a config.json of a model always has; a JSON object without them is some other file.
+_REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
+
 # Keys of HF config.json that are not ours but should survive a load/save round trip.
 _HF_PASSTHROUGH = {"architectures", "classifier_dropout", "problem_type", "finetuning_task"}
 
@@ -259,6 +294,11 @@ def load_config(path: str | os.PathLike) -> AlbertConfig:
         raise ConfigError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} does not hold a JSON object")
+    missing = [k for k in _REQUIRED_KEYS if k not in data]
+    if missing and data.get("model_type", "albert") == "albert":
+        what = ("an albert-edge manifest; give the checkpoint or a config.json"
+                if {"files", "source", "config"} <= set(data) else "not a model config")
+        raise ConfigError(f"{path} is {what} (it has no {', '.join(missing)})")
     # Original configs have no model_type and carry keys only Google's code writes.
     original = "model_type" not in data and ("net_structure_type" in data or path.name == "albert_config.json")
     return AlbertConfig.from_original_dict(data) if original else AlbertConfig.from_hf_dict(data)

@@ -1,6 +1,18 @@
-"""The exceptions albert-edge raises for bad input. The CLI turns each into one line and exit 2."""
+"""The exceptions albert-edge raises for bad input, and the one line the CLI shows for each.
+
+Every error a user can fix (a bad file, a wrong option, an output that cannot be written) ends
+as one line on stderr and exit code 2; :func:`user_message` says which exceptions those are and
+what the line reads. Anything else is a bug."""
 
 from __future__ import annotations
+
+import errno
+import json
+
+__all__ = [
+    "AlbertEdgeError", "ConfigError", "CheckpointError", "ConversionError", "TokenizerError",
+    "RuntimeUnavailable", "OutputError", "user_message",
+]
 
 
 class AlbertEdgeError(Exception):
@@ -25,3 +37,50 @@ class TokenizerError(AlbertEdgeError):
 
 class RuntimeUnavailable(AlbertEdgeError):
     """No interpreter is installed for a model file's format."""
+
+
+class OutputError(AlbertEdgeError):
+    """An output cannot be written where it was asked for, or would replace a file without --force."""
+
+
+# What to do about an operating-system error while reading or writing a path, by errno.
+_OS_HINTS = {
+    errno.ENOSPC: "the disk is full: free some space or write somewhere else",
+    errno.EDQUOT: "the disk quota is used up: free some space or write somewhere else",
+    errno.EROFS: "the file system is read-only: write somewhere else",
+    errno.EACCES: "permission denied: choose a path you can write to (or read)",
+    errno.EPERM: "operation not permitted: choose a path you can write to (or read)",
+    errno.EISDIR: "it is a directory: give a file path",
+    errno.ENOTDIR: "a part of the path is a file, not a directory: choose another path",
+    errno.ENOENT: "no such file or directory: check the path",
+    errno.EEXIST: "it already exists: choose another path or remove it",
+    errno.ENAMETOOLONG: "the name is too long: choose a shorter path",
+    errno.EMFILE: "too many open files: raise the limit (ulimit -n) and run again",
+    errno.ENOTEMPTY: "the directory is not empty: choose another path or remove it",
+}
+
+
+def user_message(exc: BaseException) -> str | None:
+    """The one line to show for ``exc`` when it is an error the user can fix, else None (a bug).
+
+    AlbertEdgeError carries its own message. File-system errors name the path and what to do;
+    text that is not UTF-8 and JSON that does not parse say so (the reader that knows the file
+    name raises an AlbertEdgeError naming it instead)."""
+    if isinstance(exc, AlbertEdgeError):
+        return _one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno in _OS_HINTS:
+        paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+        where = f"{' -> '.join(str(p) for p in paths)}: " if paths else ""
+        return f"{where}{_OS_HINTS[exc.errno]}"
+    if isinstance(exc, UnicodeError):
+        return f"input is not UTF-8 text ({_one_line(str(exc))}): convert it to UTF-8"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"input is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    if isinstance(exc, MemoryError):
+        return "out of memory: use a smaller model, batch or sequence length"
+    return None
+
+
+def _one_line(text: str) -> str:
+    """Messages are one line: several lines of a library's message joined, never cut."""
+    return " ".join(part.strip() for part in text.strip().splitlines() if part.strip())

@@ -5,6 +5,7 @@ name, verify it against PyTorch, and only when all passed move them in place and
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import shutil
@@ -15,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert_edge.errors import ConversionError
+from albert_edge.errors import ConversionError, user_message
 
 from . import manifest as manifest_io
 from .verify import VerifyReport, verify
@@ -110,6 +111,7 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     _check_head(head)
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ConversionError(f"seq-len ({seq_len!r}) must be a positive integer")
+    _check_opset(opset, wanted)
     out = Path(out_dir)
     created = check_out_dir(out, force)
     finished = False
@@ -119,15 +121,14 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
         result = _convert_into(tmp, checkpoint_or_model, out, wanted, head=head, seq_len=seq_len, opset=opset,
                                tokenizer=tokenizer, step=on_step or (lambda *_: None), export_options=export_options)
         finished = True
-    except KeyboardInterrupt:
-        raise ConversionError(f"conversion interrupted: nothing was written to {out}") from None
     except OSError as exc:  # disk full, permissions, ...
-        raise ConversionError(f"writing to {out} failed: {exc}") from None
+        raise ConversionError(f"writing to {out} failed: {user_message(exc) or exc}") from None
     finally:
+        # An interrupt (KeyboardInterrupt, SIGTERM turned into one) passes through here too.
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        if created and not finished:
-            shutil.rmtree(out, ignore_errors=True)
+        if created is not None and not finished:
+            shutil.rmtree(created, ignore_errors=True)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -176,26 +177,53 @@ def _check_head(head: str | None) -> None:
         raise ConversionError(f"unknown head {head!r}; choose from {', '.join(HEADS)}")
 
 
-def check_out_dir(out: Path, force: bool) -> bool:
+def check_out_dir(out: Path, force: bool) -> Path | None:
     """Refuse a directory we cannot write or that holds files (unless ``force``); create it if
-    missing. Returns whether it was created here."""
+    missing. Returns the outermost directory created here (to remove if the conversion fails),
+    or None when ``out`` already existed."""
     if out.exists() and not out.is_dir():
         raise ConversionError(f"output {out} exists and is not a directory")
-    created = False
+    created = None
     if out.is_dir():
         held = sorted(p.name for p in out.iterdir() if not p.name.startswith(TMP_PREFIX))
         if held and not force:
             shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
             raise ConversionError(f"output directory {out} already holds files ({shown}); pass --force to overwrite")
     else:
+        created = out
+        while not created.parent.exists():
+            created = created.parent
         try:
             out.mkdir(parents=True)
         except OSError as exc:
-            raise ConversionError(f"cannot create output directory {out}: {exc.strerror or exc}") from None
-        created = True
+            raise ConversionError(f"cannot create output directory {out}: {user_message(exc) or exc}") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise ConversionError(f"output directory {out} is not writable")
     return created
+
+
+def _check_opset(opset: int | None, wanted: list[Target]) -> None:
+    """An opset the exporter cannot write fails here, before torch prints its graph."""
+    if opset is None or all("opset" not in t.options for t in wanted):
+        return
+    from .onnx import MIN_OPSET
+
+    newest = _newest_opset()
+    if not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
+        raise ConversionError(f"--opset {opset} is not one the ONNX exporter writes: choose {MIN_OPSET} to {newest}")
+
+
+def _newest_opset() -> int:
+    import onnx
+
+    newest = onnx.defs.onnx_opset_version()
+    try:
+        from torch.onnx._constants import ONNX_MAX_OPSET  # the TorchScript exporter's own limit
+
+        newest = min(newest, ONNX_MAX_OPSET)
+    except ImportError:
+        pass
+    return newest
 
 
 def _load(checkpoint_or_model, head: str | None) -> tuple[Any, dict[str, Any]]:
@@ -204,6 +232,7 @@ def _load(checkpoint_or_model, head: str | None) -> tuple[Any, dict[str, Any]]:
 
         path = Path(checkpoint_or_model)
         ckpt = checkpoints.load(path)
+        _check_float_weights(ckpt.state, path)
         model = checkpoints.model_from_checkpoint(ckpt, head)
         return model, {"checkpoint": str(path.resolve()), "format": ckpt.format, "head": head_of(model)}
     model = checkpoint_or_model
@@ -213,6 +242,15 @@ def _load(checkpoint_or_model, head: str | None) -> tuple[Any, dict[str, Any]]:
     if head is not None and head != own:
         raise ConversionError(f"the model given is a {own!r} model, not {head!r}")
     return model.eval(), {"checkpoint": None, "format": "model", "head": own}
+
+
+def _check_float_weights(state: dict[str, Any], path: Path) -> None:
+    """Weights are floating point: integer tensors would be cast silently into a model that
+    computes nonsense (the key table skips buffers such as position_ids before this)."""
+    for key, tensor in state.items():
+        if not tensor.dtype.is_floating_point:
+            raise ConversionError(f"{path}: weight {key!r} is {str(tensor.dtype).removeprefix('torch.')}, "
+                                  "not floating point: this is not a trained model's checkpoint")
 
 
 def _checkpoint_tokenizer(path: Path) -> Path | None:
@@ -251,8 +289,11 @@ def _exporter(target: Target):
 
 def _install(tmp: Path, out: Path, result: ConversionResult, source: dict[str, Any], config, seq_len: int) -> Path:
     """Move the verified files into ``out`` (data files before the models that name them) and
-    write the manifest last, so a directory with a manifest is a finished one."""
-    (out / manifest_io.MANIFEST_NAME).unlink(missing_ok=True)  # a stale manifest would vouch for old files
+    write the manifest last, so a directory with a manifest is a finished one. Entries of an
+    earlier manifest of the same model are kept for the files not replaced (see _kept_entries)."""
+    manifest_path = out / manifest_io.MANIFEST_NAME
+    previous = _previous_manifest(manifest_path)
+    manifest_path.unlink(missing_ok=True)  # a stale manifest would vouch for old files
     models = {f.name for f in result.files}
     for item in sorted(tmp.iterdir(), key=lambda p: p.name in models):
         os.chmod(item, 0o644)  # temporary files are private; model files are for everyone to read
@@ -261,4 +302,50 @@ def _install(tmp: Path, out: Path, result: ConversionResult, source: dict[str, A
         f.path = out / f.name
     manifest = manifest_io.Manifest(source=source, config=config.to_hf_dict(), seq_len=seq_len,
                                     files=[f.entry for f in result.files])
+    manifest.files += _kept_entries(previous, manifest, seq_len)
     return manifest_io.write(manifest, out)
+
+
+def _previous_manifest(path: Path) -> manifest_io.Manifest | None:
+    if not path.is_file():
+        return None
+    try:
+        return manifest_io.read(path)
+    except ConversionError as exc:
+        log.warning("replacing an unreadable manifest: %s", exc)
+        return None
+
+
+def _kept_entries(previous: manifest_io.Manifest | None, new: manifest_io.Manifest, seq_len: int
+                  ) -> list[manifest_io.FileEntry]:
+    """What ``convert --force`` keeps of the manifest it replaces: the entries of files it did
+    not write, when the manifest describes the same model (source, config, sequence length).
+    A quantized file whose fp32 parent was rewritten with different bytes loses its entry: its
+    figures were measured against a file that no longer exists (quantize it again). A manifest
+    of another model is replaced whole; its files stay on disk, unlisted."""
+    if previous is None:
+        return []
+    same = (_plain(previous.source) == _plain(new.source) and _plain(previous.config) == _plain(new.config)
+            and previous.seq_len == seq_len)
+    written = {e.name: e for e in new.files}
+    if not same:
+        others = [e.name for e in previous.files if e.name not in written]
+        if others:
+            log.warning("the previous manifest described another model; no longer listed: %s", ", ".join(others))
+        return []
+    kept = []
+    for entry in previous.files:
+        if entry.name in written:
+            continue
+        parent = written.get(str((entry.parity or {}).get("parent", "")))
+        if parent is not None and entry.parity.get("parent_sha256") != parent.sha256:
+            log.warning("%s: its fp32 parent %s was replaced; its manifest entry is dropped (quantize again)",
+                        entry.name, parent.name)
+            continue
+        kept.append(entry)
+    return kept
+
+
+def _plain(value: Any) -> Any:
+    """As the value reads back from JSON (tuples become lists, keys become strings)."""
+    return json.loads(json.dumps(value, default=str))

@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from albert_edge.errors import ConfigError, ConversionError
+from albert_edge.errors import ConfigError, ConversionError, OutputError
 from albert_edge.runtime import Session
 
 from .accuracy import AccuracyReport
@@ -44,13 +44,14 @@ def default_out_path(model_path: str | os.PathLike, recipe: Recipe) -> Path:
 
 
 def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
-             out_path: str | os.PathLike | None = None) -> QuantizeResult:
+             out_path: str | os.PathLike | None = None, *, force: bool = False) -> QuantizeResult:
     """Quantize the fp32 file ``model_path`` (an .onnx or .tflite albert-edge converted) with
     ``config.scheme`` into ``out_path`` (default: beside it, named by the scheme).
 
     The file is written under a temporary name, loaded in its real runtime, checked to store
     each weight once and to keep no unintended float weight, measured against its parent, and
-    only then renamed into place and added to the manifest beside it. When ``config.max_drop``
+    only then renamed into place and added to the manifest beside it. An existing ``out_path``
+    is replaced only with ``force`` (and only once the new file passed). When ``config.max_drop``
     is exceeded the file is not kept and ``result.kept`` is False. Bad input (not one of our
     files, a scheme the format lacks, text or tokenizer that do not fit) raises an
     AlbertEdgeError before anything is written.
@@ -68,7 +69,7 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     recipe = recipe_for(source.format, config.scheme)
     config.check_against(recipe)
     out = Path(out_path) if out_path is not None else default_out_path(source.path, recipe)
-    _check_out(out, source.path, recipe)
+    _check_out(out, source.path, recipe, force)
     check_destination(out, source)
     seq_len = config.seq_len or source.seq_len
     if seq_len > source.config.max_position_embeddings:
@@ -110,13 +111,19 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     )
 
 
-def _check_out(out: Path, parent: Path, recipe: Recipe) -> None:
+def _check_out(out: Path, parent: Path, recipe: Recipe, force: bool) -> None:
     if out.suffix.lower() != parent.suffix.lower():
         raise ConfigError(f"--out {out} must end in {parent.suffix}: "
                           f"{recipe.format} schemes write {recipe.format} files")
     if out.resolve() == parent.resolve():
         raise ConfigError(f"--out {out} is the fp32 file itself; choose another name")
+    if out.is_dir():
+        raise OutputError(f"--out {out} is a directory; give the file to write")
+    if out.exists() and not force:
+        raise OutputError(f"--out {out} already exists; pass --force to replace it")
+    if out.parent.exists() and not out.parent.is_dir():
+        raise OutputError(f"--out {out}: {out.parent} is a file, not a directory")
     if not out.parent.is_dir():
-        raise ConfigError(f"--out {out}: directory {out.parent} does not exist")
+        raise OutputError(f"--out {out}: directory {out.parent} does not exist")
     if not os.access(out.parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {out}: directory {out.parent} is not writable")
+        raise OutputError(f"--out {out}: directory {out.parent} is not writable")

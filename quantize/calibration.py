@@ -104,14 +104,15 @@ def split_text(sentences: Sequence[str], num_calibration: int, num_eval: int, se
 
 
 def load_tokenizer(path: str | os.PathLike, vocab_size: int):
-    """The AlbertTokenizer at ``path`` (a spiece.model or a directory holding one); its
-    vocabulary must be the model's."""
+    """The AlbertTokenizer at ``path`` (a spiece.model or a directory holding one). Every id it
+    gives must be in the model's vocabulary: fewer pieces than ``vocab_size`` is fine (a
+    tokenizer trained on less text), more is not."""
     from albert_edge.tokenizer import AlbertTokenizer
 
     tok = AlbertTokenizer.from_dir(path)
-    if tok.vocab_size != vocab_size:
+    if tok.vocab_size > vocab_size:
         raise TokenizerError(f"tokenizer {tok.path} has {tok.vocab_size} pieces but the model's vocab_size "
-                             f"is {vocab_size}: they do not belong together")
+                             f"is {vocab_size}: it gives ids the model does not have")
     return tok
 
 

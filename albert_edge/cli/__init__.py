@@ -1,39 +1,121 @@
 """The albert-edge command line. Each command lives in its own module and calls one library
 function; heavy libraries (torch, tensorflow) are imported inside the commands, so --help is fast
-and the device-side commands work without them."""
+and the device-side commands work without them.
+
+Every command keeps one contract, enforced here and nowhere else:
+
+- an error the user can fix (``albert_edge.errors.user_message``) is one line on stderr, exit 2;
+- Ctrl-C (SIGINT) exits 130 and SIGTERM exits 143, the shell's codes for those signals; both
+  unwind the command like an exception, so every temporary file is removed on the way out;
+- any other exception is a bug: one line saying so and how to report it, exit 1, with the
+  traceback only under ``-v``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
+import traceback
+import warnings
 
 import click
 
-from ..errors import AlbertEdgeError
+from ..errors import user_message
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that cleanup written for Ctrl-C runs for it too."""
+
+
+def _fail(message: str, code: int) -> click.ClickException:
+    err = click.ClickException(message)
+    err.exit_code = code
+    return err
 
 
 class _Group(click.Group):
-    """Turns AlbertEdgeError (bad input) into one line on stderr and exit code 2."""
+    """Applies the error contract above to every command."""
 
     def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except AlbertEdgeError as exc:
-            err = click.ClickException(str(exc))
-            err.exit_code = 2
-            raise err from None
+        verbose = ctx.params.get("verbose", 0) or 0
+        with _terminate_as_interrupt():
+            try:
+                return super().invoke(ctx)
+            except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+                raise
+            except Terminated:
+                raise _fail("terminated (SIGTERM); nothing half-written was left behind", EXIT_TERMINATED) from None
+            except KeyboardInterrupt:
+                raise _fail("interrupted; nothing half-written was left behind", EXIT_INTERRUPTED) from None
+            except Exception as exc:
+                message = user_message(exc)
+                if message is not None:
+                    logging.getLogger(__name__).debug("details", exc_info=True)
+                    raise _fail(message, EXIT_USER_ERROR) from None
+                if verbose:
+                    traceback.print_exc()
+                from .. import __version__
+
+                raise _fail(f"internal error in albert-edge {__version__} ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:300]}). This is a bug: please report it with the "
+                            "command you ran and the output of the same command with -v",
+                            1) from None
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (a timeout, a service manager, `kill`) unwinds like Ctrl-C instead of killing the
+    process mid-write."""
+    def terminate(signum, frame):
+        raise Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def quiet_libraries(verbose: int) -> None:
+    """TensorFlow's and absl's C++ start-up logs (CUDA probing included) and library warnings
+    are noise around the line that matters; they show with -v. The environment must be set
+    before tensorflow is imported, which the commands do lazily, after this."""
+    if verbose:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ logs: fatal only
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    os.environ.setdefault("GLOG_minloglevel", "3")
+    for name in ("tensorflow", "absl", "h5py", "jax"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="albert-edge")
-@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.option("-v", "--verbose", count=True,
+              help="More log output (-v info, library logs and tracebacks; -vv debug).")
 def main(verbose: int) -> None:
     """ALBERT from PyTorch to phones, Raspberry Pis and Jetsons.
 
     Build or load a checkpoint, convert it to ONNX or TFLite with the shared weights stored
     once, quantize it, and measure size and latency on the device.
+
+    Exit codes: 0 done, 1 a check failed (or a bug), 2 bad input or an output that cannot be
+    written, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    quiet_libraries(verbose)
 
 
 def _register() -> None:

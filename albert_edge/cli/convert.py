@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
 from pathlib import Path
 
 import click
@@ -37,7 +35,7 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
     written last."""
     from ..converters.export import convert as run_convert
 
-    with _terminate_as_interrupt(), progress() as bar:
+    with progress() as bar:
         task = bar.add_task("convert", total=None)
 
         def on_step(what: str, done: int, total: int) -> None:
@@ -59,23 +57,6 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
                 ["file", "format", "size", "stored weights", "model params", "duplicates", "max |diff|",
                  "export", "verify"], rows, right=(2, 3, 4, 5, 6, 7, 8))
     console.print(f"manifest: {result.manifest_path}  ({result.seconds:.1f}s in all)")
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt():
-    """SIGTERM (a timeout, a service manager) cleans up like Ctrl-C instead of dying mid-write."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command("inspect", short_help="What a model file stores, in which precision, and any weight stored twice.")

@@ -10,6 +10,7 @@ import click
 from ..quantize.accuracy import COLUMNS
 from ..quantize.schemes import FORMATS, CalibrationMethod, schemes_for
 from ._output import console, err_console, fmt_bytes, print_json, print_table
+from ._types import FORCE, POSITIVE_INT, THREADS
 
 _SCHEMES = ". ".join(f"{fmt}: {', '.join(s.value for s in schemes_for(fmt))}" for fmt in FORMATS)
 _METHODS = ", ".join(m.value for m in CalibrationMethod)
@@ -27,8 +28,8 @@ _METHODS = ", ".join(m.value for m in CalibrationMethod)
                    "(default: the one beside the source checkpoint).")
 @click.option("--method", default="minmax", show_default=True, metavar="METHOD",
               help=f"Calibration method for onnx int8-static: {_METHODS}.")
-@click.option("--samples", type=int, default=64, show_default=True, help="Calibration sentences.")
-@click.option("--eval-samples", type=int, default=64, show_default=True,
+@click.option("--samples", type=POSITIVE_INT, default=64, show_default=True, help="Calibration sentences.")
+@click.option("--eval-samples", type=POSITIVE_INT, default=64, show_default=True,
               help="Held-out sentences the accuracy is measured on.")
 @click.option("--embeddings/--no-embeddings", default=True, show_default=True,
               help="Quantize the word-embedding table (and the MLM decoder tied to it) to int8.")
@@ -37,15 +38,16 @@ _METHODS = ", ".join(m.value for m in CalibrationMethod)
 @click.option("--max-drop", type=float, default=None, metavar="X",
               help="Fail (exit 1, file not kept) when the MLM top-1 / label agreement with the fp32 "
                    "parent (the output cosine for heads without labels) is below 1 - X.")
-@click.option("--seq-len", type=int, default=None, help="Sequence length of the calibration and "
+@click.option("--seq-len", type=POSITIVE_INT, default=None, help="Sequence length of the calibration and "
               "evaluation batches (default: the one the file was converted for).")
-@click.option("--threads", type=int, default=None, help="Runtime threads for the checks.")
+@THREADS("Runtime threads for the checks (at least 1; default: the runtime's choice).")
 @click.option("--out", "out_path", required=True, type=click.Path(path_type=Path), metavar="FILE",
               help="The quantized file to write (same suffix as MODEL_FILE).")
+@FORCE("the --out file")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokenizer: Path | None, method: str,
              samples: int, eval_samples: int, embeddings: bool, per_channel: bool, max_drop: float | None,
-             seq_len: int | None, threads: int | None, out_path: Path, as_json: bool) -> None:
+             seq_len: int | None, threads: int | None, out_path: Path, force: bool, as_json: bool) -> None:
     """Quantize MODEL_FILE (an fp32 .onnx or .tflite that `albert-edge convert` wrote) into
     --out. The file is loaded in its real runtime, checked to store every weight once and to
     keep no matrix-product weight in float unasked, compared with MODEL_FILE on held-out real
@@ -59,7 +61,7 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
         max_drop=max_drop, seq_len=seq_len, num_threads=threads,
     )
     with err_console.status(f"quantizing {model_file.name} ({scheme})"):
-        result = run_quantize(model_file, config, out_path)
+        result = run_quantize(model_file, config, out_path, force=force)
     if as_json:
         print_json(result.to_dict())
     else:

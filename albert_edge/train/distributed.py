@@ -54,14 +54,21 @@ class DistContext:
 
 def pick_device(name: str = "auto", local_rank: int = 0) -> torch.device:
     """"auto" is the process's GPU when there is one, else the CPU; or "cpu", "cuda", "cuda:1"."""
+    from ..errors import ConfigError
+
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device {name!r} is not one albert-edge trains on: 'auto', 'cpu', 'cuda' or 'cuda:N'")
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            from ..errors import ConfigError
-
             raise ConfigError(f"device {name!r} was asked for but torch sees no CUDA GPU")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {name!r} was asked for but torch sees {torch.cuda.device_count()} GPU(s)")
         if device.index is None:
             device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)

@@ -1,0 +1,21 @@
+"""Option types every command shares, so the same nonsense is refused the same way everywhere."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["POSITIVE_INT", "COUNT", "THREADS", "FORCE"]
+
+POSITIVE_INT = click.IntRange(min=1)  # sizes, steps, samples: 0 or less is never meant
+COUNT = click.IntRange(min=0)  # "every N" / "keep N" options where 0 means none or all
+
+
+def THREADS(help: str = "Runtime threads (at least 1; default: the runtime's choice).", **kwargs):  # noqa: N802
+    """The --threads option: at least 1, or left out for the runtime's own choice."""
+    return click.option("--threads", type=POSITIVE_INT, default=None, help=help, **kwargs)
+
+
+def FORCE(what: str):  # noqa: N802
+    """The --force option of a command that writes ``what``."""
+    return click.option("--force", is_flag=True,
+                        help=f"Replace {what} if it already exists (without it the command refuses).")
