@@ -1,0 +1,315 @@
+"""The demo's model side: a bundle directory, the files in it, and an engine that classifies text
+and fills in [MASK]s with one chosen file per task, timing every answer. Device side only (the
+runtime, the tokenizer, the device description): no torch, no tensorflow.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from albert_edge.errors import AlbertEdgeError
+from albert_edge.runtime import Session
+from albert_edge.tokenizer import SPIECE_NAME, AlbertTokenizer
+
+__all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "VARIANTS", "Variant", "Bundle", "Engine", "BundleError",
+           "DemoInputError", "LatencyWindow"]
+
+log = logging.getLogger(__name__)
+
+BUNDLE_FILE = "bundle.json"
+LABELS_FILE = "labels.json"
+TASK_DIRS = {"mlm": "mlm", "classifier": "classifier"}
+BLANK = "___"  # typed for a [MASK] by people who do not want to type [MASK]
+MAX_CHARS = 2000  # characters of text looked at; the model sees far fewer tokens anyway
+MAX_TOP_K = 20
+# Python module -> distribution name, for the runtime version the page shows.
+_DISTRIBUTIONS = {"onnxruntime": "onnxruntime", "ai_edge_litert": "ai-edge-litert",
+                  "tflite_runtime": "tflite-runtime", "tensorflow": "tensorflow"}
+_INTERPRETERS = {"onnx": ("onnxruntime",), "tflite": ("ai_edge_litert", "tflite_runtime", "tensorflow")}
+
+
+class BundleError(AlbertEdgeError):
+    """A bundle directory is missing, incomplete, or not a demo bundle."""
+
+
+class DemoInputError(AlbertEdgeError):
+    """Text the demo cannot answer (no [MASK] to fill, a bad top_k, an unknown model)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One model file per task: its format and precision."""
+
+    format: str  # "onnx" | "tflite"
+    scheme: str  # "fp32" | "int8"
+
+    @property
+    def key(self) -> str:
+        return f"{self.format}-{self.scheme}"
+
+    @property
+    def file_name(self) -> str:
+        return f"model.{self.format}" if self.scheme == "fp32" else f"model.int8-dynamic.{self.format}"
+
+    @classmethod
+    def parse(cls, key: str) -> Variant:
+        fmt, _, scheme = str(key).partition("-")
+        variant = cls(fmt, scheme)
+        if variant not in VARIANTS:
+            raise DemoInputError(f"unknown model {key!r}; choose one of {', '.join(v.key for v in VARIANTS)}")
+        return variant
+
+    def runtime_installed(self) -> bool:
+        return any(importlib.util.find_spec(name) is not None for name in _INTERPRETERS[self.format])
+
+
+# In order of preference for the default: int8 first (smaller, faster on a Pi), then fp32.
+VARIANTS = (Variant("onnx", "int8"), Variant("tflite", "int8"), Variant("onnx", "fp32"), Variant("tflite", "fp32"))
+
+
+class Bundle:
+    """A bundle directory (see ``albert_edge.demo.bundle``): bundle.json, spiece.model,
+    labels.json and a directory of model files per task. ``info`` stands in for bundle.json
+    while the bundle is still being made."""
+
+    def __init__(self, path: str | os.PathLike, info: dict[str, Any] | None = None):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise BundleError(f"{self.path} is not a bundle directory (make one with `albert-edge demo bundle`)")
+        if info is None:
+            info = _read_json(self.path / BUNDLE_FILE)
+        self.info = info
+        self.labels = [str(x) for x in _read_json(self.path / LABELS_FILE)]
+        try:
+            self.seq_len = int(info["seq_len"])
+        except (KeyError, TypeError, ValueError):
+            raise BundleError(f"{self.path / BUNDLE_FILE} has no valid seq_len") from None
+        self.tokenizer = AlbertTokenizer(self.path / SPIECE_NAME)
+        if not self.variants("classifier") and not self.variants("mlm"):
+            raise BundleError(f"{self.path} holds no model file this machine can run "
+                              "(install onnxruntime, or ai-edge-litert / tflite-runtime)")
+
+    def file(self, task: str, variant: Variant) -> Path:
+        return self.path / TASK_DIRS[task] / variant.file_name
+
+    def variants(self, task: str) -> list[Variant]:
+        """The variants whose file exists and whose runtime is installed."""
+        return [v for v in VARIANTS if self.file(task, v).is_file() and v.runtime_installed()]
+
+    def default_variant(self) -> Variant:
+        both = [v for v in self.variants("classifier") if v in self.variants("mlm")]
+        return (both or self.variants("classifier") or self.variants("mlm"))[0]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BundleError(f"{path} is missing: not a demo bundle (make one with `albert-edge demo bundle`)") from None
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{path} cannot be read: {exc}") from None
+
+
+class LatencyWindow:
+    """The last ``size`` latencies of one task and file: running p50/p90."""
+
+    def __init__(self, size: int = 500):
+        self._values: deque[float] = deque(maxlen=size)
+        self.count = 0
+
+    def add(self, ms: float) -> None:
+        self._values.append(ms)
+        self.count += 1
+
+    def summary(self) -> dict[str, Any]:
+        if not self._values:
+            return {"count": 0, "p50_ms": None, "p90_ms": None, "last_ms": None}
+        values = np.asarray(self._values)
+        return {"count": self.count, "window": len(values), "p50_ms": round(float(np.percentile(values, 50)), 3),
+                "p90_ms": round(float(np.percentile(values, 90)), 3), "last_ms": round(float(values[-1]), 3)}
+
+
+class Engine:
+    """Runs the bundle's files: one loaded file per task (the selected variant), so the process
+    holds one model per task. Calls are serialised by a lock: the runtimes are not asked to run
+    two requests at once, and a switch never happens during an answer."""
+
+    def __init__(self, bundle: Bundle, variant: Variant | str | None = None, num_threads: int | None = None):
+        self.bundle = bundle
+        self.num_threads = num_threads
+        self._lock = threading.Lock()
+        self._sessions: dict[str, Session] = {}
+        self._load_seconds: dict[str, float] = {}
+        self._latency: dict[tuple[str, str], LatencyWindow] = {}
+        self.variant: Variant | None = None
+        self._special = sorted(_special_ids(bundle.tokenizer))
+        self.select(variant or bundle.default_variant())
+
+    # -- choosing the file ---------------------------------------------------------------------
+
+    def select(self, variant: Variant | str) -> Variant:
+        """Load ``variant``'s file for each task that has one, dropping the previous ones."""
+        variant = Variant.parse(variant) if isinstance(variant, str) else variant
+        tasks = [t for t in TASK_DIRS if variant in self.bundle.variants(t)]
+        if not tasks:
+            raise DemoInputError(f"the bundle has no runnable {variant.key} files "
+                                 f"(available: {', '.join(self.available()) or 'none'})")
+        with self._lock:
+            if variant == self.variant:
+                return variant
+            self._sessions.clear()  # drop the old files before loading the new ones
+            for task in tasks:
+                start = time.perf_counter()
+                self._sessions[task] = Session(self.bundle.file(task, variant), num_threads=self.num_threads)
+                self._load_seconds[task] = time.perf_counter() - start
+            self.variant = variant
+        log.info("loaded %s (%s)", variant.key, ", ".join(tasks))
+        return variant
+
+    def available(self) -> list[str]:
+        keys = {v.key for t in TASK_DIRS for v in self.bundle.variants(t)}
+        return [v.key for v in VARIANTS if v.key in keys]
+
+    # -- answers -------------------------------------------------------------------------------
+
+    def classify(self, text: str) -> dict[str, Any]:
+        """The predicted label and the score of every label, with the latency of the model call."""
+        text, cut_chars = _bounded(text)
+        ids, truncated = self._encode(text)
+        logits, ms, variant = self._run("classifier", ids)
+        scores = _softmax(logits.reshape(-1)[: len(self.bundle.labels)])
+        order = np.argsort(-scores)
+        return {
+            "label": self.bundle.labels[int(order[0])],
+            "scores": [{"label": self.bundle.labels[int(i)], "score": round(float(scores[i]), 4)} for i in order],
+            **self._about("classifier", variant, ms, len(ids), truncated, cut_chars),
+        }
+
+    def fill_mask(self, text: str, top_k: int = 5) -> dict[str, Any]:
+        """The ``top_k`` pieces for every [MASK] (or ``___``) in ``text``, and the text filled in
+        with the best of each."""
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+            raise DemoInputError(f"top_k must be a whole number from 1 to {MAX_TOP_K}")
+        text, cut_chars = _bounded(text)
+        text = text.replace(BLANK, " [MASK] ")
+        tok = self.bundle.tokenizer
+        ids, truncated = self._encode(text)
+        positions = [i for i, t in enumerate(ids) if t == tok.mask_id]
+        if not positions:
+            where = " in the part the model sees" if truncated else ""
+            raise DemoInputError(f"write [MASK] or {BLANK} where a word is missing{where}")
+        logits, ms, variant = self._run("mlm", ids)
+        logits = logits.reshape(len(ids), -1).astype(np.float64)
+        logits[:, self._special] = -np.inf  # never suggest <pad>, [CLS], [MASK], ...
+        filled = list(ids)
+        masks = []
+        for pos in positions:
+            probs = _softmax(logits[pos])
+            best = np.argsort(-probs)[:top_k]
+            filled[pos] = int(best[0])
+            masks.append({"position": pos, "predictions": [
+                {"token": _piece_text(tok, int(i)), "id": int(i), "score": round(float(probs[i]), 4)} for i in best]})
+        return {"masks": masks, "filled": tok.decode(filled),
+                **self._about("mlm", variant, ms, len(ids), truncated, cut_chars)}
+
+    def _encode(self, text: str) -> tuple[list[int], bool]:
+        """[CLS] text [SEP], cut to the bundle's sequence length."""
+        tok = self.bundle.tokenizer
+        ids = tok.encode(text, truncation=False)
+        if len(ids) <= self.bundle.seq_len:
+            return ids, False
+        return [*ids[: self.bundle.seq_len - 1], tok.sep_id], True
+
+    def _run(self, task: str, ids: list[int]) -> tuple[np.ndarray, float, Variant]:
+        feeds = {"input_ids": np.asarray([ids], dtype=np.int64),
+                 "attention_mask": np.ones((1, len(ids)), dtype=np.int64),
+                 "token_type_ids": np.zeros((1, len(ids)), dtype=np.int64)}
+        with self._lock:
+            session = self._sessions.get(task)
+            if session is None:
+                raise DemoInputError(f"the {self.variant.key} files of this bundle have no {task} model")
+            start = time.perf_counter()
+            out = session.run({k: v for k, v in feeds.items() if k in session.input_names})
+            ms = (time.perf_counter() - start) * 1000
+            variant = self.variant
+            self._latency.setdefault((task, variant.key), LatencyWindow()).add(ms)
+        return _main_output(out, session), ms, variant
+
+    def _about(self, task: str, variant: Variant, ms: float, tokens: int, truncated: bool,
+               cut_chars: bool) -> dict[str, Any]:
+        note = None
+        if truncated or cut_chars:
+            note = (f"the text was cut to the model's limit of {self.bundle.seq_len} tokens"
+                    if truncated else f"the text was cut to its first {MAX_CHARS} characters")
+        return {"latency_ms": round(ms, 3), "model": variant.key, "tokens": tokens,
+                "truncated": truncated or cut_chars, "note": note}
+
+    # -- what the page shows -------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            variant = self.variant
+            models = {}
+            for task, session in self._sessions.items():
+                models[task] = {
+                    "file": str(session.path.relative_to(self.bundle.path)), "size_bytes": session.path.stat().st_size,
+                    "format": variant.format, "scheme": variant.scheme, "runtime": session.backend_name,
+                    "runtime_version": _version(session.backend_name),
+                    "load_seconds": round(self._load_seconds.get(task, 0.0), 3),
+                    "latency": self._latency.get((task, variant.key), LatencyWindow()).summary(),
+                }
+        return {"model": variant.key, "available": self.available(), "models": models,
+                "threads": self.num_threads, "seq_len": self.bundle.seq_len, "labels": self.bundle.labels}
+
+
+def _bounded(text: Any) -> tuple[str, bool]:
+    if not isinstance(text, str):
+        raise DemoInputError("text must be a string")
+    if not text.strip():
+        raise DemoInputError("text is empty")
+    # Lone surrogates (from JSON "\ud800") cannot be encoded; replace them like any bad byte.
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return (text[:MAX_CHARS], True) if len(text) > MAX_CHARS else (text, False)
+
+
+def _main_output(out: dict[str, np.ndarray], session: Session) -> np.ndarray:
+    """The logits: the output named so, else the first one."""
+    return out.get("logits", out[session.output_names[0]])
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - np.max(x))
+    return e / e.sum()
+
+
+_SPECIAL = re.compile(r"^(<.*>|\[.*\])$")
+
+
+def _special_ids(tok: AlbertTokenizer) -> set[int]:
+    ids = {tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id}
+    return ids | {i for i in range(tok.vocab_size) if _SPECIAL.match(tok.id_to_piece([i])[0])}
+
+
+def _piece_text(tok: AlbertTokenizer, i: int) -> str:
+    return tok.id_to_piece([i])[0].replace("\u2581", "")
+
+
+def _version(module: str) -> str | None:
+    try:
+        return importlib.metadata.version(_DISTRIBUTIONS.get(module, module))
+    except importlib.metadata.PackageNotFoundError:
+        return None
