@@ -1,0 +1,131 @@
+"""Model-size reports: parameters by part beside BERT, the presets side by side, compute and
+activation memory, every file of a conversion (bytes, stored vs unique weight bytes, bytes per
+precision, accuracy against the fp32 parent) and latency and memory from profile records, as
+``report.md``, a self-contained ``report.html``, ``report.json`` and charts (PNG + SVG).
+
+    from albert_edge.report import write_report
+    result = write_report(["albert-base-v2", "edge/", "profile.json"], "report/")
+
+Figures are not counted a second way: parameters come from :mod:`albert_edge.params`, file
+analysis from the inspect analysis and the manifest, latency from the profile records. Device
+side: no torch, no tensorflow (matplotlib is optional).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .build import SCHEMA, build_data
+from .charts import MAIN_CHART, NO_MATPLOTLIB, available, draw_all
+from .compute import DEFAULT_SEQ_LENS, compute_rows
+from .render import html_page, markdown
+from .sources import WEIGHTS_NOTE, ReportError, gather, weights_note
+from .tables import Table, tables
+
+__all__ = ["write_report", "ReportResult", "ReportError", "SCHEMA", "WEIGHTS_NOTE", "weights_note", "tables",
+           "Table", "compute_rows", "DEFAULT_SEQ_LENS", "MAIN_CHART", "REPORT_FILES"]
+
+log = logging.getLogger(__name__)
+
+REPORT_FILES = ("report.md", "report.html", "report.json")
+_TMP_PREFIX = ".albert-edge-report-"
+
+
+@dataclass
+class ReportResult:
+    out_dir: Path
+    data: dict[str, Any]
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def html(self) -> Path:
+        return self.out_dir / "report.html"
+
+    @property
+    def main_chart(self) -> Path | None:
+        names = {c["name"]: c["png"] for c in self.data["charts"]}
+        return self.out_dir / "charts" / names[MAIN_CHART] if MAIN_CHART in names else None
+
+
+def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, force: bool = False,
+                 seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, title: str | None = None, charts: bool = True,
+                 extra: dict[str, Any] | None = None,
+                 on_step: Callable[[str], None] | None = None) -> ReportResult:
+    """Read ``sources``, write the report into ``out_dir`` and return its figures.
+
+    The directory is written whole under a temporary name beside ``out_dir`` and renamed into
+    place, so it is complete or absent. A directory that already holds files is replaced only
+    with ``force``. ``extra`` is merged into report.json under "context" (the pipeline says
+    there what it ran). Bad input raises ReportError before anything is written."""
+    step = on_step or (lambda _what: None)
+    out = Path(out_dir)
+    _check_out(out, force)
+    step("read sources")
+    inputs = gather([str(s) for s in sources])
+    data = build_data(inputs, tuple(seq_lens), on_file=lambda name: step(f"inspect {name}"))
+    if extra:
+        data["context"] = extra
+    title = title or (f"albert-edge report: {inputs.name}" if inputs.name else "albert-edge report")
+    tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=out.parent))
+    try:
+        chart_dir = tmp / "charts"
+        chart_dir.mkdir()
+        if charts and available():
+            step("draw charts")
+            data["charts"] = draw_all(data, chart_dir)
+        else:
+            data["chart_note"] = NO_MATPLOTLIB if charts else "charts left out (--no-charts)"
+        step("write report")
+        (tmp / "report.json").write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+        (tmp / "report.md").write_text(markdown(data, title), encoding="utf-8")
+        (tmp / "report.html").write_text(html_page(data, title, chart_dir), encoding="utf-8")
+        _install(tmp, out)
+    except OSError as exc:
+        raise ReportError(f"writing the report to {out} failed: {exc}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    files = [out / name for name in REPORT_FILES]
+    files += [out / "charts" / c[k] for c in data["charts"] for k in ("png", "svg")]
+    return ReportResult(out, data, files)
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"--out {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ReportError(f"--out {out} already holds files; pass --force to replace it")
+    parent = out.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot create {parent}: {exc.strerror or exc}") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ReportError(f"--out {out}: directory {parent} is not writable")
+
+
+def _install(tmp: Path, out: Path) -> None:
+    """Put the finished directory in place; an old one is moved aside first and removed after."""
+    for item in tmp.rglob("*"):
+        os.chmod(item, 0o755 if item.is_dir() else 0o644)
+    os.chmod(tmp, 0o755)
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX + "old-", dir=out.parent))
+        os.replace(out, old / out.name)
+    try:
+        os.replace(tmp, out)
+    except OSError:
+        if old is not None:
+            os.replace(old / out.name, out)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,205 @@
+"""The report's charts, drawn with matplotlib (the optional ``report`` extra, Agg backend) from
+the report's own figures, each written as PNG and SVG. Without matplotlib there are no charts and
+the report says so in one line."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+__all__ = ["draw_all", "available", "MAIN_CHART", "NO_MATPLOTLIB"]
+
+log = logging.getLogger(__name__)
+
+MAIN_CHART = "overview"
+NO_MATPLOTLIB = "charts left out: matplotlib is not installed (pip install 'albert-edge[report]'); the tables show the same figures"
+
+_ALBERT, _BERT = "#2a7ab0", "#c8553d"
+_PARTS = ("#2a7ab0", "#7fb3d5", "#f0b429", "#3d9970", "#8e6c8a")
+
+
+def available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def draw_all(data: dict[str, Any], out_dir: Path) -> list[dict[str, str]]:
+    """Draw every chart the figures allow into ``out_dir``; returns [{name, title, png, svg}]."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "albert-edge", "font.size": 9, "axes.spines.top": False,
+                         "axes.spines.right": False})
+    charts = []
+    for name, title, draw in _CHARTS:
+        fig = draw(data, plt)
+        if fig is None:
+            continue
+        fig.suptitle(title, fontsize=11, x=0.01, ha="left")
+        fig.tight_layout()
+        png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
+        fig.savefig(png, dpi=110, metadata={"Software": None})
+        fig.savefig(svg, metadata={"Date": None})
+        plt.close(fig)
+        charts.append({"name": name, "title": title, "png": png.name, "svg": svg.name})
+    return charts
+
+
+def _millions(x: float, _pos=None) -> str:
+    return f"{x / 1e6:g}M"
+
+
+def _overview(data, plt):
+    parts = data.get("param_parts")
+    if not parts:
+        return None
+    name = data["model"]["name"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1.35, 1]})
+    labels = [f"{name} (ALBERT)", "BERT, same width\nand depth"]
+    colors = dict(zip(parts["albert"], _PARTS))
+    for y, side in ((1, parts["albert"]), (0, parts["bert"])):
+        start = 0
+        for part, color in colors.items():
+            count = side.get(part, 0)
+            if count:
+                left.barh(y, count, left=start, height=0.6, color=color, edgecolor="white",
+                          label=part if y == 1 else None)
+                start += count
+        left.text(start, y, f"  {start / 1e6:.1f}M", va="center")
+    left.set_yticks([1, 0], labels)
+    left.xaxis.set_major_formatter(_millions)
+    left.set_xlim(0, parts["bert_total"] * 1.2)
+    left.set_ylim(-0.5, 2.1)
+    left.set_xlabel("parameters (each shared weight once)")
+    left.set_title(f"parameters: {parts['bert_total'] / parts['albert_total']:.1f}x fewer", loc="left")
+    left.legend(fontsize=7, loc="upper right", ncol=2, frameon=False)
+    compute = data["compute"]
+    if compute:
+        x = range(len(compute))
+        width = 0.38
+        right.bar([i - width / 2 for i in x], [r["macs_total"] / 1e9 for r in compute], width,
+                  color=_ALBERT, label="ALBERT")
+        right.bar([i + width / 2 for i in x], [r["bert_macs_total"] / 1e9 for r in compute], width,
+                  color=_BERT, label="BERT, same width and depth")
+        right.set_xticks(list(x), [str(r["seq_len"]) for r in compute])
+        right.set_xlabel("sequence length (batch 1)")
+        right.set_ylabel("GMACs per forward pass")
+        for i, r in zip(x, compute):
+            right.text(i, r["bert_macs_total"] / 1e9, f"{r['macs_total'] / r['bert_macs_total']:.3f}x",
+                       ha="center", va="bottom", fontsize=7)
+        right.set_title("compute: the same (ALBERT / BERT on top)", loc="left")
+        right.legend(fontsize=7, frameon=False)
+    return fig
+
+
+def _presets(data, plt):
+    rows = data["presets"]
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    names = [r["name"] for r in rows]
+    values = [r["params"] for r in rows]
+    colors = [_ALBERT if r["family"] == "ALBERT" else _BERT for r in rows]
+    bars = ax.bar(names, values, color=colors)
+    for bar, r in zip(bars, rows):
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{r['params'] / 1e6:.0f}M",
+                ha="center", va="bottom", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("parameters")
+    ax.tick_params(axis="x", labelrotation=20)
+    ax.set_title("ALBERT (blue), BERT (red); log scale", loc="left", fontsize=8)
+    return fig
+
+
+def _file_sizes(data, plt):
+    files = data["files"]
+    if not files:
+        return None
+    from .tables import fmt_bytes
+
+    unit, scale = ("MiB", 2**20) if max(f["bytes"] for f in files) >= 2**20 else ("KiB", 2**10)
+    fig, ax = plt.subplots(figsize=(8, 1.0 + 0.45 * len(files)))
+    dtypes = sorted({d for f in files for d in f["bytes_by_precision"]},
+                    key=lambda d: -sum(f["bytes_by_precision"].get(d, 0) for f in files))
+    palette = dict(zip(dtypes, _PARTS * 3))
+    labels = [f"{f['format']} {f['scheme'] or '?'}" for f in files]
+    for i, f in enumerate(files):
+        ax.barh(i, f["bytes"] / scale, height=0.7, color="#e4e8ec", label="whole file" if i == 0 else None)
+        start = 0
+        for d in dtypes:
+            n = f["bytes_by_precision"].get(d, 0)
+            if n:
+                ax.barh(i, n / scale, left=start, height=0.5, color=palette[d],
+                        label=f"{d} weights" if f"{d} weights" not in ax.get_legend_handles_labels()[1] else None)
+                start += n / scale
+        ax.text(f["bytes"] / scale, i, f"  {fmt_bytes(f['bytes'])}", va="center", fontsize=8)
+    ax.set_yticks(range(len(files)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(f["bytes"] for f in files) / scale * 1.3)
+    ax.set_xlabel(f"{unit}: whole file (grey), weight bytes by precision (colour)")
+    ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
+def _accuracy(data, plt):
+    files = [f for f in data["files"] if f["accuracy"] and not f["accuracy"].get("random_ids")]
+    if not files:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    parents = [f for f in data["files"] if f["scheme"] == "fp32"]
+    for f in parents:
+        ax.scatter(f["bytes"] / 2**20, 100, facecolors="none", edgecolors="#555")
+        ax.annotate(f"{f['format']} fp32 (reference)", (f["bytes"] / 2**20, 100), textcoords="offset points",
+                    xytext=(5, -10), fontsize=7)
+    for f in files:
+        color = _ALBERT if f["format"] == "onnx" else _BERT
+        y = 100 * f["accuracy"]["headline"]
+        ax.scatter(f["bytes"] / 2**20, y, color=color)
+        ax.annotate(f"{f['format']} {f['scheme']}", (f["bytes"] / 2**20, y), textcoords="offset points",
+                    xytext=(5, 3), fontsize=7)
+    low = min(100 * f["accuracy"]["headline"] for f in files)
+    ax.set_ylim(min(low - 2, 95), 101)
+    ax.set_xlim(0, max(f["bytes"] for f in files + parents) / 2**20 * 1.35)
+    ax.set_xlabel("file size (MiB)")
+    ax.set_ylabel("agreement with fp32 parent (%)")
+    ax.set_title(f"headline figure: {files[0]['accuracy']['headline_of']}", loc="left", fontsize=8)
+    return fig
+
+
+def _latency(data, plt):
+    rows = [r for r in data["profile_rows"] if r["seq_len"] and r["p50_ms"] is not None]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    series: dict[tuple, list] = {}
+    for r in rows:
+        key = (r["file_name"], r["device"], r["provider"], r["threads"], r["batch"], r["estimated"])
+        series.setdefault(key, []).append((r["seq_len"], r["p50_ms"]))
+    for (name, device, provider, threads, batch, estimated), points in sorted(series.items(), key=str):
+        points.sort()
+        label = f"{name}, {threads} thr" + (f", batch {batch}" if batch != 1 else "")
+        if len({k[1] for k in series}) > 1:
+            label += f" ({device})"
+        if estimated:
+            label += " [estimate]"
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3,
+                linestyle="--" if estimated else "-", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length")
+    ax.set_ylabel("p50 latency (ms)")
+    ax.legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+_CHARTS = (
+    (MAIN_CHART, "ALBERT vs BERT: parameters and compute", _overview),
+    ("presets", "Parameters of the presets", _presets),
+    ("file_sizes", "File size by format and scheme", _file_sizes),
+    ("accuracy_vs_size", "Accuracy vs size", _accuracy),
+    ("latency", "Latency vs sequence length, per file and device (dashed: estimates)", _latency),
+)

@@ -1,0 +1,74 @@
+"""One row per model file: what `albert-edge inspect --json` says about it (the same analysis,
+the same dict) and what its manifest entry or quantize result records (scheme, accuracy against
+the fp32 parent). Device side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .sources import ModelFileInput
+
+__all__ = ["inspect_dict", "file_row"]
+
+
+def inspect_dict(path) -> dict[str, Any]:
+    """Exactly what `albert-edge inspect --json PATH` prints."""
+    from ..converters.weights import inspect_file
+    from ..quantize import describe
+
+    contents, report = inspect_file(path)
+    precision = describe(path)
+    return {
+        "path": str(path), "format": contents.format,
+        "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],
+        "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
+        "precision": precision,
+    }
+
+
+def file_row(item: ModelFileInput) -> dict[str, Any]:
+    """The report's figures of one file; ``inspect`` holds the inspect analysis unchanged."""
+    inspected = inspect_dict(item.path)
+    entry = item.entry
+    scheme = entry.precision if entry is not None else None
+    if scheme is None and item.quantize_result is not None:
+        scheme = item.quantize_result["scheme"]
+    row: dict[str, Any] = {
+        "name": item.path.name,
+        "path": str(item.path),
+        "format": inspected["format"],
+        "scheme": scheme,
+        "bytes": item.path.stat().st_size + sum(d["size"] for d in (entry.data_files if entry else [])),
+        "sha256": entry.sha256 if entry is not None else None,
+        "stored_weight_bytes": inspected["stored_bytes"],
+        "unique_weight_bytes": inspected["unique_bytes"],
+        "model_param_bytes": inspected["model_param_bytes"],
+        "duplicates": len(inspected["duplicates"]),
+        "bytes_by_precision": inspected["precision"]["weight_bytes_by_dtype"],
+        "parent": None,
+        "accuracy": None,
+        "accuracy_note": None,
+        "random_weights": item.random_weights,
+        "inspect": inspected,
+    }
+    parity = entry.parity if entry is not None and isinstance(entry.parity, dict) else {}
+    accuracy = parity.get("accuracy")
+    if item.quantize_result is not None:
+        accuracy = item.quantize_result["accuracy"]
+        row["parent"] = item.quantize_result["parent"]
+    elif parity.get("against") == "fp32 parent":
+        row["parent"] = parity.get("parent")
+    if accuracy is None:
+        if scheme not in (None, "fp32"):
+            row["accuracy_note"] = "no accuracy recorded"
+        return row
+    if item.random_weights:
+        row["accuracy_note"] = ("random weights: agreement with the fp32 parent is not an accuracy "
+                                "figure and is not shown")
+        return row
+    random_ids = "random ids" in str(accuracy.get("text", ""))
+    row["accuracy"] = {"headline": accuracy["headline"], "headline_of": accuracy["headline_of"],
+                       "drop": accuracy["drop"], "text": accuracy.get("text"), "random_ids": random_ids}
+    if random_ids:
+        row["accuracy_note"] = "agreement measured on random token ids, not real text (left out of the accuracy chart)"
+    return row

@@ -1,0 +1,143 @@
+"""``report.md`` and the self-contained ``report.html`` (charts embedded as data: URIs, no
+script, nothing fetched) from the report's figures and tables."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import Any
+
+from .tables import Table, tables
+
+__all__ = ["markdown", "html_page"]
+
+
+def _summary(data: dict[str, Any]) -> list[str]:
+    """A few sentences at the top: what the model is and what the figures say."""
+    lines = []
+    model = data["model"]
+    if model:
+        params = data["params"]
+        lines.append(f"Model: **{model['name']}** (from {model['config_from']}); "
+                     f"{params['total']:,} unique parameters, {params['bert_total'] / params['total']:.1f}x fewer "
+                     f"than the BERT of the same width and depth ({params['bert_total']:,}).")
+        at = {r["seq_len"]: r for r in data["compute"]}
+        if 128 in at:
+            r = at[128]
+            lines.append(f"At 128 tokens it runs {r['macs_total'] / 1e9:.2f} GMACs, "
+                         f"{r['macs_total'] / r['bert_macs_total']:.3f}x the BERT's: the same compute.")
+        if model.get("weights") == "random-init":
+            lines.append("Weights: random (sizes and latency only; no accuracy is shown for these files).")
+    return lines
+
+
+def markdown(data: dict[str, Any], title: str) -> str:
+    out = [f"# {title}", ""]
+    out += [line + "  " for line in _summary(data)]
+    if data["missing"]:
+        out += ["", "**Not in this report:**", ""] + [f"- {m}" for m in data["missing"]]
+    if data["notes"]:
+        out += ["", *[f"- note: {n}" for n in data["notes"]]]
+    if data.get("chart_note"):
+        out += ["", f"_{data['chart_note']}_"]
+    charts = {c["name"]: c for c in data["charts"]}
+    shown: set[str] = set()
+    for table in tables(data):
+        out += ["", f"## {table.title}", ""]
+        chart = charts.get(table.chart or "")
+        if chart and chart["name"] not in shown:
+            out += [f"![{chart['title']}](charts/{chart['png']})", ""]
+            shown.add(chart["name"])
+        out += _md_table(table)
+        out += [f"- {n}" for n in table.notes]
+    for name, chart in charts.items():
+        if name not in shown:
+            out += ["", f"## {chart['title']}", "", f"![{chart['title']}](charts/{chart['png']})"]
+    out += ["", f"Sources: {', '.join(s['source'] for s in data['sources'])}. Created {data['created']} by albert-edge.",
+            ""]
+    return "\n".join(out)
+
+
+def _md_table(table: Table) -> list[str]:
+    def cell(v: str) -> str:
+        return str(v).replace("|", "\\|")
+
+    align = ["---:" if i in table.right else "---" for i in range(len(table.columns))]
+    lines = ["| " + " | ".join(cell(c) for c in table.columns) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.rows]
+    return lines + [""]
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1d2733;padding:0 1rem;line-height:1.45}
+h1{font-size:1.6rem;margin-bottom:.3rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #dde3ea}
+table{border-collapse:collapse;font-size:.85rem;margin:.6rem 0}
+th,td{padding:.25rem .6rem;border-bottom:1px solid #e8edf2;text-align:left;vertical-align:top}
+th{background:#f3f6f9}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:100%;height:auto;display:block;margin:.6rem 0}
+.missing{background:#fff7e0;border-left:4px solid #f0b429;padding:.5rem 1rem}
+.note{color:#52606d;font-size:.85rem}.est{color:#a33;font-weight:600}
+"""
+
+
+def html_page(data: dict[str, Any], title: str, chart_dir: Path) -> str:
+    esc = html.escape
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             '<link rel="icon" href="data:,">', f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>{esc(title)}</h1>"]
+    parts += [f"<p>{_bold(esc(line))}</p>" for line in _summary(data)]
+    if data["missing"]:
+        parts.append('<div class="missing"><strong>Not in this report:</strong><ul>'
+                     + "".join(f"<li>{esc(m)}</li>" for m in data["missing"]) + "</ul></div>")
+    parts += [f'<p class="note">note: {esc(n)}</p>' for n in data["notes"]]
+    if data.get("chart_note"):
+        parts.append(f'<p class="note">{esc(data["chart_note"])}</p>')
+    charts = {c["name"]: c for c in data["charts"]}
+    shown: set[str] = set()
+    for table in tables(data):
+        parts.append(f'<h2 id="{table.key}">{esc(table.title)}</h2>')
+        chart = charts.get(table.chart or "")
+        if chart and chart["name"] not in shown:
+            parts.append(_img(chart, chart_dir))
+            shown.add(chart["name"])
+        parts.append(_html_table(table))
+        parts += [f'<p class="note">{esc(n)}</p>' for n in table.notes]
+    for name, chart in charts.items():
+        if name not in shown:
+            parts += [f"<h2>{esc(chart['title'])}</h2>", _img(chart, chart_dir)]
+    parts.append(f'<p class="note">Sources: {esc(", ".join(s["source"] for s in data["sources"]))}. '
+                 f"Created {esc(data['created'])} by albert-edge.</p></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _bold(text: str) -> str:
+    # the summary's **name** -> <strong>name</strong>
+    pieces = text.split("**")
+    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(pieces))
+
+
+def _img(chart: dict, chart_dir: Path) -> str:
+    encoded = base64.b64encode((chart_dir / chart["png"]).read_bytes()).decode("ascii")
+    return f'<img alt="{html.escape(chart["title"])}" src="data:image/png;base64,{encoded}">'
+
+
+def _html_table(table: Table) -> str:
+    esc = html.escape
+
+    def cls(i: int) -> str:
+        return ' class="n"' if i in table.right else ""
+
+    head = "".join(f"<th{cls(i)}>{esc(c)}</th>" for i, c in enumerate(table.columns))
+    body = []
+    for row in table.rows:
+        cells = []
+        for i, v in enumerate(row):
+            text = esc(str(v))
+            if v == "ESTIMATE":
+                text = f'<span class="est">{text}</span>'
+            cells.append(f"<td{cls(i)}>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

@@ -1,0 +1,142 @@
+"""The report's tables as plain data (title, columns, rows, notes), rendered by the markdown and
+HTML writers and the terminal alike, so all three show the same figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Table", "tables", "fmt_count", "fmt_bytes"]
+
+
+@dataclass(frozen=True)
+class Table:
+    key: str
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    right: tuple[int, ...] = ()  # number columns
+    notes: tuple[str, ...] = field(default=())
+    chart: str | None = None  # the chart drawn from the same figures
+
+
+def fmt_count(n: float | None) -> str:
+    if n is None:
+        return ""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f}{unit}"
+    return str(int(n))
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return ""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def _ms(x: float | None) -> str:
+    return "" if x is None else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def tables(data: dict[str, Any]) -> list[Table]:
+    out = []
+    for make in (_params, _compute, _presets, _files, _profile):
+        table = make(data)
+        if table is not None:
+            out.append(table)
+    return out
+
+
+def _params(data) -> Table | None:
+    params = data["params"]
+    if params is None:
+        return None
+    rows = [(r["part"], r["shape"], f"{r['count']:,}", fmt_count(r["count"]), r["note"]) for r in params["rows"]]
+    rows.append(("total (unique)", "", f"{params['total']:,}", fmt_count(params["total"]), ""))
+    bert = params["bert_total"]
+    rows += [
+        ("BERT, same width and depth", "E = H, no sharing", f"{bert:,}", fmt_count(bert), ""),
+        ("- saved by factorized embeddings", "", f"{params['factorization_saving']:,}",
+         fmt_count(params["factorization_saving"]), f"{100 * params['factorization_saving'] / bert:.1f}% of BERT"),
+        ("- saved by cross-layer sharing", "", f"{params['sharing_saving']:,}", fmt_count(params["sharing_saving"]),
+         f"{100 * params['sharing_saving'] / bert:.1f}% of BERT"),
+    ]
+    notes = [f"paper: {p['model']} {p['figure_m']:g}M, ours {p['ours_m']:.2f}M: {p['note']}"
+             for p in (params["paper"], params["bert_paper"]) if p]
+    c = params["config"]
+    title = (f"Parameters of {params['name']} (V={c['vocab_size']} E={c['embedding_size']} H={c['hidden_size']} "
+             f"L={c['num_hidden_layers']} G={c['num_hidden_groups']}), beside BERT of the same shape")
+    return Table("params", title, ("part", "shape", "params", "", "note"), tuple(rows), (2, 3),
+                 tuple(notes + params["notes"]), "overview")
+
+
+def _compute(data) -> Table | None:
+    rows = data["compute"]
+    if not rows:
+        return None
+    table = tuple((str(r["seq_len"]), fmt_count(r["macs_per_layer"]), str(r["layer_applications"]),
+                   fmt_count(r["macs_total"]), fmt_count(r["bert_macs_total"]),
+                   f"{r['macs_total'] / r['bert_macs_total']:.3f}", fmt_bytes(r["activation_bytes_per_layer"]))
+                  for r in rows)
+    notes = ("MACs of the matrix products, batch 1; sharing weights does not share work: every layer "
+             "application runs",
+             "activations: fp32 tensors one layer application writes (runtimes reuse them layer to layer)")
+    return Table("compute", "Compute and activation memory by sequence length",
+                 ("seq len", "MACs / layer", "layers run", "MACs total", "BERT MACs", "ALBERT / BERT",
+                  "activations / layer"), table, (0, 1, 2, 3, 4, 5, 6), notes, "overview")
+
+
+def _presets(data) -> Table:
+    rows = tuple((r["name"], str(r["embedding_size"]), str(r["hidden_size"]), str(r["num_hidden_layers"]),
+                  fmt_count(r["params"]), f"{r['paper_m']:g}M" if r["paper_m"] else "",
+                  fmt_bytes(r["fp32_bytes"]), fmt_count(r["macs_128"])) for r in data["presets"])
+    return Table("presets", "ALBERT and BERT presets", ("preset", "E", "H", "L", "params", "paper", "fp32 weights",
+                                                         "MACs @128"), rows, (1, 2, 3, 4, 5, 6, 7),
+                 ("BERT presets are built in ALBERT's layout (E = H, nothing shared); the BERT column of the "
+                  "parameter table leaves the E -> H projection out",), "presets")
+
+
+def _files(data) -> Table | None:
+    files = data["files"]
+    if not files:
+        return None
+    rows = []
+    notes = []
+    for f in files:
+        by = ", ".join(f"{d} {fmt_bytes(n)}" for d, n in sorted(f["bytes_by_precision"].items(), key=lambda kv: -kv[1]))
+        if f["accuracy"]:
+            acc = f"{100 * f['accuracy']['headline']:.2f}% ({f['accuracy']['headline_of']})"
+            if f["accuracy"]["random_ids"]:
+                acc += " on random ids"
+        else:
+            acc = "fp32 (parent)" if f["scheme"] == "fp32" else "-"
+        if f["accuracy_note"]:
+            notes.append(f"{f['name']}: {f['accuracy_note']}")
+        rows.append((f["name"], f["format"], f["scheme"] or "?", fmt_bytes(f["bytes"]),
+                     fmt_bytes(f["stored_weight_bytes"]), fmt_bytes(f["unique_weight_bytes"]), str(f["duplicates"]),
+                     by, acc))
+    return Table("files", "Model files", ("file", "format", "scheme", "size", "stored weights", "unique weights",
+                                          "duplicates", "bytes by precision", "vs fp32 parent"),
+                 tuple(rows), (3, 4, 5, 6), tuple(notes), "file_sizes")
+
+
+def _profile(data) -> Table | None:
+    records = data["profile_rows"]
+    if not records:
+        return None
+    rows = []
+    for r in records:
+        seq = str(r["seq_len"]) if r["seq_len"] else "real text"
+        kind = "ESTIMATE" if r["estimated"] else "measured"
+        rows.append((r["file_name"], r["scheme"] or "", r["device"], f"{r['provider']}, {r['threads']} thr",
+                     str(r["batch"]), seq, kind, _ms(r["p50_ms"]), _ms(r["p90_ms"]), _ms(r["load_ms"]),
+                     fmt_bytes(r["peak_rss"])))
+    notes = ["estimates are computed for a device nobody ran on; they are never shown as measurements"] \
+        if any(r["estimated"] for r in records) else []
+    return Table("profile", "Latency and memory (from profile records)",
+                 ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "p90 ms", "load ms",
+                  "peak RSS"), tuple(rows), (4, 5, 7, 8, 9, 10), tuple(notes), "latency")
