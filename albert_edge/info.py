@@ -20,7 +20,7 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.exists() and not Path(str(path) + ".index").exists():
         raise AlbertEdgeError(f"{path} does not exist")
-    if path.is_file() and path.suffix in MODEL_SUFFIXES:
+    if path.is_file() and path.suffix.lower() in MODEL_SUFFIXES:
         return _describe_model_file(path)
     if path.is_dir() and (path / "manifest.json").is_file():
         return _describe_manifest(path)
@@ -49,11 +49,9 @@ def _describe_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def _describe_model_file(path: Path) -> dict[str, Any]:
-    if path.suffix == ".onnx":
-        from .converters.onnx_reader import read
-    else:
-        from .converters.tflite_reader import read
-    contents = read(path)
+    from .converters.weights import read_file  # the reader `inspect` uses: one clear line on a damaged file
+
+    contents = read_file(path)
     info: dict[str, Any] = {
         "kind": "model file",
         "path": str(path),
