@@ -1,5 +1,170 @@
-"""`albert-edge demo`."""
+"""`albert-edge demo`: the Raspberry Pi demo from the terminal (classify, fill-mask, an
+interactive prompt), its web app (serve), and the bundle it runs (bundle, on a workstation)."""
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import json
+from pathlib import Path
+
+import click
+
+from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
+
+_BUNDLE = click.argument("bundle", type=click.Path(path_type=Path))
+_TEXT = click.argument("text", required=False)
+_MODEL = click.option("--model", default=None, metavar="FORMAT-SCHEME",
+                      help="Which files to run: onnx-int8, tflite-int8, onnx-fp32 or tflite-fp32 "
+                           "[default: int8, ONNX first, of what this machine can run].")
+_THREADS = click.option("--threads", type=int, default=None, help="Runtime threads [default: the runtime's choice].")
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON (at the prompt: one object per line).")
+
+
+@click.group("demo")
+def demo() -> None:
+    """The Raspberry Pi demo: topic classification and fill-in-the-blank with a model bundle,
+    in the terminal or as a web page with live latency and memory."""
+
+
+@demo.command("classify")
+@_BUNDLE
+@_TEXT
+@_MODEL
+@_THREADS
+@_JSON
+def classify(bundle: Path, text: str | None, model: str | None, threads: int | None, as_json: bool) -> None:
+    """The topic of TEXT, with the score of every label and the latency. Without TEXT, an
+    interactive prompt: one sentence per line, an empty line or Ctrl-D ends it."""
+    from ..demo.engine import Bundle, Engine
+
+    engine = Engine(Bundle(bundle), model, num_threads=threads)
+    _answer(engine.classify, text, as_json, _show_label)
+
+
+@demo.command("fill-mask")
+@_BUNDLE
+@_TEXT
+@click.option("--top-k", default=5, show_default=True, help="Predictions shown per [MASK].")
+@_MODEL
+@_THREADS
+@_JSON
+def fill_mask(bundle: Path, text: str | None, top_k: int, model: str | None, threads: int | None,
+              as_json: bool) -> None:
+    """Fill in each [MASK] (or ___) in TEXT with the MLM head's best pieces. Without TEXT, an
+    interactive prompt: one sentence per line, an empty line or Ctrl-D ends it."""
+    from ..demo.engine import Bundle, Engine
+
+    engine = Engine(Bundle(bundle), model, num_threads=threads)
+    _answer(lambda t: engine.fill_mask(t, top_k), text, as_json, _show_masks)
+
+
+def _answer(ask, text: str | None, as_json: bool, show) -> None:
+    """One answer for TEXT, or a prompt loop. In the loop, text the model cannot answer is
+    reported and the prompt goes on."""
+    from ..errors import AlbertEdgeError
+
+    if text is not None:
+        result = ask(text)
+        print_json(result) if as_json else show(result)
+        return
+    while True:
+        try:
+            line = click.prompt("text", default="", show_default=False, prompt_suffix="> ", err=True)
+        except click.Abort:  # Ctrl-D / Ctrl-C
+            click.echo(err=True)
+            break
+        if not line.strip():
+            break
+        try:
+            result = ask(line)
+        except AlbertEdgeError as exc:
+            err_console.print(f"[red]{exc}[/red]")
+            continue
+        click.echo(json.dumps(result)) if as_json else show(result)
+
+
+def _show_label(result: dict) -> None:
+    console.print(f"[bold]{result['label']}[/bold]  [dim]({result['latency_ms']:.2f} ms, {result['model']}, "
+                  f"{result['tokens']} tokens)[/dim]")
+    print_table(None, ["label", "score"], [(s["label"], f"{s['score']:.1%}") for s in result["scores"]], right=(1,))
+    _show_note(result)
+
+
+def _show_masks(result: dict) -> None:
+    console.print(f"{result['filled']}  [dim]({result['latency_ms']:.2f} ms, {result['model']}, "
+                  f"{result['tokens']} tokens)[/dim]")
+    rows = [(i + 1, p["token"], f"{p['score']:.1%}") for i, m in enumerate(result["masks"]) for p in m["predictions"]]
+    print_table(None, ["[MASK]", "piece", "score"], rows, right=(2,))
+    _show_note(result)
+
+
+def _show_note(result: dict) -> None:
+    if result.get("note"):
+        err_console.print(f"[yellow]note: {result['note']}[/yellow]")
+
+
+@demo.command("serve")
+@_BUNDLE
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0 to let other machines on the network in).")
+@click.option("--port", default=8000, show_default=True, help="TCP port.")
+@_MODEL
+@_THREADS
+@click.option("--queue", default=4, show_default=True,
+              help="Requests running or waiting for the model; more get HTTP 503 with Retry-After.")
+@click.option("--timeout", "timeout_s", default=10.0, show_default=True,
+              help="Seconds a request may take, waiting included; then HTTP 504.")
+@click.option("--max-body", "max_body_bytes", default=16384, show_default=True,
+              help="Largest request body in bytes; larger get HTTP 413.")
+def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | None, queue: int, timeout_s: float,
+          max_body_bytes: int) -> None:
+    """Serve the demo page and its JSON API (/api/classify, /api/fill-mask, /api/status,
+    /api/model) for BUNDLE until interrupted."""
+    from ..demo.server import ServerOptions, serve as run_server
+
+    options = ServerOptions(max_body_bytes=max_body_bytes, queue=queue, timeout_s=timeout_s, threads=threads,
+                            model=model)
+    err_console.print(f"albert-edge demo on http://{host}:{port}/  (Ctrl-C stops it)")
+    run_server(bundle, host=host, port=port, options=options)
+
+
+@demo.command("bundle")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="The bundle directory to write (bundle.json, spiece.model, labels.json, classifier/, mlm/).")
+@click.option("--preset", default="demo", show_default=True,
+              help="Size of the run: 'demo' (about 10 minutes on two cores) or 'tiny' (seconds; accuracy is meaningless).")
+@click.option("--threads", type=int, default=None, help="CPU threads for training [default: torch's choice].")
+@click.option("--seed", default=0, show_default=True, help="Seed of the tokenizer sample, the weights and the data split.")
+@click.option("--force", is_flag=True, help="Replace --out when it already holds files.")
+@click.option("--json", "as_json", is_flag=True, help="Print bundle.json's contents as JSON.")
+def bundle(out_dir: Path, preset: str, threads: int | None, seed: int, force: bool, as_json: bool) -> None:
+    """Make the demo's model bundle on this workstation, with no download: a tokenizer and a
+    short pretraining on the builtin corpus, a topic classifier fine-tuned on labelled paragraphs
+    of it, ONNX and TFLite files in fp32 and int8, and the held-out accuracy of each file.
+    Needs the build side (pip install 'albert-edge[convert]')."""
+    from ..demo.bundle import BundleOptions, make_bundle
+
+    opts = BundleOptions(str(out_dir), preset=preset, threads=threads, seed=seed, force=force)
+    with progress() as bar:
+        task = bar.add_task("bundle", total=None)
+        info = make_bundle(opts, on_step=lambda what, done, total: bar.update(task, description=what,
+                                                                               completed=done, total=total))
+    if as_json:
+        print_json(info)
+        return
+    from ..demo.engine import TASK_DIRS, VARIANTS
+
+    acc = info["held_out_accuracy"]
+    rows = []
+    for task, folder in TASK_DIRS.items():
+        for variant in VARIANTS:
+            path = out_dir / folder / variant.file_name
+            if path.is_file():
+                score = acc.get(variant.key) if task == "classifier" else None
+                rows.append((f"{folder}/{path.name}", variant.key, fmt_bytes(path.stat().st_size),
+                             "" if score is None else f"{score:.1%}"))
+    print_table(f"Bundle {out_dir} ({info['build_seconds']:.0f} s)", ["file", "model", "size", "held-out accuracy"],
+                rows, right=(2, 3))
+    console.print(f"{acc['examples']} held-out paragraphs; majority class {acc['majority_class']:.1%}")
+
+
+COMMANDS: list = [demo]
