@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +103,16 @@ class Session:
         return [s.name for s in self.outputs]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._backend.run(self._checked(feeds))
+
+    def prepare(self, feeds: Mapping[str, np.ndarray]) -> Callable[[], dict[str, np.ndarray]]:
+        """``run`` split in two: check and cast ``feeds`` now, and return a call that runs the
+        model on them (what a timed loop calls, so it times the runtime, not our checks)."""
+        cast = self._checked(feeds)
+        backend_run = self._backend.run
+        return lambda: backend_run(cast)
+
+    def _checked(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         missing = [name for name in self.input_names if name not in feeds]
         unknown = [name for name in feeds if name not in self.input_names]
         if missing or unknown:
@@ -110,8 +120,7 @@ class Session:
                 f"{self.path.name}: feeds must be exactly {', '.join(self.input_names)}"
                 f" (missing: {', '.join(missing) or '-'}; unknown: {', '.join(unknown) or '-'})"
             )
-        cast = {spec.name: _cast(feeds[spec.name], spec) for spec in self.inputs}
-        return self._backend.run(cast)
+        return {spec.name: _cast(feeds[spec.name], spec) for spec in self.inputs}
 
     def __repr__(self) -> str:
         return f"Session({str(self.path)!r}, backend={self.backend_name!r})"

@@ -1,0 +1,183 @@
+"""One measurement in its own process: ``python -m albert_edge.profile._child JOB_JSON``.
+
+Loads one model file with one setting, times it, reads this process's memory from /proc at each
+phase, and writes one ProfileRecord as JSON to its standard output (the runtime's own chatter is
+sent to stderr). Imports only the device side and the one runtime the file needs. On bad input it
+writes ``{"error": "..."}`` and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import device
+from ..errors import AlbertEdgeError
+from ..runtime import Session
+from . import ops as ops_mod
+from .inputs import fixed_feeds, model_limits, text_feeds
+from .record import Memory, ProfileRecord
+from .stats import SPREAD_WARN, latency, time_calls
+
+OPS_CALLS = 10  # runs traced by the per-operator profiler (after one that allocates)
+
+
+def measure(job: dict[str, Any]) -> ProfileRecord:
+    path = Path(job["file"])
+    before = device.describe()
+    memory = Memory()
+    warnings: list[str] = []
+    limits = model_limits(path)
+    text_stats = None
+    if job["seq_len"] is None:
+        feeds_list, text_stats = text_feeds(job["text"], job["tokenizer"], job["max_sentences"], limits.max_seq_len)
+    memory.before_load_rss, memory.peak_before_load = _memory()
+
+    start = time.perf_counter()
+    session = Session(path, num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"])
+    load_ms = (time.perf_counter() - start) * 1e3
+    memory.after_load_rss, memory.peak_after_load = _memory()
+    limits = model_limits(path, session.inputs[0].shape if session.inputs else None)
+    if job["seq_len"] is not None:
+        _check_length(job["seq_len"], limits)
+        feeds_list = [fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)]
+
+    start = time.perf_counter()
+    _run(session, feeds_list[0], job)
+    first_ms = (time.perf_counter() - start) * 1e3
+    memory.after_first_call_rss, memory.peak_after_first_call = _memory()
+
+    if job["seq_len"] is not None:
+        call = session.prepare(feeds_list[0])
+        for _ in range(job["warmup"]):
+            call()
+        times = time_calls(call, job["runs"], job["min_seconds"])
+    else:
+        times, text_stats["same_shape_again"] = _time_text(session, feeds_list, job)
+    memory.after_timed_rss, memory.peak_after_timed = _memory()
+
+    lat = latency(times)
+    if lat.block_spread is not None and lat.block_spread > SPREAD_WARN:
+        warnings.append(f"timing unstable: block medians differ by {lat.block_spread:.1%} (> {SPREAD_WARN:.0%})")
+    ops = _ops(path, job, feeds_list[0]) if job["ops"] else None
+    after = device.describe()
+    warnings += device.throttle_warnings(before, after)
+    return ProfileRecord(
+        file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
+        format=session.format, scheme=limits.scheme, runtime=session.backend_name,
+        runtime_version=_version(session.backend_name), provider=session.accelerator, threads=job["threads"],
+        batch=job["batch"], seq_len=job["seq_len"], input_mode="fixed" if job["seq_len"] is not None else "real-text",
+        load_ms=load_ms, first_call_ms=first_ms, latency=lat, memory=memory,
+        device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
+        text=text_stats, ops=ops, warnings=warnings, model=limits.to_dict(),
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+
+
+def _memory() -> tuple[int | None, int | None]:
+    mem = device.process_memory()
+    return mem["rss"], mem["peak_rss"]
+
+
+def _check_length(seq_len: int, limits) -> None:
+    if limits.max_seq_len is not None and seq_len > limits.max_seq_len:
+        raise AlbertEdgeError(f"--seq-len {seq_len} is above the model's maximum {limits.max_seq_len} "
+                              f"(from its {limits.max_seq_len_source})")
+
+
+def _run(session: Session, feeds, job: dict[str, Any]):
+    try:
+        return session.run(feeds)
+    except Exception as exc:  # the runtimes raise their own types; name the shape that failed
+        shape = "x".join(str(d) for d in feeds["input_ids"].shape)
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AlbertEdgeError(f"{job['file_as_given']}: the model fails on input {shape} (batch x sequence): {text}")
+
+
+def _time_text(session: Session, feeds_list, job: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:
+    """Real sentences in their order, each at its own length: every call as it comes (the runtime
+    meets a new shape; TFLite re-allocates its tensors) is timed, then the same sentence once more
+    (same shape again), so the cost of a shape change can be read from the difference."""
+    calls = [session.prepare(f) for f in feeds_list]
+    for call in calls[: job["warmup"]]:
+        call()
+    clock = time.perf_counter_ns
+    as_comes: list[float] = []
+    again: list[float] = []
+    deadline = clock() + int(job["min_seconds"] * 1e9)
+    i = 0
+    while len(as_comes) < max(job["runs"], len(calls)) or clock() < deadline:
+        call = calls[i % len(calls)]
+        t0 = clock()
+        call()
+        t1 = clock()
+        call()
+        t2 = clock()
+        as_comes.append((t1 - t0) / 1e6)
+        again.append((t2 - t1) / 1e6)
+        i += 1
+    extra = np.asarray(as_comes) - np.asarray(again)
+    return as_comes, {
+        "latency_p50_ms": float(np.median(again)), "latency_p90_ms": float(np.percentile(again, 90)),
+        "shape_change_cost_p50_ms": float(np.median(extra)),
+        "shape_change_cost_share": float(np.median(extra) / np.median(as_comes)) if np.median(as_comes) else None,
+        "note": "latency is per sentence as it comes (a new shape each time); same_shape_again times the "
+                "same sentence right after, so the difference is what a shape change costs",
+    }
+
+
+def _ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
+    """Per-operator cost from a second session with the profiler on, so the latency above was
+    measured without the profiler's overhead. The trace is deleted."""
+    if not path.suffix.lower() == ".onnx":
+        return ops_mod.tflite_unavailable()
+    prefix = Path(job["workdir"]) / "ort-trace"
+    session = Session(path, num_threads=job["threads"], provider=job["provider"], ops_trace=prefix)
+    try:
+        call = session.prepare(feeds)
+        for _ in range(OPS_CALLS + 1):
+            call()
+        trace = session.end_profiling()
+        return ops_mod.onnx_breakdown(trace)
+    finally:
+        for leftover in Path(job["workdir"]).glob("ort-trace*"):
+            leftover.unlink(missing_ok=True)
+
+
+def _version(runtime: str) -> str:
+    from importlib import metadata
+
+    dist = {"onnxruntime": ("onnxruntime", "onnxruntime-gpu"), "ai_edge_litert": ("ai-edge-litert",),
+            "tflite_runtime": ("tflite-runtime",), "tensorflow": ("tensorflow", "tensorflow-cpu")}
+    for name in dist.get(runtime, (runtime,)):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def main(argv: list[str]) -> int:
+    # The record goes to the real stdout; anything the runtimes print goes to stderr.
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    try:
+        job = json.loads(argv[0])
+        record = measure(job)
+    except AlbertEdgeError as exc:
+        out.write(json.dumps({"error": str(exc)}) + "\n")
+        out.flush()
+        return 2
+    out.write(json.dumps(record.to_dict()) + "\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,113 @@
+"""What the profiler feeds a model: fixed-length batches of realistic ids, or real sentences at
+their own lengths; and what a file accepts (its maximum sequence length, its vocabulary), read
+from the manifest beside it and from its declared input shapes. Device side."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..converters.graph import INPUT_NAMES
+
+__all__ = ["ModelLimits", "model_limits", "fixed_feeds", "text_feeds", "CLS_ID", "SEP_ID", "FIRST_WORD_ID"]
+
+# ALBERT's vocabularies put <pad> <unk> [CLS] [SEP] [MASK] at ids 0..4.
+CLS_ID, SEP_ID, FIRST_WORD_ID = 2, 3, 5
+# The vocabulary assumed when neither a manifest nor a tokenizer says (ids below it are valid for
+# every ALBERT; the cost of a call does not depend on which ids it gets).
+_FALLBACK_VOCAB = 99
+
+
+@dataclass
+class ModelLimits:
+    """What a model file takes. ``max_seq_len`` is None when nothing says (the file is then run at
+    the lengths asked for, and a failure names the length it failed at)."""
+
+    max_seq_len: int | None = None
+    max_seq_len_source: str | None = None  # "manifest" | "input shape"
+    vocab_size: int | None = None
+    scheme: str | None = None
+    input_shape: list[Any] | None = None  # as the file declares it, e.g. ["batch", "sequence"] or [-1, -1]
+    dynamic: bool | None = None  # batch and sequence length can change without re-converting
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def model_limits(path: str | os.PathLike, input_shape: tuple | None = None) -> ModelLimits:
+    """Limits from ``manifest.json`` beside the file (config and file entry) and, when given, the
+    runtime's declared input shape ((batch, sequence); a fixed int sequence dimension bounds it)."""
+    path = Path(path)
+    limits = ModelLimits()
+    manifest = _manifest(path.parent / "manifest.json")
+    config = manifest.get("config") or {}
+    if isinstance(config.get("max_position_embeddings"), int):
+        limits.max_seq_len, limits.max_seq_len_source = config["max_position_embeddings"], "manifest"
+    if isinstance(config.get("vocab_size"), int):
+        limits.vocab_size = config["vocab_size"]
+    entry = next((f for f in manifest.get("files") or [] if isinstance(f, dict) and f.get("name") == path.name), None)
+    if entry:
+        limits.scheme = entry.get("precision")
+    if input_shape is not None:
+        limits.input_shape = list(input_shape)
+        dims = list(input_shape)[:2]
+        limits.dynamic = all(not isinstance(d, int) or d < 0 for d in dims)
+        if len(dims) == 2 and isinstance(dims[1], int) and dims[1] > 0:
+            if limits.max_seq_len is None or dims[1] < limits.max_seq_len:
+                limits.max_seq_len, limits.max_seq_len_source = dims[1], "input shape"
+    return limits
+
+
+def _manifest(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def fixed_feeds(batch: int, seq_len: int, vocab_size: int | None, seed: int = 0) -> dict[str, np.ndarray]:
+    """A (batch, seq_len) batch as a tokenizer makes one: ``[CLS] words [SEP]`` with random word
+    ids from the vocabulary, attention mask all ones, one segment."""
+    rng = np.random.default_rng(seed)
+    high = max(FIRST_WORD_ID + 1, vocab_size or _FALLBACK_VOCAB)
+    ids = rng.integers(FIRST_WORD_ID, high, size=(batch, seq_len), dtype=np.int64)
+    ids[:, 0] = CLS_ID
+    if seq_len > 1:
+        ids[:, -1] = SEP_ID
+    ones = np.ones((batch, seq_len), dtype=np.int64)
+    return dict(zip(INPUT_NAMES, (ids, ones, np.zeros_like(ones))))
+
+
+def text_feeds(text: str, tokenizer_path: str | os.PathLike, max_sentences: int,
+               max_seq_len: int | None) -> tuple[list[dict[str, np.ndarray]], dict[str, Any]]:
+    """Real sentences of ``text`` ("builtin" or a UTF-8 file), each tokenized at its own length
+    (batch 1, no padding, truncated to ``max_seq_len``), and statistics of their token lengths."""
+    from ..quantize.calibration import read_sentences
+    from ..tokenizer import AlbertTokenizer, find_spiece
+
+    sentences, sources = read_sentences([text])
+    sentences = sentences[:max_sentences]
+    tokenizer = AlbertTokenizer(find_spiece(tokenizer_path))
+    encoded = [tokenizer.encode(s) for s in sentences]  # [CLS] ... [SEP]
+    truncated = sum(bool(max_seq_len) and len(ids) > max_seq_len for ids in encoded)
+    if max_seq_len:
+        encoded = [ids if len(ids) <= max_seq_len else ids[:max_seq_len - 1] + [tokenizer.sep_id] for ids in encoded]
+    feeds = []
+    for ids in encoded:
+        row = np.array([ids], dtype=np.int64)
+        ones = np.ones_like(row)
+        feeds.append(dict(zip(INPUT_NAMES, (row, ones, np.zeros_like(ones)))))
+    lengths = np.array([len(ids) for ids in encoded])
+    stats = {
+        "source": text, "files": sources, "sentences": len(feeds), "truncated": int(truncated),
+        "tokens": {"mean": float(lengths.mean()), "min": int(lengths.min()), "p50": float(np.median(lengths)),
+                   "p90": float(np.percentile(lengths, 90)), "max": int(lengths.max())},
+        "distinct_lengths": int(np.unique(lengths).size),
+    }
+    return feeds, stats

@@ -1,0 +1,93 @@
+"""Per-operator cost: onnxruntime's profiler trace read into time per op type, the costliest nodes
+and the time of each application of ALBERT's shared layers. The TFLite interpreters' Python API
+has no per-operator profiler, which the breakdown says instead of guessing."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+__all__ = ["onnx_breakdown", "tflite_unavailable", "layer_of", "TOP_NODES"]
+
+TOP_NODES = 15
+_KERNEL = "_kernel_time"
+# torch.onnx names nodes by module path; a shared module applied again gets "_1", "_2", ... on the
+# module component that was re-entered: /encoder/albert_layer_groups.0/albert_layers.0/attention_1/MatMul
+_GROUP = re.compile(r"albert_layer_groups\.(\d+)/albert_layers\.(\d+)")
+_APPLICATION = re.compile(r"_(\d+)$")
+
+TFLITE_NOTE = ("per-operator profiling is not offered by the installed TFLite interpreter's Python API; "
+               "use TFLite's benchmark_model --enable_op_profiling=true for it")
+
+
+def layer_of(node_name: str) -> tuple[int, int, int] | None:
+    """(group, inner layer, application) of a node inside ALBERT's shared layers, or None outside
+    them. ``application`` counts how many times that group's weights were used before this node."""
+    match = _GROUP.search(node_name)
+    if not match:
+        return None
+    parts = node_name[match.end():].strip("/").split("/")[:-1]  # module path, without the node's own name
+    applications = [int(m.group(1)) for p in parts if (m := _APPLICATION.search(p))]
+    return int(match.group(1)), int(match.group(2)), max(applications, default=0)
+
+
+def onnx_breakdown(trace: Path) -> dict[str, Any]:
+    """Time per op type, the ``TOP_NODES`` costliest nodes and the time per shared-layer
+    application from an onnxruntime trace, in ms per call. The first run in the trace (which
+    allocates) is left out when there are others."""
+    events = json.loads(Path(trace).read_text(encoding="utf-8"))
+    runs = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in events
+                  if e.get("cat") == "Session" and e.get("name") == "model_run")
+    after = runs[0][1] if len(runs) > 1 else float("-inf")
+    calls = max(len(runs) - 1, 1)
+    by_type: dict[str, float] = defaultdict(float)
+    count_type: dict[str, int] = defaultdict(int)
+    by_node: dict[str, float] = defaultdict(float)
+    node_type: dict[str, str] = {}
+    by_layer: dict[tuple[int, int, int], float] = defaultdict(float)
+    outside: dict[str, float] = defaultdict(float)
+    for event in events:
+        name = event.get("name", "")
+        if event.get("cat") != "Node" or not name.endswith(_KERNEL) or event.get("ts", 0) < after:
+            continue
+        node = name[: -len(_KERNEL)]
+        op = (event.get("args") or {}).get("op_name", "?")
+        ms = float(event.get("dur", 0)) / 1000.0
+        by_type[op] += ms
+        count_type[op] += 1
+        by_node[node] += ms
+        node_type[node] = op
+        layer = layer_of(node)
+        if layer is not None:
+            by_layer[layer] += ms
+        else:
+            outside[node.split("/")[1] if node.startswith("/") else "(fused by onnxruntime, no module path)"] += ms
+    total = sum(by_type.values())
+    per = calls
+
+    def share(ms: float) -> float:
+        return round(ms / total, 4) if total else 0.0
+
+    # Groups are applied in order, so sorting (group, application, inner) gives the depth order.
+    order = sorted(by_layer, key=lambda k: (k[0], k[2], k[1]))
+    return {
+        "available": True,
+        "source": "onnxruntime profiler",
+        "calls": calls,
+        "total_ms": total / per,
+        "op_types": [{"op": op, "ms": ms / per, "share": share(ms), "nodes_per_call": count_type[op] / per}
+                     for op, ms in sorted(by_type.items(), key=lambda kv: -kv[1])],
+        "top_nodes": [{"node": n, "op": node_type[n], "ms": ms / per, "share": share(ms)}
+                      for n, ms in sorted(by_node.items(), key=lambda kv: -kv[1])[:TOP_NODES]],
+        "layers": [{"depth": depth, "group": g, "inner": i, "application": a, "ms": by_layer[(g, i, a)] / per,
+                    "share": share(by_layer[(g, i, a)])} for depth, (g, i, a) in enumerate(order)],
+        "outside_layers": [{"part": part, "ms": ms / per, "share": share(ms)}
+                           for part, ms in sorted(outside.items(), key=lambda kv: -kv[1])],
+    }
+
+
+def tflite_unavailable() -> dict[str, Any]:
+    return {"available": False, "source": None, "note": TFLITE_NOTE}

@@ -1,0 +1,175 @@
+"""The parent side of profiling: check the input, plan one job per file x setting, run each in a
+fresh child process (its own process group), and collect the records. Ctrl-C or SIGTERM stops the
+running child's whole group and removes its working directory."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..converters.manifest import sha256_of
+from ..errors import AlbertEdgeError, RuntimeUnavailable
+from ..runtime import format_of
+from .inputs import model_limits
+from .record import ProfileRecord
+
+log = logging.getLogger(__name__)
+
+__all__ = ["run_all", "plan", "Interrupted"]
+
+CHILD = "albert_edge.profile._child"
+# Which importable module runs each format (checked before any child starts).
+_RUNTIMES = {"onnx": (("onnxruntime",), "pip install 'albert-edge[onnx]'"),
+             "tflite": (("ai_edge_litert", "tflite_runtime", "tensorflow"), "pip install 'albert-edge[tflite]'")}
+
+
+class Interrupted(Exception):
+    """Profiling was stopped by a signal; ``signum`` says which (the CLI exits 128 + signum)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+def plan(files: list[Path], settings) -> list[dict[str, Any]]:
+    """One job (the child's whole input) per file x setting, after checking every file and
+    setting, so bad input fails before anything runs."""
+    from . import ProfileError
+
+    jobs = []
+    for path in files:
+        fmt = _check_file(path)
+        limits = model_limits(path)
+        too_long = [n for n in settings.seq_lens if limits.max_seq_len and n > limits.max_seq_len]
+        if settings.fixed and too_long:
+            raise ProfileError(f"{path}: --seq-len {', '.join(map(str, too_long))} is above the model's maximum "
+                               f"{limits.max_seq_len} (max_position_embeddings in the manifest beside it)")
+        common = {"file": str(path.resolve()), "file_as_given": str(path), "file_bytes": path.stat().st_size,
+                  "sha256": sha256_of(path), "runs": settings.runs, "min_seconds": settings.min_seconds,
+                  "warmup": settings.warmup, "ops": settings.ops, "text": settings.text,
+                  "tokenizer": str(settings.tokenizer) if settings.tokenizer else None,
+                  "max_sentences": settings.max_sentences}
+        accelerators = ([{"provider": p, "delegate": "xnnpack"} for p in settings.providers] if fmt == "onnx"
+                        else [{"provider": None, "delegate": d} for d in settings.delegates])
+        for acc in accelerators:
+            for threads in settings.threads:
+                shapes = [(b, n) for b in settings.batches for n in settings.seq_lens] if settings.fixed else []
+                if settings.text is not None:
+                    shapes.append((1, None))
+                jobs += [{**common, **acc, "threads": threads, "batch": b, "seq_len": n} for b, n in shapes]
+    if settings.text is not None:
+        _check_text(settings)
+    return jobs
+
+
+def run_all(files: list[Path], settings, progress: Callable[[str], None] | None = None) -> list[ProfileRecord]:
+    jobs = plan(files, settings)
+    records = []
+    with _signals_raise():
+        for i, job in enumerate(jobs, 1):
+            if progress:
+                progress(f"[{i}/{len(jobs)}] {describe_job(job)}")
+            records.append(run_child(job))
+    return records
+
+
+def describe_job(job: dict[str, Any]) -> str:
+    acc = job["provider"] or f"delegate={job['delegate']}"
+    shape = f"seq={job['seq_len']}" if job["seq_len"] is not None else "real text"
+    return f"{Path(job['file_as_given']).name} {acc} threads={job['threads']} batch={job['batch']} {shape}"
+
+
+def run_child(job: dict[str, Any]) -> ProfileRecord:
+    """Run one job in a fresh child process (a new session, so its whole group can be killed)."""
+    workdir = tempfile.mkdtemp(prefix="albert-edge-profile-")
+    child = None
+    try:
+        child = subprocess.Popen([sys.executable, "-m", CHILD, json.dumps({**job, "workdir": workdir})],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        out, err = child.communicate()
+    finally:
+        if child is not None and child.returncode is None:
+            _kill_group(child)
+        shutil.rmtree(workdir, ignore_errors=True)
+    result = _last_json(out)
+    if result is None:
+        tail = (err or "").strip().splitlines()[-1:] or [f"exit code {child.returncode}"]
+        raise AlbertEdgeError(f"{job['file_as_given']}: the profiling child failed ({describe_job(job)}): {tail[0]}")
+    if "error" in result:
+        raise AlbertEdgeError(result["error"])
+    return ProfileRecord.from_dict(result)
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def _last_json(out: str | None) -> dict[str, Any] | None:
+    for line in reversed((out or "").strip().splitlines()):
+        with contextlib.suppress(json.JSONDecodeError):
+            data = json.loads(line)
+            if isinstance(data, dict):
+                return data
+    return None
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM raise Interrupted in the main thread, so the running child's group is
+    killed and its working directory removed on the way out."""
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+
+    if sys.platform == "win32" or not _main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _check_file(path: Path) -> str:
+    if not path.is_file():
+        raise RuntimeUnavailable(f"{path}: no such model file")
+    fmt = format_of(path)
+    with path.open("rb") as fh:
+        head = fh.read(8)
+    if fmt == "tflite" and head[4:8] != b"TFL3":
+        raise RuntimeUnavailable(f"{path}: not a TFLite model (no TFL3 identifier)")
+    if fmt == "onnx" and (not head or head[0] != 0x08):  # an ONNX ModelProto starts with ir_version (field 1)
+        raise RuntimeUnavailable(f"{path}: not an ONNX model")
+    modules, install = _RUNTIMES[fmt]
+    if not any(importlib.util.find_spec(m) is not None for m in modules):
+        raise RuntimeUnavailable(f"{path}: running .{fmt} files needs {' or '.join(modules)} ({install})")
+    return fmt
+
+
+def _check_text(settings) -> None:
+    from . import ProfileError
+
+    if settings.text != "builtin" and not Path(settings.text).is_file():
+        raise ProfileError(f"--text {settings.text}: no such file (give a UTF-8 text file or 'builtin')")
+    if not Path(settings.tokenizer).exists():
+        raise ProfileError(f"--tokenizer {settings.tokenizer}: no such file or directory")
