@@ -17,10 +17,15 @@ from albert_edge.errors import ConfigError
 
 __all__ = [
     "Scheme", "CalibrationMethod", "Recipe", "RECIPES", "QuantizeConfig", "recipe_for", "schemes_for",
-    "FORMATS",
+    "FORMATS", "TFLITE_COMPAT",
 ]
 
 FORMATS = ("onnx", "tflite")
+
+# What a TFLite file may need: "2.14" writes only operator versions tflite-runtime 2.14 (the last
+# tflite-runtime release, what Raspberry Pi OS bookworm installs) registers; "latest" lets the
+# converter pick the newest ones (per-channel hybrid FULLY_CONNECTED needs runtime 2.17).
+TFLITE_COMPAT = ("2.14", "latest")
 
 
 class Scheme(str, Enum):
@@ -163,7 +168,8 @@ class QuantizeConfig:
     tokenizer (none given and none beside the source checkpoint) dynamic and fp16 schemes are
     measured on random ids, and say so. ``max_drop`` fails the run when the headline agreement
     (MLM top-1 or label agreement; the output cosine for heads without labels) is below
-    ``1 - max_drop``.
+    ``1 - max_drop``. ``tflite_compat`` is the oldest TFLite runtime a .tflite file must load in
+    ("2.14", the default, or "latest").
     """
 
     scheme: Scheme | str
@@ -179,6 +185,7 @@ class QuantizeConfig:
     batch_size: int = 8
     num_threads: int | None = None
     seed: int = 0
+    tflite_compat: str = "2.14"  # one of TFLITE_COMPAT
 
     def __post_init__(self) -> None:
         try:
@@ -201,6 +208,8 @@ class QuantizeConfig:
             raise ConfigError(f"max_drop ({self.max_drop!r}) must be between 0 and 1")
         if self.seq_len is not None and (not isinstance(self.seq_len, int) or self.seq_len < 2):
             raise ConfigError(f"seq_len ({self.seq_len!r}) must be an integer of at least 2")
+        if self.tflite_compat not in TFLITE_COMPAT:
+            raise ConfigError(f"tflite_compat ({self.tflite_compat!r}) must be one of: {', '.join(TFLITE_COMPAT)}")
 
     def check_against(self, recipe: Recipe) -> None:
         """Options that the recipe cannot honour are bad input, not something to ignore."""

@@ -6,7 +6,17 @@ dataset of real text). The result is then rewritten where the converter falls sh
 (tflite_islands: LayerNorm and attention mask in float; tflite_sharing: shared weights and
 biases stored once), and goes through the exporter's own checks (builtin ops only, the serving
 signature).
+
+By default (``tflite_compat="2.14"``) the file must load in tflite-runtime 2.14, the last
+tflite-runtime release and what Raspberry Pi OS bookworm installs: dynamic-range weights are
+scaled per tensor (a float-input FULLY_CONNECTED with per-channel scales is operator version 12,
+which runtimes before 2.17 refuse, and which 2.14's kernel would compute wrongly under an older
+version number: it reads one scale), int16 GELUs run in float (2.14 has no int16 GELU kernel
+although the operator version is the same), and the finished file's operator versions are
+checked against the runtime table in ``converters.op_versions``. ``"latest"`` keeps per-channel
+scales and int16 GELU.
 """
+
 
 from __future__ import annotations
 
@@ -16,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from albert_edge.converters.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
 from albert_edge.converters.weights import read_file
 from albert_edge.errors import ConversionError
 
@@ -24,12 +35,17 @@ from .result import Built
 from .schemes import QuantizeConfig, Recipe
 from .source import ModelFile
 from .tflite_islands import drop_unused, float_islands, run_in_float
-from .tflite_model import load, pack
+from .tflite_model import Model, load, op_inputs, pack
 from .tflite_sharing import full_range_tables, share_input_ranges, share_tied_table
 
 __all__ = ["build", "rebuild_model"]
 
 log = logging.getLogger(__name__)
+
+# Kernels tflite-runtime 2.14 lacks for an operator version it registers: op -> the types of its
+# first inputs. An int16 GELU, and an int16 FULLY_CONNECTED reading int16 weights (the tied MLM
+# decoder reading the int16 embedding table).
+_MISSING_IN_214 = {"GELU": ("INT16",), "FULLY_CONNECTED": ("INT16", "INT16")}
 
 
 def rebuild_model(source: ModelFile):
@@ -61,15 +77,23 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
     if recipe.tied_per_tensor and "prediction_logits" in source.output_names:
         per_channel = False
         notes.append(recipe.notes)
+    compat = config.tflite_compat != "latest"
+    if compat and per_channel and _hybrid(recipe):
+        per_channel = False
+        notes.append(f"weights scaled per tensor, so tflite-runtime {config.tflite_compat} loads the file: per-channel "
+                     "scales with float activations need FULLY_CONNECTED version 12 (runtime 2.17); "
+                     "--tflite-compat latest keeps them")
 
     originals = [w.data for w in read_file(source.path).weights]  # the parent's fp32 weights
 
     def run(converter) -> bytes:
         _configure(converter, recipe, per_channel, calibration)
         flatbuffer = converter.convert()
-        return _rewrite(flatbuffer, recipe, notes, originals)
+        return _rewrite(flatbuffer, recipe, notes, originals, compat)
 
     flatbuffer = exporter.convert(model, seq_len=config.seq_len or source.seq_len, run_converter=run)
+    if compat:
+        _check_runtime(flatbuffer, config.tflite_compat)
     out.write_bytes(flatbuffer)
     return Built(out, {}, notes)
 
@@ -96,7 +120,36 @@ def _examples(batches: Sequence[Batch]) -> Iterator[dict[str, np.ndarray]]:
             yield {name: value[row:row + 1].astype(np.int32) for name, value in batch.feeds.items()}
 
 
-def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: list[np.ndarray]) -> bytes:
+def _hybrid(recipe: Recipe) -> bool:
+    """Int8 weights read by float activations (dynamic range): no calibrated activation ranges."""
+    return recipe.optimizations and not recipe.representative and recipe.weights == "int8"
+
+
+def _check_runtime(flatbuffer: bytes, compat: str) -> None:
+    """ConversionError naming each operator version the compat runtime cannot load."""
+    runtime = TFLITE_RUNTIME_LAST if compat == "2.14" else compat
+    too_new = too_new_for(op_versions(flatbuffer), runtime)
+    if too_new:
+        needs = ", ".join(f"{o.op} version {o.version} (runtime {o.min_runtime or 'unknown'})" for o in too_new)
+        raise ConversionError(f"the quantized file would not load in tflite-runtime {runtime}: {needs}; "
+                              "--tflite-compat latest writes it anyway")
+
+
+def _missing_kernels(model: Model) -> set[int]:
+    """The ops tflite-runtime 2.14 has no kernel for (see _MISSING_IN_214), to run in float."""
+    found = set()
+    tensors = model.graph.tensors
+    for i, op in enumerate(model.graph.operators):
+        wanted = _MISSING_IN_214.get(model.op_name(op), ())
+        inputs = op_inputs(op)[:len(wanted)]
+        if wanted and len(inputs) == len(wanted) and all(
+                t >= 0 and tensors[t].type == model.type_code(w) for t, w in zip(inputs, wanted)):
+            found.add(i)
+    return found
+
+
+def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: list[np.ndarray],
+             compat: bool = False) -> bytes:
     if not recipe.rewrites:
         return flatbuffer
     model = load(flatbuffer)
@@ -111,9 +164,12 @@ def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: lis
             notes.append("the tied MLM decoder reads the embedding lookup's int8 table (per-tensor scale); "
                          f"the converter's second copy ({', '.join(dropped)}) was dropped")
     if recipe.float_islands:
-        count = run_in_float(model, float_islands(model), originals)
+        missing = _missing_kernels(model) if compat else set()
+        count = run_in_float(model, float_islands(model) | missing, originals)
         notes.append(f"{count} ops run in float: LayerNorm statistics and the attention-mask path "
-                     "(cast, -10000 bias, scaled scores, masked softmax)")
+                     "(cast, -10000 bias, scaled scores, masked softmax)"
+                     + (f", and {len(missing)} int16 ops tflite-runtime 2.14 has no kernel for (GELU, int16 x int16 FULLY_CONNECTED)"
+                        if missing else ""))
     if recipe.share_input_ranges:
         dropped = share_input_ranges(model, originals)
         notes.append("the layer applications of each shared weight read one input range (the union of "

@@ -96,7 +96,9 @@ def run_in_float(model: Model, island: set[int], originals: Sequence[np.ndarray]
     A quantized constant an island op reads (a LayerNorm scale or shift, which the converter
     quantizes once per layer application) becomes float again: the matching weight of
     ``originals`` (the fp32 parent's weights), one float tensor for all its uses, or else its
-    dequantized values.
+    dequantized values. A quantized constant that ops outside the island read too (the int16
+    embedding table of a tied decoder) is dequantized at run time instead, so it stays stored
+    once; a quantized integer bias becomes its float original.
     """
     ops = model.graph.operators
     consumers = model.consumers()
@@ -111,10 +113,11 @@ def run_in_float(model: Model, island: set[int], originals: Sequence[np.ndarray]
             continue
         inputs = op_inputs(op)
         for k, t in enumerate(inputs):
-            if t < 0 or not is_quantized(model, t):
+            if t < 0 or not (is_quantized(model, t) or _quantized_bias(model, t)):
                 continue
             if t not in float_of:
-                if model.constant(t) is not None:
+                shared = any(index[id(c)] not in island for c in consumers.get(t, ()))
+                if model.constant(t) is not None and not (shared and is_quantized(model, t)):
                     float_of[t] = _float_constant(model, t, originals, by_original)
                 else:
                     float_of[t] = new_float_tensor(model, t, "/float")
@@ -141,6 +144,15 @@ def run_in_float(model: Model, island: set[int], originals: Sequence[np.ndarray]
     model.graph.operators = new_ops
     log.info("%d ops run in float (LayerNorm statistics, attention mask)", len(island))
     return len(island)
+
+
+def _quantized_bias(model: Model, t: int) -> bool:
+    """An int32/int64 constant with a scale: the bias of a quantized matrix product."""
+    tensor = model.graph.tensors[t]
+    dtype = model.dtype(tensor)
+    q = tensor.quantization
+    return (dtype is not None and dtype.name in ("int32", "int64") and q is not None and q.scale is not None
+            and len(q.scale) > 0 and model.constant(t) is not None)
 
 
 def _float_constant(model: Model, t: int, originals: Sequence[np.ndarray], made: dict) -> int:
