@@ -36,6 +36,9 @@ class FileEntry:
     weights: dict[str, Any]  # stored_bytes, unique_bytes, model_param_bytes, duplicates, ...
     data_files: list[dict[str, Any]] = field(default_factory=list)  # ONNX external data
     precision: str = "fp32"
+    # .tflite: the first TFLite runtime (TensorFlow numbering) with every operator version the file
+    # uses (converters.op_versions); None for ONNX, or when an operator version is not in the table.
+    min_runtime: str | None = None
 
 
 @dataclass
@@ -89,7 +92,14 @@ def file_entry(path: str | os.PathLike, report, name: str | None = None) -> File
         parity=report.parity(),
         weights=weights,
         data_files=data_files,
+        min_runtime=_min_runtime(path) if contents.format == "tflite" else None,
     )
+
+
+def _min_runtime(path: Path) -> str | None:
+    from .op_versions import min_runtime, op_versions
+
+    return min_runtime(op_versions(path))
 
 
 def _spec(spec) -> dict[str, Any]:

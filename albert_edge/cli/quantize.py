@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..quantize.accuracy import COLUMNS
-from ..quantize.schemes import FORMATS, CalibrationMethod, schemes_for
+from ..quantize.schemes import FORMATS, TFLITE_COMPAT, CalibrationMethod, schemes_for
 from ._output import console, err_console, fmt_bytes, print_json, print_table
 from ._types import FORCE, POSITIVE_INT, THREADS
 
@@ -35,6 +35,10 @@ _METHODS = ", ".join(m.value for m in CalibrationMethod)
               help="Quantize the word-embedding table (and the MLM decoder tied to it) to int8.")
 @click.option("--per-channel/--per-tensor", default=True, show_default=True,
               help="One weight scale per output channel, or one per tensor.")
+@click.option("--tflite-compat", type=click.Choice(TFLITE_COMPAT), default=TFLITE_COMPAT[0], show_default=True,
+              help="Oldest TFLite runtime the .tflite file must load in. 2.14 (tflite-runtime, Raspberry Pi OS "
+                   "bookworm): dynamic-range weights get one scale per tensor and int16 GELU runs in float. "
+                   "latest: per-channel dynamic-range weights (needs runtime 2.17 / ai-edge-litert).")
 @click.option("--max-drop", type=float, default=None, metavar="X",
               help="Fail (exit 1, file not kept) when the MLM top-1 / label agreement with the fp32 "
                    "parent (the output cosine for heads without labels) is below 1 - X.")
@@ -46,8 +50,9 @@ _METHODS = ", ".join(m.value for m in CalibrationMethod)
 @FORCE("the --out file")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokenizer: Path | None, method: str,
-             samples: int, eval_samples: int, embeddings: bool, per_channel: bool, max_drop: float | None,
-             seq_len: int | None, threads: int | None, out_path: Path, force: bool, as_json: bool) -> None:
+             samples: int, eval_samples: int, embeddings: bool, per_channel: bool, tflite_compat: str,
+             max_drop: float | None, seq_len: int | None, threads: int | None, out_path: Path, force: bool,
+             as_json: bool) -> None:
     """Quantize MODEL_FILE (an fp32 .onnx or .tflite that `albert-edge convert` wrote) into
     --out. The file is loaded in its real runtime, checked to store every weight once and to
     keep no matrix-product weight in float unasked, compared with MODEL_FILE on held-out real
@@ -58,7 +63,7 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
     config = QuantizeConfig(
         scheme=scheme, calibration=tuple(calibration), tokenizer=tokenizer, calibration_method=method,
         num_samples=samples, eval_samples=eval_samples, quantize_embeddings=embeddings, per_channel=per_channel,
-        max_drop=max_drop, seq_len=seq_len, num_threads=threads,
+        max_drop=max_drop, seq_len=seq_len, num_threads=threads, tflite_compat=tflite_compat,
     )
     with err_console.status(f"quantizing {model_file.name} ({scheme})"):
         result = run_quantize(model_file, config, out_path, force=force)
