@@ -1,5 +1,194 @@
-"""`albert-edge profile`."""
+"""`albert-edge profile`: latency, memory and per-operator cost of model files on this device."""
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import AlbertEdgeError
+from ..runtime import PROVIDERS
+from ._output import console, err_console, print_json, print_table
+
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise AlbertEdgeError(f"{option} takes whole numbers separated by commas, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise AlbertEdgeError(f"{option} values must be 1 or more, got {text!r}")
+    return values
+
+
+def _name_list(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+@click.command("profile", short_help="Latency, memory and per-op cost of .onnx / .tflite files on this device.")
+@click.argument("model_files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--seq-len", default="16,32,64,128", show_default=True, metavar="N,...",
+              help="Sequence lengths of the fixed-length sweep; at most the model's maximum.")
+@click.option("--batch", default="1", show_default=True, metavar="N,...", help="Batch sizes of the sweep.")
+@click.option("--threads", default="1,2", show_default=True, metavar="N,...", help="Runtime thread counts.")
+@click.option("--delegate", default="xnnpack", show_default=True, metavar="NAME,...",
+              help="TFLite files: 'xnnpack' (the interpreter's default delegate) and/or 'none' (builtin kernels).")
+@click.option("--provider", default="cpu", show_default=True, metavar="NAME,...",
+              help="ONNX files: onnxruntime execution providers, cpu, cuda and/or tensorrt (GPU builds only).")
+@click.option("--runs", type=int, default=50, show_default=True,
+              help="Timed calls at least (timing stops when both --runs and --min-seconds are reached).")
+@click.option("--min-seconds", type=float, default=1.0, show_default=True, help="Seconds of timed calls at least.")
+@click.option("--warmup", type=int, default=5, show_default=True, help="Untimed calls before timing.")
+@click.option("--mlperf", is_flag=True, help="MLPerf single-stream minimums: 1024 calls and 60 s per setting.")
+@click.option("--text", default=None, metavar="FILE|builtin",
+              help="Also time real sentences at their own lengths (no padding): a UTF-8 text file, or "
+                   "'builtin' for the builtin English corpus. Needs --tokenizer.")
+@click.option("--tokenizer", type=click.Path(path_type=Path), default=None, metavar="SPIECE",
+              help="spiece.model (or a directory with one) for --text.")
+@click.option("--max-sentences", type=int, default=200, show_default=True, help="Sentences fed with --text.")
+@click.option("--fixed/--no-fixed", default=True, show_default=True,
+              help="Run the fixed-length sweep (--no-fixed with --text: real text only).")
+@click.option("--ops", is_flag=True, help="Per-operator breakdown (ONNX: onnxruntime's profiler, after the "
+                                          "timed calls so they are not slowed by it).")
+@click.option("--baseline", type=click.Path(path_type=Path), default=None, metavar="OLD.json",
+              help="Earlier results (--json output or --append file): print new/old ratios, mark regressions.")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when --baseline finds a regression.")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON (a list).")
+@click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Also write the records as CSV (one row each).")
+@click.option("--append", "append_path", type=click.Path(path_type=Path), default=None, metavar="FILE.jsonl",
+              help="Also append the records to a JSON Lines file (what `albert-edge report` reads).")
+@click.option("--force", is_flag=True, help="Overwrite an existing --csv file.")
+def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: str, delegate: str, provider: str,
+            runs: int, min_seconds: float, warmup: int, mlperf: bool, text: str | None, tokenizer: Path | None,
+            max_sentences: int, fixed: bool, ops: bool, baseline: Path | None, fail_on_regression: bool,
+            as_json: bool, csv_path: Path | None, append_path: Path | None, force: bool) -> None:
+    """Measure each MODEL_FILE (.onnx / .tflite) on this device: load time, first call, latency
+    percentiles (p90 is the headline), memory by phase and, with --ops, the cost per operator.
+    Each file x setting runs in a fresh child process, so its memory is its own."""
+    from ..profile import MLPERF, ProfileSettings
+    from ..profile import profile as run_profile
+    from ..profile.output import append_jsonl, load_records, write_csv
+    from ..profile.runner import Interrupted
+
+    if mlperf:
+        runs, min_seconds = max(runs, MLPERF["runs"]), max(min_seconds, MLPERF["min_seconds"])
+    settings = ProfileSettings(
+        seq_lens=_int_list(seq_len, "--seq-len"), batches=_int_list(batch, "--batch"),
+        threads=_int_list(threads, "--threads"), delegates=_name_list(delegate), providers=_name_list(provider),
+        runs=runs, min_seconds=min_seconds, warmup=warmup, text=text, tokenizer=tokenizer,
+        max_sentences=max_sentences, ops=ops, fixed=fixed)
+    old = load_records(baseline) if baseline else None
+    if csv_path and csv_path.exists() and not force:
+        raise AlbertEdgeError(f"{csv_path} exists; pass --force to overwrite it")
+    try:
+        with err_console.status("profiling") as status:
+            local = run_profile(model_files, settings, progress=lambda line: status.update(f"profiling {line}"))
+    except Interrupted as exc:
+        click.echo(f"Interrupted: {exc}; child processes stopped", err=True)
+        sys.exit(128 + exc.signum)
+    records = [r.to_dict() for r in local]
+    # remote and estimate records join here
+    if csv_path:
+        write_csv(records, csv_path, force=force)
+    if append_path:
+        append_jsonl(records, append_path)
+    comparisons = _compare(records, old) if old is not None else []
+    if as_json:
+        print_json(records)
+    else:
+        _print(records, comparisons, baseline)
+    if fail_on_regression and any(c.regression for c in comparisons):
+        click.echo("Error: regression against the baseline", err=True)
+        sys.exit(1)
+
+
+def _compare(records, old):
+    from ..profile.compare import compare
+
+    return compare(records, old)
+
+
+def _mib(value) -> str:
+    return f"{value / 2**20:.1f}" if value else "-"
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.3f}" if value < 10 else f"{value:.1f}"
+
+
+_SHORT_RUNTIME = {"onnxruntime": "ort", "ai_edge_litert": "litert", "tflite_runtime": "tflite-rt", "tensorflow": "tf"}
+
+
+def _runs_on(record: dict) -> str:
+    provider = {full: short for short, full in PROVIDERS.items()}.get(record["provider"], record["provider"])
+    return f"{_SHORT_RUNTIME.get(record['runtime'], record['runtime'])}:{provider}"
+
+
+def _print(records: list[dict], comparisons: list, baseline: Path | None) -> None:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="latency in ms (p90 is the headline); peak resident memory of the measuring process",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, col in enumerate(["file", "fmt", "scheme", "runtime:provider", "thr", "batch", "seq", "load",
+                             "first", "p50", "p90", "p99", "MiB", "warnings"]):
+        table.add_column(col, justify="right" if 4 <= i <= 12 else "left", no_wrap=i < 13)
+    for r in records:
+        lat, mem = r.get("latency") or {}, r.get("memory") or {}
+        seq = r["seq_len"] if r["input_mode"] == "fixed" else "text"
+        table.add_row(*(str(v) for v in (
+            r["file_name"] + (f" @{r['host']}" if r.get("host") else ""), r["format"], r.get("scheme") or "-",
+            _runs_on(r), r["threads"], r["batch"], seq, _ms(r.get("load_ms")), _ms(r.get("first_call_ms")),
+            _ms(lat.get("p50")), _ms(lat.get("p90")), _ms(lat.get("p99")), _mib(mem.get("peak_after_timed")),
+            "estimate" if r.get("estimated") else "; ".join(r.get("warnings") or []))))
+    console.print(table)
+    versions = sorted({f"{r['runtime']} {r.get('runtime_version')}" for r in records})
+    dev = records[0].get("device") or {} if records else {}
+    console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
+                  + (f", {dev['board']}" if dev.get("board") else "") + f", {dev.get('os')}")
+    for r in records:
+        if r.get("text"):
+            t = r["text"]
+            again = t.get("same_shape_again") or {}
+            console.print(f"real text ({r['file_name']}, {r['provider']}, {r['threads']} threads): "
+                          f"{t['sentences']} sentences from {t['source']}, tokens p50 {t['tokens']['p50']:.0f} "
+                          f"p90 {t['tokens']['p90']:.0f} max {t['tokens']['max']}; a shape change costs "
+                          f"{_ms(again.get('shape_change_cost_p50_ms'))} ms per call (p50)")
+        if r.get("ops"):
+            _print_ops(r)
+    if comparisons:
+        print_table(f"against {baseline}", ["file", "provider", "threads", "batch", "seq", "p50 new/old",
+                                            "p90 new/old", "peak mem new/old", "noise", "verdict"],
+                    [(c.file_name, c.setting["provider"], c.setting["threads"], c.setting["batch"],
+                      c.setting["seq_len"] if c.setting["input_mode"] == "fixed" else "text", f"{c.p50_ratio:.3f}",
+                      f"{c.p90_ratio:.3f}", "-" if c.memory_ratio is None else f"{c.memory_ratio:.3f}",
+                      f"{c.noise:.1%}", "REGRESSION: " + "; ".join(c.reasons) if c.regression else "ok")
+                     for c in comparisons], right=(2, 3, 5, 6, 7, 8))
+    elif baseline is not None:
+        console.print(f"no record in {baseline} matches these files and settings")
+
+
+def _print_ops(r: dict) -> None:
+    ops = r["ops"]
+    label = f"{r['file_name']} {r['provider']} threads={r['threads']} seq={r['seq_len'] or 'text'}"
+    if not ops.get("available"):
+        console.print(f"ops ({label}): {ops.get('note')}")
+        return
+    print_table(f"time per op type, {label} ({ops['total_ms']:.3f} ms of kernels per call)",
+                ["op", "ms per call", "share", "nodes"],
+                [(o["op"], f"{o['ms']:.4f}", f"{o['share']:.1%}", o["nodes"])
+                 for o in ops["op_types"][:12]], right=(1, 2, 3))
+    print_table(f"top nodes, {label}", ["node", "op", "ms per call", "share"],
+                [(o["node"], o["op"], f"{o['ms']:.4f}", f"{o['share']:.1%}") for o in ops["top_nodes"][:10]],
+                right=(2, 3))
+    if ops["layers"]:
+        print_table(f"shared layers per application, {label}", ["depth", "group", "inner", "application",
+                                                                 "ms per call", "share"],
+                    [(o["depth"], o["group"], o["inner"], o["application"], f"{o['ms']:.4f}", f"{o['share']:.1%}")
+                     for o in ops["layers"]], right=(0, 1, 2, 3, 4, 5))
+
+
+COMMANDS = [profile]

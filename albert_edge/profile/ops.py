@@ -10,6 +10,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = ["onnx_breakdown", "tflite_unavailable", "layer_of", "TOP_NODES"]
 
 TOP_NODES = 15
@@ -36,37 +38,36 @@ def layer_of(node_name: str) -> tuple[int, int, int] | None:
 
 def onnx_breakdown(trace: Path) -> dict[str, Any]:
     """Time per op type, the ``TOP_NODES`` costliest nodes and the time per shared-layer
-    application from an onnxruntime trace, in ms per call. The first run in the trace (which
-    allocates) is left out when there are others."""
+    application from an onnxruntime trace, in ms per call. Each node's time is its median over
+    the traced runs (one preempted run does not move it); the first run, which allocates, is left
+    out when there are others."""
     events = json.loads(Path(trace).read_text(encoding="utf-8"))
     runs = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in events
                   if e.get("cat") == "Session" and e.get("name") == "model_run")
     after = runs[0][1] if len(runs) > 1 else float("-inf")
-    calls = max(len(runs) - 1, 1)
-    by_type: dict[str, float] = defaultdict(float)
-    count_type: dict[str, int] = defaultdict(int)
-    by_node: dict[str, float] = defaultdict(float)
+    durations: dict[str, list[float]] = defaultdict(list)
     node_type: dict[str, str] = {}
-    by_layer: dict[tuple[int, int, int], float] = defaultdict(float)
-    outside: dict[str, float] = defaultdict(float)
     for event in events:
         name = event.get("name", "")
         if event.get("cat") != "Node" or not name.endswith(_KERNEL) or event.get("ts", 0) < after:
             continue
         node = name[: -len(_KERNEL)]
-        op = (event.get("args") or {}).get("op_name", "?")
-        ms = float(event.get("dur", 0)) / 1000.0
-        by_type[op] += ms
-        count_type[op] += 1
-        by_node[node] += ms
-        node_type[node] = op
+        durations[node].append(float(event.get("dur", 0)) / 1000.0)
+        node_type[node] = (event.get("args") or {}).get("op_name", "?")
+    by_node = {node: float(np.median(d)) for node, d in durations.items()}
+    by_type: dict[str, float] = defaultdict(float)
+    count_type: dict[str, int] = defaultdict(int)
+    by_layer: dict[tuple[int, int, int], float] = defaultdict(float)
+    outside: dict[str, float] = defaultdict(float)
+    for node, ms in by_node.items():
+        by_type[node_type[node]] += ms
+        count_type[node_type[node]] += 1
         layer = layer_of(node)
         if layer is not None:
             by_layer[layer] += ms
         else:
             outside[node.split("/")[1] if node.startswith("/") else "(fused by onnxruntime, no module path)"] += ms
-    total = sum(by_type.values())
-    per = calls
+    total = sum(by_node.values())
 
     def share(ms: float) -> float:
         return round(ms / total, 4) if total else 0.0
@@ -76,15 +77,15 @@ def onnx_breakdown(trace: Path) -> dict[str, Any]:
     return {
         "available": True,
         "source": "onnxruntime profiler",
-        "calls": calls,
-        "total_ms": total / per,
-        "op_types": [{"op": op, "ms": ms / per, "share": share(ms), "nodes_per_call": count_type[op] / per}
+        "calls": max(len(runs) - 1, 1),
+        "total_ms": total,
+        "op_types": [{"op": op, "ms": ms, "share": share(ms), "nodes": count_type[op]}
                      for op, ms in sorted(by_type.items(), key=lambda kv: -kv[1])],
-        "top_nodes": [{"node": n, "op": node_type[n], "ms": ms / per, "share": share(ms)}
+        "top_nodes": [{"node": n, "op": node_type[n], "ms": ms, "share": share(ms)}
                       for n, ms in sorted(by_node.items(), key=lambda kv: -kv[1])[:TOP_NODES]],
-        "layers": [{"depth": depth, "group": g, "inner": i, "application": a, "ms": by_layer[(g, i, a)] / per,
+        "layers": [{"depth": depth, "group": g, "inner": i, "application": a, "ms": by_layer[(g, i, a)],
                     "share": share(by_layer[(g, i, a)])} for depth, (g, i, a) in enumerate(order)],
-        "outside_layers": [{"part": part, "ms": ms / per, "share": share(ms)}
+        "outside_layers": [{"part": part, "ms": ms, "share": share(ms)}
                            for part, ms in sorted(outside.items(), key=lambda kv: -kv[1])],
     }
 
