@@ -1,11 +1,14 @@
-"""ALBERT's tokenizer on sentencepiece alone: the same ids as transformers' AlbertTokenizer, with
+"""ALBERT's tokenizer on sentencepiece alone: the ids ALBERT was pretrained with, as Google's
+``tokenization.py`` and transformers' sentencepiece-based (slow) AlbertTokenizer give them, with
 no torch, no tensorflow and no transformers, so it runs on the device next to the model.
 
-The conventions are ALBERT's: text is normalized in Python (``` `` ``` and ``''`` become ``"``,
-accents are stripped by NFKD, letters are lower-cased, runs of whitespace become one space), then
-sentencepiece (whose own nmt_nfkc rules follow) splits it into pieces. A piece that ends in a
-digit followed by a comma ("▁1,") is split again so the comma stands alone, as ALBERT's original
-tokenizer does. Special tokens written in the text ("[MASK]") are kept whole.
+The conventions are ALBERT's: text is normalized in Python (runs of whitespace become one space,
+``` `` ``` and ``''`` become ``"``, accents are stripped by NFKD, letters are lower-cased), then
+sentencepiece (whose own nmt_nfkc rules follow) splits the whole text into pieces. Its
+user-defined pieces (ALBERT's ``( ) " - . – £ €``) are found by sentencepiece inside the text,
+not cut out of it first. A piece that ends in a digit followed by a comma ("▁1,") is split again
+so the comma stands alone, as ALBERT's original tokenizer does. Special tokens written in the
+text ("[MASK]") are kept whole, as transformers keeps them.
 """
 
 from __future__ import annotations
@@ -31,29 +34,29 @@ SPIECE_UNDERLINE = "\u2581"
 # Every ALBERT vocabulary starts with these pieces, at these ids.
 SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 PADDING = ("max_length", "longest", False)
-# Unicode White_Space, which transformers splits words on (str.split() also splits on \x1c-\x1f).
-_WHITESPACE = re.compile("[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+# The user-defined pieces of ALBERT's own vocabulary (30k-clean.model), at ids 5..12:
+# sentencepiece always cuts them out as pieces of their own, wherever they stand.
+ALBERT_USER_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 
 
 def normalize(text: str, do_lower_case: bool = True, keep_accents: bool = False) -> str:
-    """The text ALBERT gives to sentencepiece: quotes unified, accents stripped, lower case."""
+    """The text ALBERT gives to sentencepiece, step by step as its ``preprocess_text`` does:
+    whitespace runs to one space, quotes unified, accents stripped, lower case."""
+    text = " ".join(text.strip().split())
     text = text.replace("``", '"').replace("''", '"')
     if not keep_accents:
-        # Drop every mark (Mn, Mc, Me), as transformers' StripAccents does.
-        text = "".join(c for c in unicodedata.normalize("NFKD", text)
-                       if not unicodedata.category(c).startswith("M"))
+        # Drops combining characters (canonical combining class > 0), not every mark.
+        text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
     if do_lower_case:
-        # Per character, like transformers' Lowercase: no context rules (final sigma stays "σ").
-        text = "".join(c.lower() for c in text)
-    return _WHITESPACE.sub(" ", text).strip(" ")
+        text = text.lower()  # str.lower, context rules included (a final sigma becomes "ς")
+    return text
 
 
 class AlbertTokenizer:
     """A sentencepiece model with ALBERT's conventions.
 
     ``split_number_comma`` splits pieces such as "▁1," into "▁1" ",", as ALBERT's own tokenizer
-    and the tokenizer.json files of the published ALBERT checkpoints do; transformers loading a
-    bare spiece.model does not split them (pass False to reproduce that).
+    does (pass False for sentencepiece's pieces as they are).
     """
 
     def __init__(self, path: str | os.PathLike, do_lower_case: bool = True,
@@ -71,17 +74,15 @@ class AlbertTokenizer:
                                      f"piece (ALBERT needs {', '.join(SPECIAL_TOKENS)})")
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             ids[t] for t in SPECIAL_TOKENS)
-        # Unknown, control and user-defined pieces written in the text are kept whole: they are
-        # matched in the raw text, before normalization. All but user-defined ones are special.
+        # Special (unknown and control) pieces written in the text are kept whole: they are
+        # matched in the raw text, before normalization, as transformers matches its special
+        # tokens. User-defined pieces are left to sentencepiece, which finds them in the text.
         types = _piece_types(self._sp.serialized_model_proto())
-        kept = {self._sp.id_to_piece(i): i for i, t in enumerate(types) if t in (2, 3, 4)}
+        kept = {self._sp.id_to_piece(i): i for i, t in enumerate(types) if t in (2, 3)}
         self._kept_ids = kept
-        self._special_ids = frozenset(i for i, t in enumerate(types) if t in (2, 3))
+        self._special_ids = frozenset(kept.values())
         pattern = "|".join(re.escape(t) for t in sorted(kept, key=len, reverse=True))
         self._kept_re = re.compile(f"({pattern})")
-        self._number_comma_ids = frozenset(
-            i for i, t in enumerate(types) if split_number_comma and t == 1
-            and re.search(r"\d,\Z", self._sp.id_to_piece(i)))
 
     @classmethod
     def from_dir(cls, path: str | os.PathLike, **kwargs) -> AlbertTokenizer:
@@ -102,7 +103,7 @@ class AlbertTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """The pieces of ``text``, without [CLS]/[SEP]; an unknown piece shows its own text."""
-        return [piece for _, piece in self._pieces(text, surface=True)]
+        return [piece for _, piece in self._pieces(text)]
 
     def id_to_piece(self, ids: Iterable[int]) -> list[str]:
         return [self._sp.id_to_piece(int(i)) for i in ids]
@@ -161,35 +162,31 @@ class AlbertTokenizer:
     def _ids(self, text: str) -> list[int]:
         return [i for i, _ in self._pieces(text)]
 
-    def _pieces(self, text: str, surface: bool = False) -> list[tuple[int, str]]:
-        """(id, piece) pairs; with ``surface`` an unknown piece shows the text it stands for."""
+    def _pieces(self, text: str) -> list[tuple[int, str]]:
+        """(id, piece) pairs; an unknown piece shows the text it stands for."""
         out: list[tuple[int, str]] = []
         for i, part in enumerate(self._kept_re.split(text)):
-            if i % 2:  # an unknown, control or user-defined piece written in the text
+            if i % 2:  # a special piece written in the text
                 out.append((self._kept_ids[part], part))
             elif words := normalize(part, self.do_lower_case, self.keep_accents):
-                out.extend(self._encode_words(words.split(" "), surface))
+                pieces = self._encode_pieces(words)
+                out.extend(zip(self._sp.piece_to_id(pieces), pieces))
         return out
 
-    def _encode_words(self, words: list[str], surface: bool) -> Iterator[tuple[int, str]]:
-        # One word at a time, as transformers does: sentencepiece on a whole sentence can break
-        # a tie between equal-score splits ("0"+"00" or "00"+"0") differently.
-        # (A loop of single calls is faster than sentencepiece's batch call with its threads.)
-        ids = [i for word in words for i in self._sp.encode(word)]
-        pieces = ([p for word in words for p in self._sp.encode(word, out_type=str)] if surface
-                  else [""] * len(ids))  # only the ids are wanted
-        for i, piece in zip(ids, pieces):
-            if i in self._number_comma_ids:
-                yield from self._split_number_comma(self._sp.id_to_piece(i))
+    def _encode_pieces(self, text: str) -> list[str]:
+        """sentencepiece's pieces of the whole text (an unknown one as its own text), then
+        ALBERT's ``encode_pieces`` rule: "▁1," -> "▁1" ","; "19," -> "19" "," (no ▁ added
+        inside a word). Ids come from the pieces, as ALBERT's ``PieceToId`` gives them."""
+        pieces: list[str] = []
+        for piece in self._sp.encode(text, out_type=str):
+            if self.split_number_comma and len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+                parts = self._sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+                if piece[0] != SPIECE_UNDERLINE and parts and parts[0][0] == SPIECE_UNDERLINE:
+                    parts = parts[1:] if len(parts[0]) == 1 else [parts[0][1:], *parts[1:]]
+                pieces += [*parts, piece[-1]]
             else:
-                yield i, piece
-
-    def _split_number_comma(self, piece: str) -> list[tuple[int, str]]:
-        """"▁1," -> "▁1" ","; "19," -> "19" "," (no ▁ added inside a word)."""
-        pieces = self._sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
-        if piece[0] != SPIECE_UNDERLINE and pieces and pieces[0][0] == SPIECE_UNDERLINE:
-            pieces = pieces[1:] if len(pieces[0]) == 1 else [pieces[0][1:], *pieces[1:]]
-        return [(self._sp.piece_to_id(p), p) for p in [*pieces, piece[-1]]]
+                pieces.append(piece)
+        return pieces
 
     def _pair(self, text_a: str, text_b: str | None, max_length: int | None,
               truncation: bool) -> tuple[list[int], list[int]]:
@@ -230,10 +227,13 @@ def truncate(a: list[int], b: list[int] | None, room: int) -> tuple[list[int], l
 def train_spiece(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
                  vocab_size: int = 8000, *, do_lower_case: bool = True, keep_accents: bool = False,
                  character_coverage: float = 0.99995, input_sentence_size: int = 1_000_000,
-                 max_sentence_length: int = 4192, seed: int = 0) -> Path:
+                 max_sentence_length: int = 4192, seed: int = 0,
+                 user_defined_symbols: Sequence[str] = ALBERT_USER_SYMBOLS) -> Path:
     """Train a unigram spiece.model the way ALBERT's was made; returns ``out_dir/spiece.model``.
 
-    Pieces 0..4 are <pad>, <unk>, [CLS], [SEP], [MASK]; there is no <s> or </s>. Lines are
+    Pieces 0..4 are <pad>, <unk>, [CLS], [SEP], [MASK]; there is no <s> or </s>. Then come
+    ``user_defined_symbols``, by default ALBERT's own ``( ) " - . – £ €`` (ids 5..12), pieces
+    sentencepiece always cuts out of the text, wherever they stand. Lines are
     normalized exactly as AlbertTokenizer normalizes text before encoding it, and streamed to
     the trainer, which keeps a random sample of ``input_sentence_size`` of them.
     """
@@ -243,9 +243,10 @@ def train_spiece(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     for path in paths:
         if not path.is_file():
             raise TokenizerError(f"text file {path} does not exist")
-    if vocab_size <= len(SPECIAL_TOKENS):
-        raise TokenizerError(f"vocab_size ({vocab_size}) must be larger than the "
-                             f"{len(SPECIAL_TOKENS)} special tokens")
+    reserved = len(SPECIAL_TOKENS) + len(user_defined_symbols)
+    if vocab_size <= reserved:
+        raise TokenizerError(f"vocab_size ({vocab_size}) must be larger than the {len(SPECIAL_TOKENS)} "
+                             f"special tokens and {len(user_defined_symbols)} user-defined pieces")
     if 0 < input_sentence_size <= 100:  # sentencepiece refuses samples this small
         raise TokenizerError(f"input_sentence_size ({input_sentence_size}) must be 0 (all lines) "
                              "or more than 100")
@@ -267,6 +268,7 @@ def train_spiece(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
             sentence_iterator=sentences(), model_writer=model, model_type="unigram",
             vocab_size=vocab_size, character_coverage=character_coverage,
             pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=list(SPECIAL_TOKENS[2:]),
+            user_defined_symbols=list(user_defined_symbols),
             normalization_rule_name="nmt_nfkc", input_sentence_size=input_sentence_size,
             shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
             minloglevel=0 if log.isEnabledFor(logging.DEBUG) else 2)
