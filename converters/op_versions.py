@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["RUNTIME_VERSIONS", "TFLITE_RUNTIME_LAST", "OpVersion", "op_versions", "min_runtime", "runtime_for",
-           "too_new_for", "version_key"]
+           "runtime_report", "too_new_for", "version_key"]
 
 # The last tflite-runtime release: what pip installs on Raspberry Pi OS bookworm (Python 3.11).
 TFLITE_RUNTIME_LAST = "2.14.0"
@@ -331,3 +331,14 @@ def _tables(raw: bytes, vector: int) -> list[int]:
 
 def _string(raw: bytes, at: int) -> str:
     return raw[at + 4:at + 4 + _u32(raw, at)].decode("utf-8", "replace")
+
+
+def runtime_report(path: str | os.PathLike) -> dict:
+    """For ``albert-edge inspect``: each operator code with the runtime it needs, the file's
+    minimum runtime, and whether tflite-runtime 2.14 loads it."""
+    ops = op_versions(path)
+    return {
+        "min_runtime": min_runtime(ops),
+        "loads_in_tflite_runtime": {TFLITE_RUNTIME_LAST: not too_new_for(ops, TFLITE_RUNTIME_LAST)},
+        "op_versions": [o.to_dict() for o in ops],
+    }

@@ -69,18 +69,20 @@ def inspect(model_file: Path, as_json: bool) -> None:
     and every matrix product that reads a float weight, with the reason; for a quantized file
     whose manifest names its fp32 parent, each parent weight is also looked for by value, so an
     int8 copy made twice with different scales shows too."""
+    from ..converters.op_versions import runtime_report
     from ..converters.weights import inspect_file
     from ..quantize import describe
 
     with err_console.status(f"reading {model_file.name}"):
         contents, report = inspect_file(model_file)
         precision = describe(model_file)
+        runtime = runtime_report(model_file) if contents.format == "tflite" else None
     if as_json:
         print_json({
             "path": str(model_file), "format": contents.format,
             "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],
             "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
-            "precision": precision,
+            "precision": precision, **(runtime or {}),
         })
         return
     io_rows = [("input", s.name, s.dtype, list(s.shape)) for s in contents.inputs]
@@ -98,6 +100,19 @@ def inspect(model_file: Path, as_json: bool) -> None:
         print_table("Duplicated weights", ["tensor", "copy of", "kind", "bytes"],
                     [(d.name, d.original, d.kind, f"{d.nbytes:,}") for d in report.duplicates], right=(3,))
     _print_precision(precision)
+    if runtime is not None:
+        _print_runtime(runtime)
+
+
+def _print_runtime(runtime: dict) -> None:
+    """Which TFLite runtime the file needs: each operator version and the first runtime with it."""
+    print_table("Operator versions (first TFLite runtime with each)", ["op", "version", "ops", "min runtime"],
+                [(o["op"], o["version"], o["count"], o["min_runtime"] or "unknown") for o in runtime["op_versions"]],
+                right=(1, 2))
+    loads = ", ".join(f"tflite-runtime {v}: {'yes' if ok else 'no'}"
+                      for v, ok in runtime["loads_in_tflite_runtime"].items())
+    console.print(f"minimum TFLite runtime: {runtime['min_runtime'] or 'unknown (an operator version not in the table)'}"
+                  f" ({loads})")
 
 
 def _print_precision(precision: dict) -> None:
