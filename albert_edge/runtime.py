@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import runtime_memory
 from .converters.graph import TensorSpec
 from .errors import RuntimeUnavailable
 
@@ -69,10 +70,14 @@ class Session:
     really runs the model: the first provider of the onnxruntime session, or the delegate.
     ``ops_trace`` (ONNX only) turns on onnxruntime's profiler, writing its JSON trace under that
     path prefix; ``end_profiling()`` stops it and returns the trace file.
+    ``weights_once`` (TFLite with XNNPACK) runs the file through LiteRT's CompiledModel with
+    XNNPACK's weight cache, so a weight shared by L layers is packed once instead of L times
+    (see albert_edge.runtime_memory); ``self.weights_once`` says whether that route is in use.
     """
 
     def __init__(self, path: str | os.PathLike, num_threads: int | None = None, provider: str | None = None,
-                 delegate: str = "xnnpack", ops_trace: str | os.PathLike | None = None):
+                 delegate: str = "xnnpack", ops_trace: str | os.PathLike | None = None,
+                 weights_once: bool = True):
         self.path = Path(path)
         if not self.path.is_file():
             raise RuntimeUnavailable(f"{self.path}: no such model file")
@@ -83,7 +88,12 @@ class Session:
         else:
             if ops_trace is not None:
                 raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
-            self._backend = _TFLiteBackend(self.path, num_threads, delegate)
+            self._backend = None
+            if weights_once and delegate == "xnnpack":  # each shared weight packed once, not per layer
+                self._backend = runtime_memory.open_tflite(self.path, num_threads)
+            if self._backend is None:
+                self._backend = _TFLiteBackend(self.path, num_threads, delegate)
+        self.weights_once: bool = isinstance(self._backend, runtime_memory.CompiledTFLite)
         self.inputs: list[TensorSpec] = self._backend.inputs
         self.outputs: list[TensorSpec] = self._backend.outputs
         self.backend_name: str = self._backend.name
