@@ -16,6 +16,6 @@ def THREADS(help: str = "Runtime threads (at least 1; default: the runtime's cho
 
 
 def FORCE(what: str):  # noqa: N802
-    """The --force option of a command that writes ``what``."""
+    """The --force option of a command whose output ``what`` may already exist."""
     return click.option("--force", is_flag=True,
-                        help=f"Replace {what} if it already exists (without it the command refuses).")
+                        help=f"Write even when {what}; without it the command refuses to replace anything.")

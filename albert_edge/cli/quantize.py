@@ -47,7 +47,7 @@ _METHODS = ", ".join(m.value for m in CalibrationMethod)
 @THREADS("Runtime threads for the checks (at least 1; default: the runtime's choice).")
 @click.option("--out", "out_path", required=True, type=click.Path(path_type=Path), metavar="FILE",
               help="The quantized file to write (same suffix as MODEL_FILE).")
-@FORCE("the --out file")
+@FORCE("the --out file exists (it is replaced only once the new file passed its checks)")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokenizer: Path | None, method: str,
              samples: int, eval_samples: int, embeddings: bool, per_channel: bool, tflite_compat: str,

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ._output import err_console, fmt_bytes, print_json, print_table
+from ._types import FORCE
 
 
 @click.group("tokenizer")
@@ -27,9 +28,10 @@ def tokenizer() -> None:
               type=click.IntRange(min=0),
               help="Lines sampled from the text to train on (0 = all; else more than 100).")
 @click.option("--cased", is_flag=True, help="Keep upper case (ALBERT's own vocabularies are lower-cased).")
+@FORCE("--out already holds a spiece.model")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def train(files: tuple[Path, ...], out_dir: Path, vocab_size: int, character_coverage: float,
-          input_sentence_size: int, cased: bool, as_json: bool) -> None:
+          input_sentence_size: int, cased: bool, force: bool, as_json: bool) -> None:
     """Train a unigram spiece.model on text FILES with ALBERT's special tokens.
 
     FILES may be `builtin`: the offline English corpus that `pretrain --corpus builtin` uses
@@ -38,8 +40,10 @@ def train(files: tuple[Path, ...], out_dir: Path, vocab_size: int, character_cov
     Ids 0..4 are <pad>, <unk>, [CLS], [SEP], [MASK]. Lines are normalized as the tokenizer
     normalizes text (lower case, accents stripped).
     """
-    from ..tokenizer import AlbertTokenizer, train_spiece
+    from ..files import check_new_file
+    from ..tokenizer import SPIECE_NAME, AlbertTokenizer, train_spiece
 
+    check_new_file(out_dir / SPIECE_NAME, force)
     if any(str(f) == "builtin" for f in files):
         from ..train.corpus import builtin_corpus_path  # stdlib only, no torch
 
@@ -77,19 +81,38 @@ def encode(spiece: Path, text: str, text_b: str | None, max_length: int | None, 
     """
     from rich.markup import escape
 
+    from ..errors import TokenizerError
     from ..tokenizer import AlbertTokenizer
 
+    for name, value in (("TEXT", text), ("TEXT_B", text_b)):
+        if value is not None and not _is_utf8(value):
+            raise TokenizerError(f"{name} is not UTF-8 text: give it in UTF-8")
     tok = AlbertTokenizer.from_dir(spiece, do_lower_case=not cased)
     batch = tok(text, None if text_b is None else text_b, max_length=max_length, padding=False)
     ids = batch["input_ids"][0].tolist()
     types = batch["token_type_ids"][0].tolist()
     pieces = tok.id_to_piece(ids)
+    specials = {tok.cls_id, tok.sep_id}
+    for segment, (name, value) in enumerate((("TEXT", text), ("TEXT_B", text_b))):
+        kept = [i for i, t in zip(ids, types) if t == segment and i not in specials]
+        if value is not None and tok.tokenize(value) and not kept:
+            raise TokenizerError(f"--max-length {max_length} leaves none of {name} "
+                                 f"({len(tok.tokenize(value))} pieces): give a larger --max-length")
     if as_json:
         print_json({"pieces": pieces, "input_ids": ids, "token_type_ids": types})
         return
     print_table(f"{len(ids)} ids", ("#", "piece", "id", "type"),
                 [(i, escape(repr(p)[1:-1]), n, t) for i, (p, n, t) in enumerate(zip(pieces, ids, types))],
                 right=(0, 2, 3))
+
+
+def _is_utf8(text: str) -> bool:
+    """Command-line text that was not UTF-8 reaches Python as lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 COMMANDS = [tokenizer]

@@ -14,6 +14,7 @@ evaluation runs on the main process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -28,7 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import checkpoints
-from ..errors import CheckpointError, ConfigError
+from ..errors import CheckpointError, ConfigError, OutputError
+from ..files import check_output_dir, staged_dir
 from ..model import build_model
 from . import metrics as M
 from .distributed import DistContext, barrier, distributed, wrap
@@ -68,6 +70,7 @@ class FinetuneOptions:
     device: str = "auto"
     precision: str = "auto"  # see loop.PRECISIONS
     threads: int | None = None  # torch CPU threads (None: torch's default)
+    force: bool = False  # replace what out_dir holds (even when it is the model being fine-tuned)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -154,7 +157,18 @@ def finetune(opts: FinetuneOptions, on_event: Callable[[dict], None] | None = No
         return _finetune(opts, ctx, on_event)
 
 
+def check_out(opts: FinetuneOptions) -> Path:
+    """Refuse, before any work, an --out that would replace a model (the one being fine-tuned
+    too) without ``force``, or that cannot be written."""
+    out = Path(opts.out_dir)
+    if not opts.force and out.exists() and Path(opts.model).exists() and out.resolve() == Path(opts.model).resolve():
+        raise OutputError(f"--out {out} is the --model being fine-tuned; choose another directory "
+                          "or pass --force to replace it")
+    return check_output_dir(out, opts.force, what="a model")
+
+
 def _finetune(opts: FinetuneOptions, ctx: DistContext, on_event: Callable[[dict], None] | None) -> FinetuneResult:
+    out = check_out(opts)
     vocab = Vocabulary(opts.tokenizer or opts.model)
     rows = {"train": read_records(opts.train_file), "eval": read_records(opts.eval_file)}
     labels = label_names(opts.task, rows["train"], opts.columns, opts.train_file)
@@ -167,15 +181,15 @@ def _finetune(opts: FinetuneOptions, ctx: DistContext, on_event: Callable[[dict]
         raise ConfigError(f"max_seq_length ({opts.max_seq_length}) is larger than the model's "
                           f"max_position_embeddings ({model.config.max_position_embeddings})")
     model.to(ctx.device)
-    out = Path(opts.out_dir)
-    if ctx.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-    emit = JsonLog(out / "log.jsonl" if ctx.is_main else None, on_event if ctx.is_main else None)
-    final = _train(opts, ctx, model, feats, vocab, labels, emit)
-    if ctx.is_main:
-        export_model(model, out, vocab.path)
-        (out / "eval_results.json").write_text(json.dumps({"task": opts.task, **final}, indent=2) + "\n")
-        emit({"event": "end", "step": final["step"], "path": str(out)})
+    # The whole output is written under a temporary name and moved in place at the end: a full
+    # disk or an interrupt leaves no model directory without its tokenizer or results.
+    with staged_dir(out) if ctx.is_main else contextlib.nullcontext() as staging:
+        emit = JsonLog(staging / "log.jsonl" if ctx.is_main else None, on_event if ctx.is_main else None)
+        final = _train(opts, ctx, model, feats, vocab, labels, emit)
+        if ctx.is_main:
+            export_model(model, staging, vocab.path)
+            (staging / "eval_results.json").write_text(json.dumps({"task": opts.task, **final}, indent=2) + "\n")
+            emit({"event": "end", "step": final["step"], "path": str(out)})
     barrier(ctx)
     return FinetuneResult(out, final.pop("step"), final, model)
 

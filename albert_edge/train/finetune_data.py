@@ -62,26 +62,36 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise DataError(f"labelled file {path} does not exist")
     suffix = path.suffix.lower()
-    with open(path, encoding="utf-8", newline="") as fh:
-        if suffix in (".csv", ".tsv"):
-            rows = list(csv.DictReader(fh, delimiter="," if suffix == ".csv" else "\t"))
-        elif suffix in (".jsonl", ".json"):
-            rows = []
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path} line {n} is not JSON: {exc.msg}") from None
-                if not isinstance(row, dict):
-                    raise DataError(f"{path} line {n} is not a JSON object")
-                rows.append(row)
-        else:
-            raise DataError(f"{path}: unknown file type {suffix!r}; use .csv, .tsv or .jsonl")
+    if suffix not in (".csv", ".tsv", ".jsonl", ".json"):
+        raise DataError(f"{path}: unknown file type {suffix!r}; use .csv, .tsv or .jsonl")
+    try:
+        rows = _read_rows(path, suffix)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text (it holds the byte 0x{exc.object[exc.start]:02x}); "
+                        "convert it to UTF-8") from None
+    except csv.Error as exc:
+        raise DataError(f"{path} is not a readable {suffix[1:].upper()} file: {exc}") from None
     if not rows:
         raise DataError(f"{path} holds no rows")
     return rows
+
+
+def _read_rows(path: Path, suffix: str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        if suffix in (".csv", ".tsv"):
+            return list(csv.DictReader(fh, delimiter="," if suffix == ".csv" else "\t"))
+        rows = []
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path} line {n} is not JSON: {exc.msg}") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path} line {n} is not a JSON object")
+            rows.append(row)
+        return rows
 
 
 def _need(row: dict, column: str, path: str, n: int) -> Any:
@@ -163,8 +173,7 @@ def _qa(row, vocab, max_len, index, columns, path, n) -> Feature:
     question = str(_need(row, columns.question, path, n))
     context = str(_need(row, columns.context, path, n))
     answer = str(_need(row, columns.answer, path, n))
-    start = row.get(columns.answer_start)
-    start = context.find(answer) if start in (None, "") else int(start)
+    start = _answer_start(row.get(columns.answer_start), context, answer, path, n)
     if start < 0 or context[start:start + len(answer)] != answer or not answer.strip():
         raise DataError(f"{path} row {n}: the answer {answer[:40]!r} is not in its context at that position")
     spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", context)]
@@ -189,6 +198,23 @@ def _qa(row, vocab, max_len, index, columns, path, n) -> Feature:
     label = (first_token[first], last_token[last]) if last in last_token else (0, 0)
     words = [context[s:e] for s, e in spans]
     return Feature(ids, types, label, words, word_of_token, answer)
+
+
+def _answer_start(value: Any, context: str, answer: str, path: str, n: int) -> int:
+    """The answer's character offset: the column's value (a whole number), or else the answer's
+    first occurrence in the context."""
+    if value in (None, ""):
+        return context.find(answer)
+    start = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        start = value
+    elif isinstance(value, float) and value.is_integer():
+        start = int(value)
+    elif isinstance(value, str) and value.strip().isdigit():
+        start = int(value)
+    if start is None or start < 0:
+        raise DataError(f"{path} row {n}: answer_start {value!r} is not a character offset (a whole number >= 0)")
+    return start
 
 
 def collate_features(features: Sequence[Feature], task: str, pad_id: int) -> dict:

@@ -29,6 +29,7 @@ from torch import Tensor
 from .. import checkpoints
 from ..config import AlbertConfig
 from ..errors import CheckpointError, ConfigError
+from ..files import check_output_dir, staged_dir
 from ..model import AlbertForPreTraining, build_model
 from . import state as st
 from .corpus import resolve_corpus
@@ -78,6 +79,7 @@ class PretrainOptions:
     device: str = "auto"
     precision: str = "auto"  # see loop.PRECISIONS
     threads: int | None = None  # torch CPU threads (None: torch's default)
+    force: bool = False  # write into an --out that holds files (never over another run's checkpoints)
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "grad_accum", "log_every", "eval_every", "save_every"):
@@ -86,6 +88,10 @@ class PretrainOptions:
         if self.masking.max_seq_length > self.config.max_position_embeddings:
             raise ConfigError(f"max_seq_length ({self.masking.max_seq_length}) is larger than the model's "
                               f"max_position_embeddings ({self.config.max_position_embeddings})")
+        for name in ("holdout_every", "keep_checkpoints", "chunk_documents", "eval_examples"):
+            if getattr(self, name) < (1 if name == "chunk_documents" else 0):
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be at least "
+                                  f"{1 if name == 'chunk_documents' else 0}")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
             raise ConfigError(f"warmup_steps ({self.warmup_steps}) must be in [0, steps={self.steps}]")
 
@@ -213,7 +219,18 @@ class _Run:
     start_step: int
 
 
+def check_out(opts: PretrainOptions) -> Path:
+    """Refuse, before any work, an --out that cannot be written, that holds another run's
+    checkpoints (a resume continues them), or that holds other files unless ``force``."""
+    out = Path(opts.out_dir)
+    if not opts.resume and st.has_checkpoints(out):
+        raise CheckpointError(f"{out} already holds checkpoints of a run: continue it with --resume {out}, "
+                              "or give another --out")
+    return check_output_dir(out, opts.force or bool(opts.resume), what="files")
+
+
 def _prepare(opts: PretrainOptions, ctx: DistContext) -> _Run:
+    check_out(opts)
     vocab = Vocabulary(opts.tokenizer)
     vocab.check_matches(opts.config.vocab_size)
     files = resolve_corpus(opts.corpus)
@@ -222,13 +239,9 @@ def _prepare(opts: PretrainOptions, ctx: DistContext) -> _Run:
     ident = _run_identity(opts, vocab, files, ctx.world_size)
     torch.manual_seed(opts.seed)  # the same initial weights on every process
     model = build_model(opts.config, "pretraining").train()
-    out = Path(opts.out_dir)
     start_step, optimizer_state = 0, None
     if opts.resume:
         start_step, optimizer_state = _restore(model, stream, ident, Path(opts.resume))
-    elif st.has_checkpoints(out):
-        raise CheckpointError(f"{out} already holds checkpoints of a run: continue it with --resume {out}, "
-                              "or give another --out")
     model.to(ctx.device)
     optimizer = build_optimizer(model, opts.optimizer, opts.lr, opts.weight_decay)
     if optimizer_state is not None:
@@ -261,7 +274,8 @@ def _pretrain(opts: PretrainOptions, ctx: DistContext, on_event: Callable[[dict]
         log.warning("no held-out examples: evaluation is skipped (use --eval-corpus or --holdout-every)")
     train_metrics, eval_metrics = _loop(opts, ctx, run, emit)
     if ctx.is_main:
-        st.export_model(run.model, out, run.vocab.path)
+        with staged_dir(out) as staging:  # the final model's files arrive together
+            st.export_model(run.model, staging, run.vocab.path)
         emit({"event": "end", "step": opts.steps, "path": str(out)})
     barrier(ctx)
     return PretrainResult(out, opts.steps, train_metrics, eval_metrics, run.model)
