@@ -17,6 +17,7 @@ __all__ = [
     "PRESETS",
     "PAPER_PARAMS",
     "SHARING",
+    "LAYOUTS",
     "ACTIVATIONS",
     "load_config",
 ]
@@ -31,6 +32,13 @@ ACTIVATIONS = ("gelu_new", "gelu", "gelu_fast", "gelu_pytorch_tanh", "relu", "si
 # copy of the part that is not.
 SHARING = ("all", "attention", "ffn", "none")
 
+# Whose construction rules a model's weights follow: "hf" as transformers builds ALBERT, "original"
+# as Google's modeling.py does. They differ in two places only: with E = H Google's code builds
+# no E -> H projection, and it picks the group of depth i as int(i / L * G) where transformers
+# computes int(i / (L / G)); in floating point these differ for a few (L, G), e.g. L = G = 22
+# (depth 15 -> group 14, so Google's model never builds group 15) or L = 18, G = 14.
+LAYOUTS = ("hf", "original")
+
 
 @dataclass(frozen=True)
 class AlbertConfig:
@@ -43,11 +51,14 @@ class AlbertConfig:
     - H = ``hidden_size``: width of the transformer.
     - L = ``num_hidden_layers``: depth, the number of layer applications.
     - G = ``num_hidden_groups``: distinct sets of layer weights; depth ``i`` uses group
-      ``i * G // L``. ALBERT uses G = 1 (all layers share one set), BERT is G = L with E = H.
+      ``int(i / (L / G))`` (``layout`` "original": ``int(i / L * G)``, see LAYOUTS).
+      ALBERT uses G = 1 (all layers share one set), BERT is G = L with E = H.
     - ``inner_group_num``: distinct layers inside each group, applied in sequence.
 
     Field names are those of Hugging Face ``config.json``; ``sharing`` is albert-edge's own
-    key for the paper's sharing variants that HF cannot express (saved as an extra key).
+    key for the paper's sharing variants that HF cannot express (saved as an extra key), and
+    ``layout`` ("hf" or "original", see LAYOUTS) is too; it is "original" only for a model
+    read from Google's code whose weights transformers' rules would arrange differently.
     """
 
     vocab_size: int = 30000
@@ -72,6 +83,7 @@ class AlbertConfig:
     num_labels: int = 2
     label_names: tuple[str, ...] | None = None
     sharing: str = "all"
+    layout: str = "hf"
     extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -99,6 +111,8 @@ class AlbertConfig:
             raise ConfigError(f"hidden_act ({self.hidden_act!r}) is not one of {', '.join(ACTIVATIONS)}")
         if self.sharing not in SHARING:
             raise ConfigError(f"sharing ({self.sharing!r}) is not one of {', '.join(SHARING)}")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"layout ({self.layout!r}) is not one of {', '.join(LAYOUTS)}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
             value = getattr(self, name)
             if not 0.0 <= float(value) < 1.0:
@@ -121,7 +135,19 @@ class AlbertConfig:
 
     def group_of_depth(self, depth: int) -> int:
         """Which of the G weight groups the layer application at ``depth`` uses."""
-        return depth * self.num_hidden_groups // self.num_hidden_layers
+        return _group_of_depth(depth, self.num_hidden_layers, self.num_hidden_groups, self.layout)
+
+    @property
+    def has_embedding_projection(self) -> bool:
+        """Whether the model has the E -> H ``embedding_hidden_mapping_in`` (Google's code
+        builds none when E = H; transformers always builds one)."""
+        return self.layout == "hf" or self.embedding_size != self.hidden_size
+
+    def layouts_differ(self) -> bool:
+        """Whether transformers' and Google's rules build this shape differently."""
+        L, G = self.num_hidden_layers, self.num_hidden_groups
+        return self.embedding_size == self.hidden_size or any(
+            _group_of_depth(i, L, G, "hf") != _group_of_depth(i, L, G, "original") for i in range(L))
 
     def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)
@@ -132,7 +158,7 @@ class AlbertConfig:
         if architectures:
             data["architectures"] = list(architectures)
         for f in dataclasses.fields(self):
-            if f.name in ("label_names", "num_labels", "sharing", "extra"):
+            if f.name in ("label_names", "num_labels", "sharing", "layout", "extra"):
                 continue
             data[f.name] = getattr(self, f.name)
         labels = self.label_names or tuple(f"LABEL_{i}" for i in range(self.num_labels))
@@ -141,6 +167,9 @@ class AlbertConfig:
         if self.sharing != "all":
             # Not expressible in transformers; albert-edge reads it back.
             data["albert_edge_sharing"] = self.sharing
+        if self.layout != "hf":
+            # Not expressible in transformers either; albert-edge reads it back.
+            data["albert_edge_layout"] = self.layout
         for key, value in self.extra:
             data.setdefault(key, value)
         return data
@@ -149,7 +178,7 @@ class AlbertConfig:
     def from_hf_dict(cls, data: dict[str, Any]) -> AlbertConfig:
         if data.get("model_type", "albert") != "albert":
             raise ConfigError(f"model_type is {data.get('model_type')!r}, not 'albert'")
-        names = {f.name for f in dataclasses.fields(cls)} - {"label_names", "num_labels", "sharing", "extra"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"label_names", "num_labels", "sharing", "layout", "extra"}
         kwargs: dict[str, Any] = {k: data[k] for k in names if k in data and data[k] is not None}
         id2label = data.get("id2label")
         if id2label:
@@ -162,9 +191,11 @@ class AlbertConfig:
         elif "num_labels" in data:
             kwargs["num_labels"] = data["num_labels"]
         kwargs["sharing"] = data.get("albert_edge_sharing", "all")
+        kwargs["layout"] = data.get("albert_edge_layout", "hf")
         if isinstance(kwargs.get("eos_token_id"), list):
             kwargs["eos_token_id"] = kwargs["eos_token_id"][0]
-        known = names | {"id2label", "label2id", "num_labels", "albert_edge_sharing", "model_type"}
+        known = names | {"id2label", "label2id", "num_labels", "albert_edge_sharing", "albert_edge_layout",
+                         "model_type"}
         kwargs["extra"] = tuple(
             (k, v) for k, v in sorted(data.items()) if k not in known and k in _HF_PASSTHROUGH
         )
@@ -183,6 +214,10 @@ class AlbertConfig:
             )
         if self.sharing != "all":
             raise ConfigError(f"sharing ({self.sharing!r}) cannot be written as an original albert_config.json")
+        if self.layout == "hf" and self.layouts_differ():
+            raise ConfigError("this model follows transformers' layout, which Google's code would build "
+                              "differently (E = H, or another layer -> group assignment); it cannot be "
+                              "written as an original albert_config.json")
         return {
             "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
             "hidden_act": act[self.hidden_act],
@@ -221,7 +256,9 @@ class AlbertConfig:
             "num_hidden_layers", "num_hidden_groups", "inner_group_num", "type_vocab_size", "vocab_size",
         )
         kwargs = {k: data[k] for k in keys if k in data}
-        return cls(hidden_act=act[hidden_act], **kwargs)
+        config = cls(hidden_act=act[hidden_act], **kwargs)
+        # Recorded only where it matters, so such a config equals (and saves as) the HF one.
+        return config.replace(layout="original") if config.layouts_differ() else config
 
     # -- files ---------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike, architectures: list[str] | None = None) -> Path:
@@ -237,6 +274,12 @@ class AlbertConfig:
 
 
 # The Python types each field takes from JSON (bool is an int to Python, never to a config).
+def _group_of_depth(depth: int, L: int, G: int, layout: str) -> int:
+    if layout == "original":
+        return int(depth / L * G)  # Google's modeling.py, as it computes it
+    return int(depth / (L / G))  # transformers' modeling_albert.py, as it computes it
+
+
 _FIELD_TYPES = {"int": (int,), "float": (int, float), "str": (str,)}
 
 
