@@ -1,0 +1,353 @@
+"""Profile on another machine over SSH (`albert-edge profile --remote user@host[:port]`).
+
+For each host, in parallel (one thread and one ``ssh`` child at a time per host, the system
+OpenSSH client in batch mode: keys only, never a password prompt):
+
+1. ask the device's Python whether albert-edge and the runtimes the files need are installed,
+   and which files its cache already holds;
+2. copy what is missing into the cache, content-addressed: ``<cache>/<sha256>/<file name>``
+   (a model's manifest.json and ONNX external data go beside it; the tokenizer and the text file
+   likewise), each written to a temporary name and renamed;
+3. run the device-side ``python -m albert_edge profile <cached files> <same settings> --json``
+   there and read its records back, with ``host`` set and ``file`` the local path as given.
+
+Every host runs to its end; records of the hosts that worked are kept, and the ones that failed
+are named in one RemoteError. Ctrl-C kills the ssh children, and the device side stops its
+profiler when its connection goes away. Standard library only, plus the ``ssh`` program.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..converters.manifest import MANIFEST_NAME, sha256_of
+from ..errors import AlbertEdgeError
+from ..runtime import format_of
+from .record import ProfileRecord
+from .runner import _RUNTIMES
+
+__all__ = ["DEFAULT_REMOTE_DIR", "RemoteError", "Target", "parse_target", "profile_remote"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REMOTE_DIR = "~/.cache/albert-edge/profile"
+DEFAULT_PYTHON = "python3"
+CONNECT_TIMEOUT = 10  # seconds to open the connection
+STEP_TIMEOUT = 600  # seconds for the check and each copy
+
+_TARGET = re.compile(r"^(?:(?P<user>[A-Za-z0-9._][A-Za-z0-9._-]*)@)?"
+                     r"(?P<host>[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?$")
+
+# Run on the device with its Python: what is installed, where the cache is, what it holds.
+_PROBE = """
+import importlib.util as u, json, os, sys
+cache = os.path.abspath(os.path.expanduser(sys.argv[1]))
+os.makedirs(cache, exist_ok=True)
+held = sorted(f"{d}/{n}" for d in os.listdir(cache) if os.path.isdir(os.path.join(cache, d))
+              for n in os.listdir(os.path.join(cache, d)) if not n.startswith("."))
+def have(m):
+    try:
+        return u.find_spec(m) is not None
+    except (ImportError, ValueError):
+        return False
+try:
+    import albert_edge
+    version = albert_edge.__version__
+except ImportError:
+    version = None
+mods = ("albert_edge", "onnxruntime", "ai_edge_litert", "tflite_runtime", "tensorflow")
+print(json.dumps({"albert_edge": version, "python": sys.version.split()[0], "cache": cache, "held": held,
+                  "modules": {m: have(m) for m in mods}}))
+"""
+
+# Run on the device around the profiler: it gets its own session, and when our connection goes
+# away (our stdin closes: ssh was killed, Ctrl-C) its whole group gets SIGTERM.
+_GUARD = """
+import os, signal, subprocess, sys, threading
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, start_new_session=True)
+def watch():
+    sys.stdin.buffer.read()
+    try:
+        os.killpg(child.pid, signal.SIGTERM)
+    except OSError:
+        pass
+threading.Thread(target=watch, daemon=True).start()
+os._exit(child.wait())
+"""
+
+
+class RemoteError(AlbertEdgeError):
+    """A host could not be reached, logged into, set up or profiled. ``records`` holds what the
+    other hosts measured."""
+
+    def __init__(self, message: str, records: Sequence[ProfileRecord] = ()):
+        super().__init__(message)
+        self.records = list(records)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One ``--remote`` host: ``user@host:port``, user and port optional."""
+
+    spec: str
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+
+def parse_target(spec: str) -> Target:
+    match = _TARGET.match(spec.strip())
+    port = int(match.group("port")) if match and match.group("port") else None
+    if not match or (port is not None and not 0 < port < 65536):
+        raise RemoteError(f"--remote {spec!r}: expected user@host or user@host:port")
+    return Target(spec=spec.strip(), host=match.group("host").strip("[]"), user=match.group("user"), port=port)
+
+
+class _Children:
+    """The ssh processes running now, so an interrupt can kill them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self.stopped = False
+
+    def run(self, argv: list[str], stdin_path: Path | None, timeout: float | None) -> tuple[int, str, str]:
+        with contextlib.ExitStack() as stack:
+            if stdin_path:
+                stdin = stack.enter_context(open(stdin_path, "rb"))
+            else:  # a pipe we hold open until ssh ends: the device side watches it to stop with us
+                stdin, keep = os.pipe()
+                stack.callback(os.close, keep)
+                stack.callback(os.close, stdin)
+            with self._lock:
+                if self.stopped:
+                    raise RemoteError("stopped")
+                proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                self._procs.add(proc)
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                return 124, "", f"no answer within {timeout:.0f} s"
+            finally:
+                with self._lock:
+                    self._procs.discard(proc)
+        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    def kill_all(self) -> None:
+        with self._lock:
+            self.stopped = True
+            for proc in self._procs:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+
+
+@dataclass
+class _Host:
+    target: Target
+    ssh_config: Path | None
+    python: str
+    connect_timeout: int
+    children: _Children
+
+    def ssh(self, command: str, *, stdin_path: Path | None = None, timeout: float | None = STEP_TIMEOUT) -> str:
+        argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
+                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
+        if self.ssh_config is not None:
+            argv += ["-F", str(self.ssh_config)]
+        if self.target.port is not None:
+            argv += ["-p", str(self.target.port)]
+        if self.target.user is not None:
+            argv += ["-l", self.target.user]
+        argv += [self.target.host, command]
+        log.debug("%s", shlex.join(argv))
+        code, out, err = self.children.run(argv, stdin_path, timeout)
+        if code == 255:  # ssh's own failure: connection, host key, login
+            raise RemoteError(f"{self.target.spec}: cannot connect or log in over ssh: {_last_line(err)}")
+        if code != 0:
+            raise _CommandFailed(code, out, err)
+        return out
+
+    def py(self, *args: str) -> str:
+        return shlex.join([self.python, *args])
+
+
+class _CommandFailed(Exception):
+    def __init__(self, code: int, out: str, err: str):
+        super().__init__(_last_line(err) or f"exit code {code}")
+        self.code = code
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _install_hint(formats: set[str]) -> str:
+    extras = ",".join(sorted(formats))
+    return f"pip install 'albert-edge[{extras}]'"
+
+
+def profile_remote(hosts: Sequence[str], files: Sequence[str | Path], settings, *,
+                   ssh_config: str | Path | None = None, remote_dir: str = DEFAULT_REMOTE_DIR,
+                   python: str = DEFAULT_PYTHON, connect_timeout: int = CONNECT_TIMEOUT,
+                   timeout: float | None = None,
+                   progress: Callable[[str], None] | None = None) -> list[ProfileRecord]:
+    """Profile ``files`` with ``settings`` (a ProfileSettings) on every host, in parallel; the
+    records of all hosts, in host order. ``python`` is the device's interpreter that has
+    albert-edge (a venv's bin/python, say). ``timeout`` bounds each host's profiling run."""
+    targets = [parse_target(h) for h in dict.fromkeys(hosts)]
+    files = [Path(f) for f in files]
+    for f in files:
+        if not f.is_file():
+            raise RemoteError(f"{f}: no such model file")
+        format_of(f)
+    if ssh_config is not None and not Path(ssh_config).is_file():
+        raise RemoteError(f"--ssh-config {ssh_config}: no such file")
+    if shutil.which("ssh") is None:
+        raise RemoteError("--remote needs the OpenSSH client (ssh) on this machine (apt install openssh-client)")
+    children = _Children()
+    machines = [_Host(t, Path(ssh_config) if ssh_config else None, python, connect_timeout, children)
+                for t in targets]
+    results: list[list[ProfileRecord] | str] = [[] for _ in machines]
+
+    def one(i: int) -> None:
+        try:
+            results[i] = _profile_on(machines[i], files, settings, remote_dir, timeout, progress)
+        except RemoteError as exc:
+            results[i] = str(exc)
+        except Exception as exc:  # one host's surprise must not lose the others' records
+            log.debug("remote profiling on %s failed", machines[i].target.spec, exc_info=True)
+            results[i] = f"{machines[i].target.spec}: {type(exc).__name__}: {exc}"
+
+    pool = ThreadPoolExecutor(max_workers=max(1, len(machines)), thread_name_prefix="remote")
+    try:
+        for future in [pool.submit(one, i) for i in range(len(machines))]:
+            future.result()
+    except BaseException:  # Ctrl-C, SIGTERM: no ssh child outlives us
+        children.kill_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
+    records = [r for res in results if not isinstance(res, str) for r in res]
+    failed = [res for res in results if isinstance(res, str)]
+    if failed:
+        raise RemoteError("; ".join(failed), records)
+    return records
+
+
+def _profile_on(machine: _Host, files: list[Path], settings, remote_dir: str, timeout: float | None,
+                progress: Callable[[str], None] | None) -> list[ProfileRecord]:
+    spec = machine.target.spec
+    say = (lambda text: progress(f"{spec}: {text}")) if progress else (lambda text: None)
+    say("checking albert-edge")
+    state = _probe(machine, remote_dir, {format_of(f) for f in files})
+    cache, held = state["cache"], set(state["held"])
+
+    def put(local: Path, digest: str, always: bool = False) -> str:
+        rel = f"{digest}/{local.name}"
+        remote = f"{cache}/{rel}"
+        if always or rel not in held:
+            say(f"copying {local.name}")
+            part = f"{cache}/{digest}/.{local.name}.part"
+            machine.ssh(f"mkdir -p {shlex.quote(f'{cache}/{digest}')} && cat > {shlex.quote(part)} && "
+                        f"mv -f {shlex.quote(part)} {shlex.quote(remote)}", stdin_path=local)
+        return remote
+
+    remote_of: dict[str, Path] = {}
+    for f in files:
+        digest = sha256_of(f)
+        remote_of[put(f, digest)] = f
+        for side in (f.with_name(f.name + ".data"),):  # ONNX external data, named by the exporter
+            if side.is_file():
+                put(side, digest)
+        manifest = f.with_name(MANIFEST_NAME)
+        if manifest.is_file():  # small; it can change while the model does not
+            put(manifest, digest, always=True)
+    changes: dict[str, Any] = {}
+    if settings.tokenizer is not None:
+        tok = Path(settings.tokenizer)
+        tok = tok / "spiece.model" if tok.is_dir() else tok
+        changes["tokenizer"] = Path(put(tok, sha256_of(tok)))
+    if settings.text not in (None, "builtin"):
+        text = Path(settings.text)
+        changes["text"] = put(text, sha256_of(text))
+    from . import forward_args
+
+    args = forward_args(dataclasses.replace(settings, **changes) if changes else settings)
+    say("profiling")
+    command = machine.py("-c", _GUARD, machine.python, "-m", "albert_edge", "profile", *remote_of, *args, "--json")
+    try:
+        out = machine.ssh(f"cd {shlex.quote(cache)} && {command}", timeout=timeout)
+    except _CommandFailed as exc:
+        raise RemoteError(f"{spec}: the profiler failed there: {exc}") from None
+    return [_local_record(r, spec, remote_of) for r in _records(out, spec)]
+
+
+def _probe(machine: _Host, remote_dir: str, formats: set[str]) -> dict[str, Any]:
+    spec, python = machine.target.spec, machine.python
+    try:
+        out = machine.ssh(machine.py("-c", _PROBE, remote_dir))
+        state = json.loads(out.strip().splitlines()[-1])
+    except _CommandFailed as exc:
+        if exc.code == 127:
+            raise RemoteError(f"{spec}: {python} is not there ({exc}); install Python 3 and albert-edge on the "
+                              f"device ({_install_hint(formats)}), or name its Python with --remote-python") from None
+        raise RemoteError(f"{spec}: checking albert-edge with {python} failed: {exc}") from None
+    except (json.JSONDecodeError, IndexError):
+        raise RemoteError(f"{spec}: {python} did not answer the albert-edge check") from None
+    if state.get("albert_edge") is None:
+        raise RemoteError(f"{spec}: albert-edge is not installed for {python} (Python {state.get('python')}) there: "
+                          f"run {_install_hint(formats)} on the device, or point --remote-python at the "
+                          "Python of the venv that has it")
+    modules = state.get("modules", {})
+    for fmt in sorted(formats):
+        needed, _ = _RUNTIMES[fmt]
+        if not any(modules.get(m) for m in needed):
+            raise RemoteError(f"{spec}: albert-edge {state['albert_edge']} is there but cannot run .{fmt} files "
+                              f"({' or '.join(needed)} missing): run {_install_hint({fmt})} on the device")
+    return state
+
+
+def _records(out: str, spec: str) -> list[dict[str, Any]]:
+    """The records in the device's `profile --json` output: a JSON list, an object holding
+    'records', or one JSON object per line."""
+    text = out.strip()
+    with contextlib.suppress(json.JSONDecodeError):
+        data = json.loads(text)
+        if isinstance(data, dict):
+            data = data.get("records", [data])
+        if isinstance(data, list):
+            return [r for r in data if isinstance(r, dict)]
+    rows = []
+    for line in text.splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            row = json.loads(line)
+            if isinstance(row, dict):
+                rows.append(row)
+    if not rows:
+        raise RemoteError(f"{spec}: the profiler there printed no records ({_last_line(text) or 'no output'})")
+    return rows
+
+
+def _local_record(data: dict[str, Any], spec: str, remote_of: dict[str, Path]) -> ProfileRecord:
+    record = ProfileRecord.from_dict(data)
+    local = remote_of.get(record.file) or next(
+        (path for remote, path in remote_of.items() if Path(remote).name == record.file_name
+         and remote.split("/")[-2] == record.sha256), None)
+    return dataclasses.replace(record, file=str(local) if local else record.file, host=spec)
