@@ -163,7 +163,9 @@ def _read_hf_weights(directory: Path) -> tuple[dict[str, torch.Tensor], list[Pat
         try:
             obj = torch.load(binf, map_location="cpu", weights_only=True)
         except Exception as exc:  # weights_only refuses anything but tensors and plain containers
-            reason = str(exc).strip().splitlines()[0][:200]
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+            # torch's first line is advice to load it unsafely; the reason is the unpickler's line.
+            reason = next((line for line in lines if "WeightsUnpickler error" in line), lines[0])
             raise CheckpointError(
                 f"{binf} is not a plain state dict of tensors (refusing to unpickle arbitrary objects): {reason}"
             ) from None
