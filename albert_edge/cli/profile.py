@@ -27,6 +27,25 @@ def _name_list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
+def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | None):
+    """--estimate: the device rows (unknown names fail before anything is measured); 'list'
+    prints the table and exits."""
+    from ..profile.devices import parse_devices
+    from ..profile.estimate import DEVICE_COLUMNS, device_rows
+
+    if value is None:
+        return None
+    if value.strip() == "list":
+        from ..profile.devices import DEVICES
+
+        print_table("devices for --estimate (CPU complex; peak = 2 ops per multiply-accumulate)", DEVICE_COLUMNS,
+                    device_rows(), right=(2, 3, 4, 5, 6, 7))
+        for d in DEVICES:
+            console.print(f"{d.name}: {d.source}")
+        ctx.exit(0)
+    return parse_devices(value)
+
+
 @click.command("profile", short_help="Latency, memory and per-op cost of .onnx / .tflite files on this device.")
 @click.argument("model_files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--seq-len", default="16,32,64,128", show_default=True, metavar="N,...",
@@ -61,10 +80,30 @@ def _name_list(text: str) -> tuple[str, ...]:
 @click.option("--append", "append_path", type=click.Path(path_type=Path), default=None, metavar="FILE.jsonl",
               help="Also append the records to a JSON Lines file (what `albert-edge report` reads).")
 @click.option("--force", is_flag=True, help="Overwrite an existing --csv file.")
+@click.option("--remote", multiple=True, metavar="USER@HOST[:PORT]",
+              help="Profile on this host over SSH instead of here (repeatable; hosts run in parallel). The "
+                   "files, tokenizer and text are copied into --remote-dir there (skipped when already there) "
+                   "and the same settings run with the device's albert-edge. Every host runs to its end: the "
+                   "records of the hosts that worked are printed, then one line names each host that failed "
+                   "(exit 2). Uses the ssh client in batch mode: keys or an agent, never a password prompt.")
+@click.option("--ssh-config", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="ssh client configuration for --remote (passed as ssh -F FILE).")
+@click.option("--remote-dir", default="~/.cache/albert-edge/profile", show_default=True, metavar="DIR",
+              help="Cache directory on the --remote device; files are kept there by content hash.")
+@click.option("--remote-python", default="python3", show_default=True, metavar="PYTHON",
+              help="Python on the --remote device that has albert-edge installed, e.g. a venv's "
+                   "/home/pi/venv/bin/python.")
+@click.option("--estimate", "estimate_devices", default=None, metavar="DEVICE,...", callback=_estimate_devices,
+              is_eager=True, help="Also estimate latency on devices not at hand (roofline from the file's "
+                                  "operator counts and each device's figures, scaled by the efficiency measured "
+                                  "here for the same file), printed in a table of their own beside this machine's "
+                                  "measured-vs-estimated error. 'all' for every device, 'list' to print the "
+                                  "device table and exit.")
 def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: str, delegate: str, provider: str,
             runs: int, min_seconds: float, warmup: int, mlperf: bool, text: str | None, tokenizer: Path | None,
             max_sentences: int, fixed: bool, ops: bool, baseline: Path | None, fail_on_regression: bool,
-            as_json: bool, csv_path: Path | None, append_path: Path | None, force: bool) -> None:
+            as_json: bool, csv_path: Path | None, append_path: Path | None, force: bool, remote: tuple[str, ...],
+            ssh_config: Path | None, remote_dir: str, remote_python: str, estimate_devices: list | None) -> None:
     """Measure each MODEL_FILE (.onnx / .tflite) on this device: load time, first call, latency
     percentiles (p90 is the headline), memory by phase and, with --ops, the cost per operator.
     Each file x setting runs in a fresh child process, so its memory is its own."""
@@ -85,12 +124,19 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
         raise AlbertEdgeError(f"{csv_path} exists; pass --force to overwrite it")
     try:
         with err_console.status("profiling") as status:
-            local = run_profile(model_files, settings, progress=lambda line: status.update(f"profiling {line}"))
+            local = [] if remote else run_profile(model_files, settings,
+                                                  progress=lambda line: status.update(f"profiling {line}"))
     except Interrupted as exc:
         click.echo(f"Interrupted: {exc}; child processes stopped", err=True)
         sys.exit(128 + exc.signum)
     records = [r.to_dict() for r in local]
     # remote and estimate records join here
+    remote_error = None
+    if remote:
+        got, remote_error = _remote(remote, model_files, settings, ssh_config, remote_dir, remote_python)
+        records += [r.to_dict() for r in got]
+    if estimate_devices:
+        records += [r.to_dict() for r in _estimates(model_files, estimate_devices, settings, local)]
     if csv_path:
         write_csv(records, csv_path, force=force)
     if append_path:
@@ -99,10 +145,46 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
     if as_json:
         print_json(records)
     else:
-        _print(records, comparisons, baseline)
+        measured = [r for r in records if not r.get("estimated")]
+        if measured:
+            _print(measured, comparisons, baseline)
+        if len(measured) < len(records):
+            _print_estimates([r for r in records if r.get("estimated")])
+    if remote_error is not None:
+        raise remote_error
     if fail_on_regression and any(c.regression for c in comparisons):
         click.echo("Error: regression against the baseline", err=True)
         sys.exit(1)
+
+
+def _remote(hosts, files, settings, ssh_config, remote_dir, python):
+    """Records from the --remote hosts, and the error naming the hosts that failed (or None)."""
+    from ..profile.remote import RemoteError, profile_remote
+
+    try:
+        with err_console.status("remote profiling") as status:
+            return profile_remote(hosts, files, settings, ssh_config=ssh_config, remote_dir=remote_dir,
+                                  python=python, progress=status.update), None
+    except RemoteError as exc:
+        return exc.records, exc
+
+
+def _estimates(files, devices, settings, measured):
+    from ..profile.estimate import estimate
+
+    with err_console.status("estimating") as status:
+        return estimate(files, devices, settings.seq_lens, settings.batches, measured, progress=status.update)
+
+
+def _print_estimates(records: list[dict]) -> None:
+    from ..profile.estimate import ESTIMATE_COLUMNS, estimate_rows
+    from ..profile.record import ProfileRecord
+
+    print_table("estimate (roofline x efficiency measured here; NOT measured on the device): p50 ms",
+                ESTIMATE_COLUMNS, estimate_rows(ProfileRecord.from_dict(r) for r in records),
+                right=tuple(range(2, len(ESTIMATE_COLUMNS))))
+    console.print("host error: how far the scaled roofline misses this machine's own p50 when the efficiency "
+                  "comes from its other sequence lengths ('raw': the unscaled roofline's error, one length only)")
 
 
 def _compare(records, old):

@@ -162,10 +162,9 @@ def _host_error(m: ProfileRecord, mine: list[ProfileRecord], counted: dict[int, 
 
 # --- tables for the command line ---------------------------------------------------------------
 
-ESTIMATE_COLUMNS = ("file", "device", "threads", "batch", "seq", "est. ms", "roofline ms", "efficiency",
-                    "host p50 ms", "host roofline ms", "host error", "mem-bound")
-DEVICE_COLUMNS = ("device", "CPU", "cores", "fp32 GFLOP/s", "int8 GOP/s", "fp16 GFLOP/s", "DRAM GB/s", "RAM GB",
-                  "source")
+ESTIMATE_COLUMNS = ("file", "device", "thr", "batch", "seq", "est. ms", "efficiency", "host p50", "host roofline",
+                    "host error", "mem-bound")
+DEVICE_COLUMNS = ("device", "CPU", "cores", "fp32 GFLOP/s", "int8 GOP/s", "fp16 GFLOP/s", "DRAM GB/s", "RAM GB")
 
 
 def _pct(value: float | None) -> str:
@@ -181,7 +180,7 @@ def estimate_rows(records: Iterable[ProfileRecord]) -> list[tuple]:
         error = _pct(e.get("host_error")) if e.get("host_error") is not None else (
             f"{_pct(e.get('roofline_error'))} raw" if e.get("roofline_error") is not None else "unscaled")
         rows.append((r.file_name, e.get("device"), r.threads, r.batch, r.seq_len, f"{e['ms']:.2f}",
-                     f"{e['roofline_ms']:.2f}", "-" if e.get("efficiency") is None else f"{e['efficiency']:.2f}",
+                     "-" if e.get("efficiency") is None else f"{e['efficiency']:.2f}",
                      "-" if e.get("host_measured_ms") is None else f"{e['host_measured_ms']:.2f}",
                      "-" if e.get("host_estimated_ms") is None else f"{e['host_estimated_ms']:.2f}",
                      error, f"{e.get('memory_bound_share', 0):.0%}"))
@@ -189,6 +188,7 @@ def estimate_rows(records: Iterable[ProfileRecord]) -> list[tuple]:
 
 
 def device_rows(devices: Sequence[Device] = DEVICES) -> list[tuple]:
+    """Rows under DEVICE_COLUMNS (each row's source is ``Device.source``)."""
     return [(d.name, d.cpu, d.cores, f"{d.fp32_gflops:g}", f"{d.int8_gops:g}",
-             "-" if d.fp16_gflops is None else f"{d.fp16_gflops:g}", f"{d.bandwidth_gbs:g}", f"{d.ram_gb:g}",
-             d.source) for d in devices]
+             "-" if d.fp16_gflops is None else f"{d.fp16_gflops:g}", f"{d.bandwidth_gbs:g}", f"{d.ram_gb:g}")
+            for d in devices]
