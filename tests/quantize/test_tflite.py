@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from albert_edge.converters import manifest as manifest_io
+from albert_edge.converters.op_versions import TFLITE_RUNTIME_LAST, min_runtime, op_versions, too_new_for, version_key
 from albert_edge.converters.tflite_reader import read
 from albert_edge.errors import ConversionError
 from albert_edge.quantize import QuantizeConfig, quantize
@@ -57,7 +58,39 @@ def test_scheme(workdir, scheme):
     logits = result.accuracy.outputs[0]
     print(scheme, logits.row())
     assert logits.cosine_mean >= min_cosine and logits.agreement >= min_agreement
-    assert manifest_io.read(workdir).file(out.name).precision == scheme
+    entry = manifest_io.read(workdir).file(out.name)
+    assert entry.precision == scheme
+
+    # by default it loads in tflite-runtime 2.14, and the manifest says what it needs
+    ops = op_versions(out)
+    assert not too_new_for(ops, TFLITE_RUNTIME_LAST), [o for o in too_new_for(ops, TFLITE_RUNTIME_LAST)]
+    assert entry.min_runtime == min_runtime(ops)
+    assert version_key(entry.min_runtime) <= version_key(TFLITE_RUNTIME_LAST)
+
+
+def test_latest_keeps_per_channel_dynamic_range_weights(workdir):
+    """--tflite-compat latest: the converter's per-channel hybrid FULLY_CONNECTED (version 12),
+    which only runtimes from 2.17 load; the default writes one scale per tensor instead."""
+    from albert_edge.quantize.tflite_model import load
+
+    def scales(path):
+        model = load(path.read_bytes())
+        return {len(model.graph.tensors[op.inputs[1]].quantization.scale) for op in model.graph.operators
+                if model.op_name(op) == "FULLY_CONNECTED"}
+
+    latest = workdir / "latest.tflite"
+    result = quantize(workdir / "model.tflite", QuantizeConfig("int8-dynamic", tflite_compat="latest", **TEXT), latest)
+    assert result.kept and result.check.ok, result.check.problems
+    fc = [o for o in op_versions(latest) if o.op == "FULLY_CONNECTED"]
+    assert [(o.version, o.min_runtime) for o in fc] == [(12, "2.17.0")]
+    assert manifest_io.read(workdir).file(latest.name).min_runtime == "2.17.0"
+    assert max(scales(latest)) > 1
+
+    default = workdir / "default.tflite"
+    result = quantize(workdir / "model.tflite", QuantizeConfig("int8-dynamic", **TEXT), default)
+    assert any("per tensor" in note for note in result.notes)
+    assert scales(default) == {1}
+    assert [o.version for o in op_versions(default) if o.op == "FULLY_CONNECTED"] == [5]
 
 
 def test_the_converter_alone_stores_the_tied_table_twice(workdir, trained_checkpoint):
