@@ -125,7 +125,8 @@ def profile_rows(records: list[dict], files: list[dict]) -> list[dict[str, Any]]
             "runtime": r.get("runtime"), "provider": r.get("provider"), "threads": r.get("threads"),
             "batch": r.get("batch"), "seq_len": r.get("seq_len"), "input_mode": r.get("input_mode"),
             "estimated": bool(r["estimated"]),
-            "device": estimate.get("device") if r["estimated"] and estimate.get("device") else device_label(r.get("device")),
+            "device": (estimate.get("device_title") or estimate.get("device") or device_label(r.get("device")))
+            if r["estimated"] else device_label(r.get("device")),
             "load_ms": r.get("load_ms"), "first_call_ms": r.get("first_call_ms"),
             "p50_ms": latency.get("p50") if not r["estimated"] else _estimate_ms(estimate),
             "p90_ms": latency.get("p90"),

@@ -27,6 +27,18 @@ def _summary(data: dict[str, Any]) -> list[str]:
             r = at[128]
             lines.append(f"At 128 tokens it runs {r['macs_total'] / 1e9:.2f} GMACs, "
                          f"{r['macs_total'] / r['bert_macs_total']:.3f}x the BERT's: the same compute.")
+        context = data.get("context") or {}
+        if context.get("pipeline"):
+            lines.append(f"Made by `albert-edge pipeline` on {context['pipeline']}.")
+        pretraining = context.get("pretraining") or {}
+        evaluation = pretraining.get("eval") or {}
+        if "mlm_acc" in evaluation:
+            lines.append(f"Pretrained {pretraining.get('step')} steps: held-out MLM accuracy "
+                         f"{100 * evaluation['mlm_acc']:.1f}%"
+                         + (f" (unigram baseline {100 * evaluation['mlm_unigram_acc']:.1f}%)"
+                            if "mlm_unigram_acc" in evaluation else "")
+                         + (f", sentence-order accuracy {100 * evaluation['sop_acc']:.1f}%" if "sop_acc" in evaluation
+                            else "") + ".")
         if model.get("weights") == "random-init":
             lines.append("Weights: random (sizes and latency only; no accuracy is shown for these files).")
     return lines

@@ -1,0 +1,279 @@
+"""The main job in one call: checkpoint -> converted files for each device (ONNX, TFLite) ->
+quantized files (the schemes that make sense for each format) -> measured profile -> report.
+
+    from albert_edge.pipeline import PipelineOptions, run_pipeline
+    result = run_pipeline(PipelineOptions(out_dir=Path("out"), source="run/"))
+
+Each model gets a directory in ``out_dir``: ``checkpoint/`` (built-in default only),
+``files/`` (the conversion, with manifest.json), ``profile.json`` and ``report/``.
+``pipeline.json`` records the sha256 of what each step read and wrote; a re-run skips a step
+whose outputs are all there, unchanged, and made from the same inputs. With no source the
+built-in default (see :mod:`.default`) is used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .state import PipelineError, State, digest
+
+__all__ = ["PipelineOptions", "PipelineResult", "StepResult", "PipelineError", "run_pipeline", "STEPS",
+           "DEFAULT_SCHEMES"]
+
+log = logging.getLogger(__name__)
+
+STEPS = ("checkpoint", "convert", "quantize", "profile", "report")
+# Schemes worth making for each format on a phone-class CPU: the fast int8 path and half the bytes.
+# Static/full-integer int8 and int16x8 are for integer-only hardware (see the README).
+DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "tflite": ("int8-dynamic", "fp16")}
+
+Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    out_dir: Path
+    source: str | None = None  # a checkpoint; None: the built-in default
+    targets: tuple[str, ...] = ("onnx", "tflite")
+    schemes: tuple[str, ...] | None = None  # None: DEFAULT_SCHEMES of each format
+    seq_len: int = 128  # conversion (TFLite is built for it)
+    profile_seq_lens: tuple[int, ...] = (32, 128)
+    threads: int = 2
+    runs: int = 20
+    min_seconds: float = 0.5
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("only", "skip"):
+            unknown = [s for s in getattr(self, name) if s not in STEPS]
+            if unknown:
+                raise PipelineError(f"--{name} {', '.join(unknown)}: steps are {', '.join(STEPS)}")
+        if self.only and self.skip:
+            raise PipelineError("give --only or --skip, not both")
+        if any(n > self.seq_len for n in self.profile_seq_lens):
+            raise PipelineError(f"profile sequence lengths {self.profile_seq_lens} go beyond the conversion's "
+                                f"--seq-len {self.seq_len}")
+
+    def wants(self, step: str) -> bool:
+        return step in self.only if self.only else step not in self.skip
+
+
+@dataclass
+class StepResult:
+    model: str
+    step: str
+    status: str  # "ran" | "skipped (up to date)" | "left out" | "given"
+    seconds: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class PipelineResult:
+    out_dir: Path
+    description: str
+    reports: dict[str, Path] = field(default_factory=dict)  # model -> report.html
+    steps: list[StepResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out_dir": str(self.out_dir), "description": self.description,
+                "reports": {k: str(v) for k, v in self.reports.items()},
+                "steps": [asdict(s) for s in self.steps], "seconds": round(self.seconds, 1)}
+
+
+@dataclass
+class _Model:
+    name: str
+    dir: Path
+    checkpoint: Path
+    make: Callable[[], dict] | None = None  # builds the checkpoint (built-in default only)
+    recipe: str = ""  # what decides the made checkpoint (its cache key)
+    context: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def files(self) -> Path:
+        return self.dir / "files"
+
+    @property
+    def profile(self) -> Path:
+        return self.dir / "profile.json"
+
+
+def run_pipeline(options: PipelineOptions, on_step: Step | None = None) -> PipelineResult:
+    """Run the chosen steps for the source (or the built-in default) into ``options.out_dir``."""
+    start = time.perf_counter()
+    step = on_step or (lambda *_: None)
+    state = State.open(Path(options.out_dir), options.force)
+    models, description = _models(options, state.root)
+    state.source = {"source": options.source, "description": description}
+    result = PipelineResult(state.root, description)
+    plan = [(m, s) for m in models for s in STEPS]
+    for done, (model, name) in enumerate(plan):
+        step(f"{model.name}: {name}", done, len(plan))
+        result.steps.append(_run_step(name, model, options, state, lambda what: step(f"{model.name}: {what}",
+                                                                                      done, len(plan))))
+        if (model.dir / "report" / "report.html").is_file():
+            result.reports[model.name] = model.dir / "report" / "report.html"
+    step("done", len(plan), len(plan))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
+    from . import default
+
+    if options.source is None:
+        random = _Model(default.RANDOM_NAME, root / default.RANDOM_NAME, root / default.RANDOM_NAME / "checkpoint",
+                        recipe="albert-base-v2 seed 0 v1")
+        random.make = lambda: (default.make_random(random.checkpoint), {"weights": "random-init"})[1]
+        small = _Model(default.SMALL_NAME, root / default.SMALL_NAME, root / default.SMALL_NAME / "checkpoint",
+                       recipe=json.dumps(default.SMALL_RECIPE, sort_keys=True))
+        small.make = lambda: {"pretraining": default.make_small(small.checkpoint)[1]}
+        return [random, small], default.DESCRIPTION
+    source = Path(options.source)
+    if not source.exists():
+        raise PipelineError(f"SOURCE {source}: no such checkpoint")
+    name = source.resolve().name
+    return [_Model(name, root / name, source)], f"checkpoint {source}"
+
+
+def _run_step(name: str, model: _Model, options: PipelineOptions, state: State,
+              progress: Callable[[str], None]) -> StepResult:
+    if name == "checkpoint" and model.make is None:
+        return StepResult(model.name, name, "given", detail=str(model.checkpoint))
+    if not options.wants(name):
+        return StepResult(model.name, name, "left out")
+    inputs = _INPUTS[name](model, options, state)
+    key = f"{model.name}/{name}"
+    if state.is_done(key, inputs):
+        model.context.update(state.steps[key].get("context", {}))
+        return StepResult(model.name, name, "skipped (up to date)")
+    t0 = time.perf_counter()
+    outputs, detail, context = _RUN[name](model, options, state, progress)
+    model.context.update(context)
+    state.record(key, inputs, digest(outputs, state.root), context=context)
+    return StepResult(model.name, name, "ran", time.perf_counter() - t0, detail)
+
+
+# -- what each step reads ---------------------------------------------------------------------
+
+def _settings(options: PipelineOptions, *names: str) -> dict[str, str]:
+    return {f"option:{n}": json.dumps(getattr(options, n)) for n in names}
+
+
+def _checkpoint_inputs(model: _Model, options, state) -> dict[str, str]:
+    return {"recipe": model.recipe}
+
+
+def _convert_inputs(model: _Model, options, state) -> dict[str, str]:
+    if not model.checkpoint.exists():
+        return {"checkpoint": "missing"}
+    return {**digest([model.checkpoint], model.checkpoint.parent), **_settings(options, "targets", "seq_len")}
+
+
+def _fp32_files(model: _Model) -> list[Path]:
+    return [model.files / f"model.{t}" for t in ("onnx", "tflite") if (model.files / f"model.{t}").is_file()]
+
+
+def _model_files(model: _Model) -> list[Path]:
+    return sorted(p for p in model.files.glob("model*") if p.suffix in (".onnx", ".tflite")) \
+        if model.files.is_dir() else []
+
+
+def _quantize_inputs(model: _Model, options, state) -> dict[str, str]:
+    return {**digest(_fp32_files(model), state.root), **_settings(options, "schemes")}
+
+
+def _profile_inputs(model: _Model, options, state) -> dict[str, str]:
+    return {**digest(_model_files(model), state.root),
+            **_settings(options, "profile_seq_lens", "threads", "runs", "min_seconds")}
+
+
+def _report_inputs(model: _Model, options, state) -> dict[str, str]:
+    extra = [model.profile] if model.profile.is_file() else []
+    manifest = [model.files / "manifest.json"] if (model.files / "manifest.json").is_file() else []
+    return digest(_model_files(model) + manifest + extra, state.root)
+
+
+_INPUTS = {"checkpoint": _checkpoint_inputs, "convert": _convert_inputs, "quantize": _quantize_inputs,
+           "profile": _profile_inputs, "report": _report_inputs}
+
+
+# -- what each step does ------------------------------------------------------------------------
+
+def _make_checkpoint(model: _Model, options, state, progress) -> tuple[list[Path], str, dict]:
+    progress("checkpoint (build or train)")
+    if model.checkpoint.exists():
+        shutil.rmtree(model.checkpoint)
+    model.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    context = model.make()
+    return [model.checkpoint], str(model.checkpoint), context
+
+
+def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
+    from ..converters.export import convert
+
+    if model.files.exists():  # ours: the step is re-run because its inputs or outputs changed
+        shutil.rmtree(model.files)
+    result = convert(model.checkpoint, model.files, targets=options.targets, seq_len=options.seq_len,
+                     on_step=lambda what, done, total: progress(f"convert: {what}"))
+    return [f.path for f in result.files], f"{len(result.files)} files", {}
+
+
+def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
+    from ..quantize import QuantizeConfig, quantize
+
+    parents = _fp32_files(model)
+    if not parents:
+        raise PipelineError(f"{model.files}: no converted files to quantize; run the convert step first")
+    tokenizer = model.checkpoint / "spiece.model"
+    made = []
+    for parent in parents:
+        fmt = parent.suffix.lstrip(".")
+        for scheme in options.schemes or DEFAULT_SCHEMES[fmt]:
+            progress(f"quantize {parent.name} {scheme}")
+            config = QuantizeConfig(scheme, calibration=("builtin",) if tokenizer.is_file() else (),
+                                    tokenizer=tokenizer if tokenizer.is_file() else None,
+                                    num_threads=options.threads)
+            result = quantize(parent, config)
+            made.append(result.out_path)
+    return made, f"{len(made)} files", {}
+
+
+def _profile(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
+    from ..files import atomic_write
+    from ..profile import ProfileSettings, profile
+
+    files = _model_files(model)
+    if not files:
+        raise PipelineError(f"{model.files}: no model files to profile; run the convert step first")
+    settings = ProfileSettings(seq_lens=tuple(options.profile_seq_lens), threads=(options.threads,),
+                               runs=options.runs, min_seconds=options.min_seconds, warmup=2)
+    records = profile(files, settings, progress=lambda line: progress(f"profile: {line}"))
+    atomic_write(model.profile, json.dumps([r.to_dict() for r in records], indent=2) + "\n")
+    return [model.profile], f"{len(records)} records", {}
+
+
+def _report(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
+    from ..report import write_report
+
+    sources = [str(model.files)] if (model.files / "manifest.json").is_file() else [str(model.checkpoint)]
+    if model.profile.is_file():
+        sources.append(str(model.profile))
+    context = {"pipeline": state.source.get("description"), "model": model.name, **model.context}
+    result = write_report(sources, model.dir / "report", force=True, extra=context,
+                          title=f"albert-edge pipeline: {model.name}", on_step=lambda what: progress(f"report: {what}"))
+    return [p for p in result.files if p.suffix != ".svg"], str(result.html), {}
+
+
+_RUN = {"checkpoint": _make_checkpoint, "convert": _convert, "quantize": _quantize, "profile": _profile,
+        "report": _report}
