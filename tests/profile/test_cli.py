@@ -1,0 +1,199 @@
+"""`albert-edge profile` end to end on tiny ONNX and TFLite files: real runtimes in real child
+processes, through click's CliRunner and through a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from albert_edge.cli import main
+
+from .conftest import FAST
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def profile_json(*args) -> list[dict]:
+    result = CliRunner().invoke(main, ["profile", *map(str, args), *FAST, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_both_formats_both_delegates(onnx_file, tflite_file):
+    records = profile_json(onnx_file, tflite_file, "--seq-len", "8,16", "--delegate", "xnnpack,none")
+    settings = [(r["format"], r["provider"], r["seq_len"]) for r in records]
+    assert settings == [("onnx", "CPUExecutionProvider", 8), ("onnx", "CPUExecutionProvider", 16),
+                        ("tflite", "xnnpack", 8), ("tflite", "xnnpack", 16),
+                        ("tflite", "none", 8), ("tflite", "none", 16)]
+    for r in records:
+        assert r["schema"] == "albert-edge.profile/1" and r["estimated"] is False and r["scheme"] == "fp32"
+        assert r["runtime"] in ("onnxruntime", "ai_edge_litert") and r["runtime_version"] != "unknown"
+        assert r["threads"] == 1 and r["batch"] == 1 and r["input_mode"] == "fixed"
+        assert r["model"]["max_seq_len"] == 64 and r["model"]["dynamic"] is True
+        lat = r["latency"]
+        assert lat["count"] >= 5
+        assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+        assert r["load_ms"] > 0 and r["first_call_ms"] > 0
+        mem = r["memory"]
+        phases = ["before_load", "after_load", "after_first_call", "after_timed"]
+        peaks = [mem["peak_before_load" if p == "before_load" else f"peak_{p}"] for p in phases]
+        rss = [mem[f"{p}_rss"] for p in phases]
+        assert all(peak >= now > 0 for peak, now in zip(peaks, rss))
+        assert peaks == sorted(peaks)  # a high-water mark never goes down
+        assert mem["after_load_rss"] > mem["before_load_rss"]  # loading a model costs memory
+        assert r["device"]["cpu_cores"] == os.cpu_count() and "after" in r["device"]
+        assert r["sha256"] and r["file_bytes"] == Path(r["file"]).stat().st_size
+
+
+def test_ops_breakdown_per_layer_application(onnx_file, tflite_file):
+    onnx, tflite = profile_json(onnx_file, tflite_file, "--seq-len", "16", "--ops")
+    ops = onnx["ops"]
+    assert ops["available"] and ops["total_ms"] > 0
+    assert {"MatMul", "Add"} <= {o["op"] for o in ops["op_types"]}
+    assert abs(sum(o["share"] for o in ops["op_types"]) - 1) < 0.01
+    # tiny: L=4 layers over G=2 groups, each group applied twice, in depth order
+    assert [(o["group"], o["application"]) for o in ops["layers"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(o["ms"] > 0 for o in ops["layers"])
+    assert not tflite["ops"]["available"] and "benchmark_model" in tflite["ops"]["note"]
+
+
+def test_real_text_at_its_own_lengths(onnx_file, tflite_file, spiece_model):
+    records = profile_json(onnx_file, tflite_file, "--text", DATA / "corpus.txt", "--tokenizer", spiece_model,
+                           "--no-fixed", "--max-sentences", "20")
+    for r in records:
+        assert r["input_mode"] == "real-text" and r["seq_len"] is None and r["batch"] == 1
+        text = r["text"]
+        assert text["sentences"] == 20 and text["distinct_lengths"] > 3
+        assert 3 <= text["tokens"]["min"] <= text["tokens"]["p50"] <= text["tokens"]["max"] <= 64
+        assert r["latency"]["count"] >= 20  # every sentence at least once
+        assert "shape_change_cost_p50_ms" in text["same_shape_again"]
+
+
+def test_table_csv_and_append(onnx_file, tmp_path):
+    csv_file, jsonl = tmp_path / "out.csv", tmp_path / "runs.jsonl"
+    args = ["profile", str(onnx_file), "--seq-len", "8", *FAST, "--csv", str(csv_file), "--append", str(jsonl)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "model.onnx" in result.stdout and "ort:cpu" in result.stdout and "p90" in result.stdout
+    lines = csv_file.read_text().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("file,file_name,sha256,format")
+    result = CliRunner().invoke(main, args)  # the CSV exists now
+    assert result.exit_code == 2 and "--force" in result.output
+    assert CliRunner().invoke(main, [*args, "--force"]).exit_code == 0
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert len(records) == 2 and all(r["seq_len"] == 8 for r in records)
+
+
+def test_baseline_flags_an_injected_slowdown(onnx_file, tmp_path):
+    records = profile_json(onnx_file, "--seq-len", "8")
+    faster = [{**r, "latency": {**r["latency"], "p50": r["latency"]["p50"] / 5, "p90": r["latency"]["p90"] / 5}}
+              for r in records]
+    baseline = tmp_path / "old.json"
+    baseline.write_text(json.dumps(faster))
+    args = ["profile", str(onnx_file), "--seq-len", "8", *FAST, "--baseline", str(baseline)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "REGRESSION" in result.stdout and "p90" in result.stdout
+    result = CliRunner().invoke(main, [*args, "--fail-on-regression"])
+    assert result.exit_code == 1 and "regression" in result.stderr
+
+
+BAD = [
+    (["{dir}/manifest.json"], "unknown model file type"),
+    (["{dir}/junk.onnx"], "not an ONNX model"),
+    (["{dir}/junk.tflite"], "not a TFLite model"),
+    (["{dir}/missing.onnx"], "no such model file"),
+    (["{dir}/model.onnx", "--seq-len", "128"], "above the model's maximum 64"),
+    (["{dir}/model.onnx", "--threads", "0"], "--threads values must be 1 or more"),
+    (["{dir}/model.onnx", "--threads", "-2"], "--threads values must be 1 or more"),
+    (["{dir}/model.onnx", "--seq-len", "8,x"], "whole numbers"),
+    (["{dir}/model.tflite", "--delegate", "gpu"], "delegate must be one of"),
+    (["{dir}/model.onnx", "--seq-len", "8", "--provider", "cuda"], "CUDAExecutionProvider is not in this onnxruntime build"),
+    (["{dir}/model.onnx", "--seq-len", "8", "--text", "builtin"], "--text needs --tokenizer"),
+    (["{dir}/model.onnx", "--seq-len", "8", "--baseline", "{dir}/manifest.json"], "not profile results"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD, ids=[m for _, m in BAD])
+def test_bad_input_is_one_line_and_exit_2(model_dir, args, message, tmp_path):
+    (model_dir / "junk.onnx").write_bytes(b"not a model")
+    (model_dir / "junk.tflite").write_bytes(b"not a model either")
+    out = tmp_path / "out.csv"
+    argv = ["profile", *(a.format(dir=model_dir) for a in args), *FAST, "--csv", str(out)]
+    if "--threads" in args:
+        argv = ["profile", *(a.format(dir=model_dir) for a in args), "--runs", "5", "--csv", str(out)]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.output and not out.exists()
+
+
+def test_ctrl_c_stops_the_child_and_leaves_nothing(onnx_file, tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "albert_edge", "profile", str(onnx_file), "--seq-len", "8",
+                             "--threads", "1", "--min-seconds", "60"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    workdir = _wait_for(lambda: next(tmp_path.glob("albert-edge-profile-*"), None))
+    children = _wait_for(lambda: _children(proc.pid))
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
+    assert not workdir.exists() and not list(tmp_path.iterdir())
+    assert all(not Path(f"/proc/{pid}").exists() for pid in children)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _wait_for(probe, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def test_profile_runs_without_torch_or_tensorflow(onnx_file, tflite_file, run_blocked):
+    """The parent command and the child's measurement, each in an interpreter where importing
+    torch or tensorflow fails, as on a Raspberry Pi."""
+    result = run_blocked(f"""
+        import json, sys
+        from albert_edge.cli import main
+        sys.argv = ["albert-edge", "profile", {str(onnx_file)!r}, {str(tflite_file)!r}, "--seq-len", "8",
+                    *{FAST!r}, "--json"]
+        try:
+            main()
+        except SystemExit as exit:
+            assert not exit.code, exit.code
+        finally:
+            assert not attempts, attempts
+    """)
+    assert result.returncode == 0, result.stderr
+    assert [r["format"] for r in json.loads(result.stdout)] == ["onnx", "tflite"]
+    job = {"file": str(tflite_file), "file_as_given": str(tflite_file), "file_bytes": 1, "sha256": "-",
+           "runs": 3, "min_seconds": 0, "warmup": 0, "ops": False, "text": None, "tokenizer": None,
+           "max_sentences": 1, "provider": None, "delegate": "none", "threads": 1, "batch": 2, "seq_len": 8,
+           "workdir": "."}
+    result = run_blocked(f"""
+        from albert_edge.profile import _child
+        code = _child.main([{json.dumps(job)!r}])
+        leaked = [m for m in sys.modules if m.split(".")[0] in ("torch", "tensorflow", "onnxruntime")]
+        assert code == 0 and not attempts and not leaked, (code, attempts, leaked)
+    """)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["batch"] == 2 and record["provider"] == "none" and record["latency"]["count"] == 3
