@@ -111,7 +111,7 @@ def test_failed_login_is_one_line(sshd, onnx_file, tmp_path):
 
 def test_device_without_albert_edge_says_what_to_install(sshd, onnx_file, tflite_file, tmp_path):
     bare = "/usr/bin/python3"
-    probe = subprocess.run([bare, "-c", "import albert_edge"], capture_output=True) if Path(bare).is_file() else None
+    probe = subprocess.run([bare, "-c", "import albert_edge"], capture_output=True, cwd="/") if Path(bare).is_file() else None
     if probe is None or probe.returncode == 0:
         pytest.skip(f"needs a Python without albert-edge at {bare}")
     result = run(onnx_file, tflite_file, *FAST, *remote_args(sshd, tmp_path / "c", python=bare))
