@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# CI: the device-side tests on tflite-runtime 2.14, the last tflite-runtime release and what pip
+# installs on Raspberry Pi OS bookworm (Python 3.11, numpy < 2).
+#
+# 1. The build environment (torch, tensorflow, ai-edge-litert: $PYTHON, default .venv/bin/python)
+#    converts and quantizes a small ALBERT with every TFLite scheme and saves ai-edge-litert's
+#    outputs (tests/device214/build_files.py).
+# 2. A second environment ($TFLITE214_VENV, default .venv-tflite214) with Python 3.11, numpy < 2,
+#    tflite-runtime 2.14.0 and albert-edge's base dependencies only (no torch, tensorflow,
+#    onnxruntime or ai-edge-litert) loads each file through albert_edge.runtime.Session and
+#    compares (tests/device214/test_tflite214.py).
+# Exits non-zero when either step fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_python=${PYTHON:-}
+if [ -z "$build_python" ]; then
+    if [ -x .venv/bin/python ]; then build_python=.venv/bin/python; else build_python=python; fi
+fi
+python311=${PYTHON311:-python3.11}
+venv=${TFLITE214_VENV:-.venv-tflite214}
+
+files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-tflite214.XXXXXX")
+trap 'rm -rf "$files"' EXIT
+
+echo "+ $build_python tests/device214/build_files.py $files"
+"$build_python" tests/device214/build_files.py "$files" 2>"$files.log" || { cat "$files.log" >&2; rm -f "$files.log"; exit 1; }
+rm -f "$files.log"
+
+if [ ! -x "$venv/bin/python" ]; then
+    echo "+ $python311 -m venv $venv"
+    "$python311" -m venv "$venv"
+fi
+"$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"{sys.executable} is Python {sys.version.split()[0]}, not 3.11"'
+# albert-edge's base dependencies, read from pyproject.toml so the list lives in one place.
+mapfile -t base < <("$venv/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
+echo "+ pip install numpy<2 tflite-runtime==2.14.0 pytest ${base[*]}"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt \
+    "numpy<2" "tflite-runtime==2.14.0" pytest "${base[@]}"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e .
+
+# --noconftest: tests/conftest.py's fixtures import torch, which this environment must not have.
+echo "+ ALBERT_EDGE_TFLITE214_FILES=$files $venv/bin/python -m pytest -q --noconftest tests/device214"
+ALBERT_EDGE_TFLITE214_FILES="$files" "$venv/bin/python" -m pytest -q --noconftest -p no:cacheprovider tests/device214
