@@ -31,6 +31,9 @@ OPS_CALLS = 10  # runs traced by the per-operator profiler (after one that alloc
 def measure(job: dict[str, Any]) -> ProfileRecord:
     path = Path(job["file"])
     before = device.describe()
+    # Everything that allocates besides the model is done before the first memory reading, so the
+    # last high-water mark is the process's own peak.
+    version = _version(Path(job["file"]).suffix.lower())
     memory = Memory()
     warnings: list[str] = []
     limits = model_limits(path)
@@ -60,18 +63,21 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
         times = time_calls(call, job["runs"], job["min_seconds"])
     else:
         times, text_stats["same_shape_again"] = _time_text(session, feeds_list, job)
+    # The statistics and the second device reading come before the last memory reading, so that
+    # reading is this process's peak (what GNU time's maximum RSS reports for it).
+    lat = latency(times)
+    after = device.describe()
     memory.after_timed_rss, memory.peak_after_timed = _memory()
 
-    lat = latency(times)
     if lat.block_spread is not None and lat.block_spread > SPREAD_WARN:
         warnings.append(f"timing unstable: block medians differ by {lat.block_spread:.1%} (> {SPREAD_WARN:.0%})")
     ops = _ops(path, job, feeds_list[0]) if job["ops"] else None
-    after = device.describe()
     warnings += device.throttle_warnings(before, after)
     return ProfileRecord(
         file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
         format=session.format, scheme=limits.scheme, runtime=session.backend_name,
-        runtime_version=_version(session.backend_name), provider=session.accelerator, threads=job["threads"],
+        runtime_version=version.get(session.backend_name, "unknown"),
+        weights_once=getattr(session, "weights_once", None), provider=session.accelerator, threads=job["threads"],
         batch=job["batch"], seq_len=job["seq_len"], input_mode="fixed" if job["seq_len"] is not None else "real-text",
         load_ms=load_ms, first_call_ms=first_ms, latency=lat, memory=memory,
         device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
@@ -150,17 +156,22 @@ def _ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
             leftover.unlink(missing_ok=True)
 
 
-def _version(runtime: str) -> str:
+def _version(suffix: str) -> dict[str, str]:
+    """Installed versions of the runtimes that can run a file with this suffix."""
     from importlib import metadata
 
-    dist = {"onnxruntime": ("onnxruntime", "onnxruntime-gpu"), "ai_edge_litert": ("ai-edge-litert",),
-            "tflite_runtime": ("tflite-runtime",), "tensorflow": ("tensorflow", "tensorflow-cpu")}
-    for name in dist.get(runtime, (runtime,)):
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return "unknown"
+    dists = {".onnx": {"onnxruntime": ("onnxruntime", "onnxruntime-gpu")},
+             ".tflite": {"ai_edge_litert": ("ai-edge-litert",), "tflite_runtime": ("tflite-runtime",),
+                         "tensorflow": ("tensorflow", "tensorflow-cpu")}}
+    found = {}
+    for runtime, names in dists.get(suffix, {}).items():
+        for name in names:
+            try:
+                found[runtime] = metadata.version(name)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return found
 
 
 def main(argv: list[str]) -> int:

@@ -75,6 +75,7 @@ class ProfileRecord:
     estimate: dict[str, Any] | None = None
     text: dict[str, Any] | None = None  # real-text mode: source, sentences, token-length stats
     ops: dict[str, Any] | None = None  # --ops breakdown
+    weights_once: bool | None = None  # TFLite: run by LiteRT's CompiledModel with one packed copy per shared weight
     model: dict[str, Any] | None = None  # what the file takes: max_seq_len (and its source), vocab, input shape, dynamic
     warnings: list[str] = field(default_factory=list)
     host: str | None = None  # None when measured locally; "user@host" for --remote
