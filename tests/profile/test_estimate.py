@@ -1,0 +1,162 @@
+"""Operator counts, the device table and roofline estimates (`albert-edge profile --estimate`):
+counts against figures worked out by hand from the config, estimates kept apart from
+measurements, and the command's table with the host's error."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from albert_edge.cli import main
+from albert_edge.profile import ProfileSettings, profile
+from albert_edge.profile.devices import DEVICES, Device, UnknownDevice, device, host_device, parse_devices
+from albert_edge.profile.estimate import estimate, roofline_ms
+from albert_edge.profile.opcount import GraphCount, OpCost, count
+
+from .conftest import CONFIG, FAST
+
+E, H, L, G, I = (CONFIG.embedding_size, CONFIG.hidden_size, CONFIG.num_hidden_layers, CONFIG.num_hidden_groups,
+                 CONFIG.intermediate_size)
+
+# A made-up machine with round figures, so roofline times can be worked out by hand.
+ROUND = Device(name="round", title="round", cpu="test", cores=2, fp32_gflops=100.0, int8_gops=400.0,
+               fp16_gflops=None, bandwidth_gbs=10.0, ram_gb=1.0, source="test figures")
+
+
+def hand_macs(batch: int, seq: int) -> int:
+    """One call of the base head: E -> H projection, then L layer applications (each shared
+    group's weights are applied L/G times, and each application computes), then the pooler on
+    [CLS]. Per application: Q, K, V and output projections 4*T*H*H, scores and context
+    2*T*T*H (over all heads), feed-forward 2*T*H*I."""
+    per_application = 4 * seq * H * H + 2 * seq * seq * H + 2 * seq * H * I
+    return batch * (seq * E * H + L * per_application + H * H)
+
+
+def matmul_weight_bytes() -> int:
+    """fp32 bytes of the matrix-product weights one call reads: shared ones once per application."""
+    return 4 * (E * H + L * (4 * H * H + 2 * H * I) + H * H)
+
+
+def matmul_bias_bytes() -> int:
+    """fp32 bytes of their biases (TFLite's FULLY_CONNECTED reads its bias itself; ONNX adds it apart)."""
+    return 4 * (H + L * (4 * H + I + H) + H)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "tflite"])
+@pytest.mark.parametrize(("batch", "seq"), [(1, 16), (2, 10)])
+def test_macs_match_the_config_with_every_layer_application(model_dir, fmt, batch, seq):
+    assert L // G == 2  # the tiny config really shares: each group's weights serve two depths
+    counted = count(model_dir / f"model.{fmt}", batch, seq)
+    assert counted.macs == hand_macs(batch, seq)
+    assert set(counted.by_precision()) <= {"fp32", "int"}
+    matmul_weights = sum(o.weight_bytes for o in counted.ops if o.macs)
+    assert matmul_weights - matmul_weight_bytes() == {"onnx": 0, "tflite": matmul_bias_bytes()}[fmt]
+    # the per-op breakdown adds up, and the attention products read no stored weight
+    assert sum(row["macs"] for row in counted.by_op().values()) == counted.macs
+    batched = [o for o in counted.ops if o.macs and o.weight_bytes == 0]
+    assert len(batched) == 2 * L and sum(o.macs for o in batched) == batch * L * 2 * seq * seq * H
+
+
+def test_roofline_takes_the_slower_of_compute_and_memory():
+    compute_bound = OpCost("mm", "MatMul", "fp32", macs=10**9, flops=0, weight_bytes=10**6, activation_bytes=0)
+    memory_bound = OpCost("add", "Add", "fp32", macs=0, flops=10**6, weight_bytes=0, activation_bytes=10**9)
+    int8 = OpCost("q", "MatMulInteger", "int8", macs=10**9, flops=0, weight_bytes=0, activation_bytes=0)
+    counts = GraphCount(file="x.onnx", format="onnx", batch=1, seq_len=8, ops=(compute_bound, memory_bound, int8))
+    # 2e9 ops at 100 GFLOP/s = 20 ms; 1e9 bytes at 10 GB/s = 100 ms; 2e9 int8 ops at 400 GOP/s = 5 ms
+    assert roofline_ms(counts, ROUND) == pytest.approx(125.0)
+    # one of two cores: half the compute peak, the same bandwidth
+    assert roofline_ms(counts, ROUND, threads=1) == pytest.approx(40.0 + 100.0 + 10.0)
+
+
+def test_device_table_is_complete_and_sourced():
+    names = [d.name for d in DEVICES]
+    assert len(set(names)) == len(names)
+    assert {"pi3b", "pi4", "pi5", "jetson-nano", "jetson-orin-nano"} <= set(names)
+    assert any(name.startswith("phone") for name in names)
+    for d in DEVICES:
+        assert d.cores > 0 and d.fp32_gflops > 0 and d.int8_gops >= d.fp32_gflops and d.bandwidth_gbs > 0
+        assert d.ram_gb > 0 and d.source
+    assert [d.name for d in parse_devices("pi5, pi4,pi5")] == ["pi5", "pi4"]
+    assert parse_devices("all") == list(DEVICES)
+    with pytest.raises(UnknownDevice, match="known devices: pi3b, pi4"):
+        device("pi9")
+
+
+def test_a_board_measuring_itself_uses_its_own_row():
+    assert host_device({"board": "Raspberry Pi 4 Model B Rev 1.4"}).name == "pi4"
+    assert host_device({"board": "NVIDIA Jetson Orin Nano Developer Kit"}).name == "jetson-orin-nano"
+    host = host_device({"board": None, "cpu_model": "test cpu", "cpu_cores": 2, "ram_bytes": 2**30})
+    assert host.name == "host" and host.fp32_gflops > 0 and host.bandwidth_gbs > 0 and "derived" in host.source
+
+
+@pytest.fixture(scope="module")
+def measured(onnx_file):
+    return profile([onnx_file], ProfileSettings(seq_lens=(8, 16), threads=(1,), runs=5, min_seconds=0.0, warmup=1))
+
+
+def test_estimates_are_labelled_and_scaled_by_the_host(onnx_file, measured):
+    faster = dataclasses.replace(ROUND, name="faster", fp32_gflops=200.0, int8_gops=800.0, bandwidth_gbs=20.0)
+    records = estimate([onnx_file], [ROUND, faster], (8, 16), 1, measured, host=ROUND)
+    assert [(r.seq_len, r.estimate["device"]) for r in records] == [
+        (8, "round"), (8, "faster"), (16, "round"), (16, "faster")]
+    by_seq = {m.seq_len: m for m in measured}
+    for r in records:
+        e = r.estimate
+        assert r.estimated is True and r.latency is None and r.memory is None and r.load_ms is None
+        assert r.device["name"] == e["device"] and e["model"] == "roofline"
+        host_ms = roofline_ms(count(onnx_file, 1, r.seq_len), ROUND, 1)
+        assert e["host_measured_ms"] == by_seq[r.seq_len].latency.p50
+        assert e["host_estimated_ms"] == pytest.approx(host_ms)
+        assert e["efficiency"] == pytest.approx(host_ms / e["host_measured_ms"])
+        assert e["ms"] == pytest.approx(e["roofline_ms"] / e["efficiency"])
+        assert e["host_error_kind"] == "leave-one-out" and e["host_error"] is not None
+    # same efficiency, twice every figure: half the time
+    assert records[1].estimate["ms"] == pytest.approx(records[0].estimate["ms"] / 2)
+    # the device that is the host itself is predicted exactly at a measured setting
+    assert records[0].estimate["ms"] == pytest.approx(by_seq[8].latency.p50)
+
+
+def test_a_setting_not_measured_is_an_unscaled_roofline(onnx_file):
+    (record,) = estimate([onnx_file], "pi4", (8,), 1, [], host=ROUND)
+    assert record.estimated and record.latency is None
+    assert record.estimate["efficiency"] is None and record.estimate["ms"] == record.estimate["roofline_ms"]
+    assert "unscaled" in record.estimate["note"]
+
+
+def test_cli_prints_estimates_with_the_host_error(onnx_file):
+    result = CliRunner().invoke(main, ["profile", str(onnx_file), *FAST, "--seq-len", "8,16", "--estimate", "pi4"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "estimate (roofline" in out and "NOT measured" in out and "host error" in out
+    estimate_table = out[out.index("estimate (roofline"):]
+    assert estimate_table.count("pi4") == 2 and "%" in estimate_table
+
+
+def test_cli_json_keeps_measured_and_estimated_apart(onnx_file):
+    result = CliRunner().invoke(main, ["profile", str(onnx_file), *FAST, "--seq-len", "8", "--estimate",
+                                       "pi5,jetson-nano", "--json"])
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)
+    assert [r["estimated"] for r in records] == [False, True, True]
+    measured, *estimates = records
+    assert measured["latency"]["p50"] > 0 and measured["estimate"] is None
+    assert [r["estimate"]["device"] for r in estimates] == ["pi5", "jetson-nano"]
+    assert all(r["latency"] is None and r["memory"] is None for r in estimates)
+    assert all(r["estimate"]["host_measured_ms"] == measured["latency"]["p50"] for r in estimates)
+
+
+def test_cli_unknown_device_is_one_line_before_measuring(onnx_file):
+    result = CliRunner().invoke(main, ["profile", str(onnx_file), "--estimate", "pi4,pi9"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pi9" in lines[0] and "jetson-orin-nano" in lines[0]
+
+
+def test_cli_lists_the_devices():
+    result = CliRunner().invoke(main, ["profile", "--estimate", "list"])
+    assert result.exit_code == 0, result.output
+    for d in DEVICES:
+        assert d.name in result.stdout and d.source[:20] in result.stdout
