@@ -11,13 +11,14 @@ has without being told to. Standard library only (device side).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .errors import OutputError
+from .errors import OutputError, user_message
 
 __all__ = ["atomic_write", "check_new_file", "check_output_dir", "staged_dir", "STAGING_MARK"]
 
@@ -41,10 +42,36 @@ def atomic_write(path: str | os.PathLike, data: bytes | str | Callable[[str], ob
                 fh.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        reason = _write_failure(exc, path.parent)
         Path(tmp).unlink(missing_ok=True)
-        raise
+        if reason is None:
+            raise
+        raise OutputError(f"cannot write {path}: {reason}") from exc
     return path
+
+
+def _write_failure(exc: BaseException, directory: Path) -> str | None:
+    """What to tell the user when writing failed for a reason of theirs (a full disk, a
+    read-only file system); None for anything else. Writers other than Python's own (torch,
+    safetensors) report a full disk in their own words, so the free space is looked at too."""
+    if isinstance(exc, OutputError) or not isinstance(exc, Exception):
+        return None
+    reason = user_message(exc) if isinstance(exc, OSError) else None
+    if reason is None and _disk_full(exc, directory):
+        reason = user_message(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    return reason
+
+
+def _disk_full(exc: Exception, directory: Path) -> bool:
+    text = str(exc)
+    if "No space left" in text or "StorageFull" in text or "os error 28" in text:
+        return True
+    try:
+        stats = os.statvfs(directory)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < 64 * 1024
 
 
 def _umask() -> int:
@@ -120,9 +147,14 @@ def staged_dir(out: str | os.PathLike) -> Iterator[Path]:
                 if target.is_dir() and not item.is_dir():
                     shutil.rmtree(target)
                 os.replace(item, target)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
-        raise
+        if isinstance(exc, OutputError):  # name the output the user asked for, not our temporary name
+            raise OutputError(f"{str(exc).replace(str(tmp), str(out))} ({out} was left as it was)") from exc
+        reason = _write_failure(exc, out.parent)
+        if reason is None:
+            raise
+        raise OutputError(f"cannot write {out}: {reason} ({out} was left as it was)") from exc
     shutil.rmtree(tmp, ignore_errors=True)

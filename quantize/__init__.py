@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from albert_edge.errors import ConfigError, ConversionError, OutputError
+from albert_edge.errors import ConfigError, ConversionError, OutputError, user_message
 from albert_edge.runtime import Session
 
 from .accuracy import AccuracyReport
@@ -101,8 +101,13 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
         else:
             log.warning("%s: %s is %.4f, a drop of %.4f over --max-drop %.4f: not kept", out.name,
                         accuracy.headline[1], accuracy.headline[0], accuracy.drop, config.max_drop)
+    except OSError as exc:  # a full disk, a file system gone read-only, ...
+        reason = user_message(exc)
+        if reason is None:
+            raise
+        raise OutputError(f"cannot write {out}: {reason}") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)  # also on an interrupt (SIGTERM arrives as one)
     return QuantizeResult(
         out_path=out, kept=kept, format=recipe.format, scheme=recipe.scheme.value, parent=source.path,
         parent_size=source.path.stat().st_size, size=size, accuracy=accuracy, check=check,

@@ -33,11 +33,13 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
 
 
 def progress(**kwargs: Any):
-    """A rich progress bar on stderr, so stdout stays clean for --json."""
+    """A rich progress bar on stderr, so stdout stays clean for --json. Off when stderr is not a
+    terminal: a log file gets the command's own lines, not a bar's leftovers."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err_console, transient=not sys.stderr.isatty(), **kwargs)
+                    TimeElapsedColumn(), console=err_console, transient=not err_console.is_terminal,
+                    disable=not err_console.is_terminal, **kwargs)
 
 
 def fmt_count(n: float) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from ..errors import OutputError, user_message
 from .distributed import DistContext, all_reduce_sum, no_sync
 from .errors import TrainingError
 
@@ -110,11 +111,20 @@ class JsonLog:
     def __init__(self, path: Path | None, on_event: Callable[[dict], None] | None, fresh: bool = True):
         self.path, self.on_event = path, on_event
         if path is not None and fresh:
-            path.write_text("")
+            self._write("w", "")
 
     def __call__(self, record: dict) -> None:
         if self.path is not None:
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record) + "\n")
+            self._write("a", json.dumps(record) + "\n")
         if self.on_event is not None:
             self.on_event(record)
+
+    def _write(self, mode: str, text: str) -> None:
+        try:
+            with open(self.path, mode, encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            reason = user_message(exc)
+            if reason is None:
+                raise
+            raise OutputError(f"cannot write {self.path}: {reason}") from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -263,6 +264,18 @@ def _prepare(opts: PretrainOptions, ctx: DistContext) -> _Run:
 def _pretrain(opts: PretrainOptions, ctx: DistContext, on_event: Callable[[dict], None] | None) -> PretrainResult:
     run = _prepare(opts, ctx)
     out = Path(opts.out_dir)
+    created = not out.exists()
+    try:
+        return _run(opts, ctx, run, out, on_event)
+    except BaseException:
+        # A run that fails (or is interrupted) before its first checkpoint leaves no directory behind.
+        if ctx.is_main and created and not st.has_checkpoints(out):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _run(opts: PretrainOptions, ctx: DistContext, run: _Run, out: Path,
+         on_event: Callable[[dict], None] | None) -> PretrainResult:
     if ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
     emit = JsonLog(out / "log.jsonl" if ctx.is_main else None, on_event if ctx.is_main else None,

@@ -29,6 +29,7 @@ from torch import nn
 
 from .. import checkpoints
 from ..errors import CheckpointError
+from ..files import atomic_write
 
 __all__ = [
     "TRAINER_STATE", "OPTIMIZER_STATE", "save_training_checkpoint", "find_checkpoint",
@@ -57,8 +58,9 @@ def save_training_checkpoint(out_dir: str | os.PathLike, step: int, model: nn.Mo
     tmp = Path(tempfile.mkdtemp(prefix=".checkpoint-", suffix=".tmp", dir=out))
     try:
         export_model(model, tmp, spiece)
-        torch.save({"optimizer": optimizer.state_dict()}, tmp / OPTIMIZER_STATE)
-        (tmp / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2) + "\n")
+        state = {"optimizer": optimizer.state_dict()}
+        atomic_write(tmp / OPTIMIZER_STATE, lambda path: torch.save(state, path))  # a full disk: one clear line
+        atomic_write(tmp / TRAINER_STATE, json.dumps(trainer_state, indent=2) + "\n")
         os.chmod(tmp, 0o755)
         if final.exists():  # a rerun of the same step: swap, then drop the old one
             old = final.with_name(f".{final.name}.old")

@@ -26,8 +26,8 @@ def test_help_lists_commands_with_one_line_each():
     result = run("--help")
     assert result.exit_code == 0
     commands = ("params", "info", "convert", "inspect", "quantize", "tokenizer", "pretrain", "finetune")
-    assert set(main.commands) == set(commands)
-    for command in commands:
+    assert set(commands) <= set(main.commands)
+    for command in main.commands:
         line = next(l for l in result.output.splitlines() if l.startswith(f"  {command} "))
         assert len(line.split(None, 1)[1]) > 10  # a one-line help beside each
 
