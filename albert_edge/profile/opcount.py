@@ -43,8 +43,12 @@ MATMULS = frozenset({"MatMul", "MatMulInteger", "QLinearMatMul", "Gemm", "FusedM
 # Ops that read only the rows they gather from a stored table, not the whole table.
 GATHERS = frozenset({"Gather", "GatherElements", "GATHER", "EMBEDDING_LOOKUP"})
 # Element operations per output element for the ops that do more than one (the rest count one).
+# Ops that only move or re-label data count none.
 _FLOPS_PER_ELEMENT = {"LayerNormalization": 8, "Softmax": 5, "SOFTMAX": 5, "Gelu": 8, "GELU": 8,
-                      "Erf": 8, "Tanh": 4, "TANH": 4, "RSQRT": 2, "MEAN": 1}
+                      "Erf": 8, "Tanh": 4, "TANH": 4, "RSQRT": 2, "MEAN": 1,
+                      **dict.fromkeys(("Reshape", "Transpose", "Shape", "Concat", "Squeeze", "Unsqueeze", "Cast",
+                                       "Identity", "Slice", "RESHAPE", "TRANSPOSE", "SHAPE", "CONCATENATION",
+                                       "SQUEEZE", "CAST", "SLICE", "STRIDED_SLICE", "PACK", *GATHERS), 0)}
 # The precision a matrix product runs at, from the element type of its first two inputs.
 _PRECISION = {"int8": "int8", "uint8": "int8", "int16": "int8", "float16": "fp16", "float": "fp32",
               "float32": "fp32", "double": "fp32", "float64": "fp32"}
