@@ -214,19 +214,27 @@ def _print(records: list[dict], comparisons: list, baseline: Path | None) -> Non
     from rich.table import Table
 
     table = Table(title="latency in ms (p90 is the headline); peak resident memory of the measuring process",
-                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, col in enumerate(["file", "fmt", "scheme", "runtime:provider", "thr", "batch", "seq", "load",
-                             "first", "p50", "p90", "p99", "MiB", "warnings"]):
-        table.add_column(col, justify="right" if 4 <= i <= 12 else "left", no_wrap=i < 13)
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for i, col in enumerate(["file", "scheme", "runs on", "thr", "shape", "load", "first", "p50", "p90", "p99",
+                             "MiB", "note"]):
+        table.add_column(col, justify="right" if 3 <= i <= 10 else "left", no_wrap=True)
+    notes = []
     for r in records:
         lat, mem = r.get("latency") or {}, r.get("memory") or {}
         seq = r["seq_len"] if r["input_mode"] == "fixed" else "text"
+        shape = f"{r['batch']}x{seq}" if r["input_mode"] == "fixed" else "text"
+        warnings = ["estimate"] if r.get("estimated") else list(r.get("warnings") or [])
+        if warnings:
+            notes.append(f"[{len(notes) + 1}] {r['file_name']} {_runs_on(r)} threads={r['threads']} seq={seq}: "
+                         + "; ".join(warnings))
         table.add_row(*(str(v) for v in (
-            r["file_name"] + (f" @{r['host']}" if r.get("host") else ""), r["format"], r.get("scheme") or "-",
-            _runs_on(r), r["threads"], r["batch"], seq, _ms(r.get("load_ms")), _ms(r.get("first_call_ms")),
+            r["file_name"] + (f" @{r['host']}" if r.get("host") else ""), r.get("scheme") or "-",
+            _runs_on(r), r["threads"], shape, _ms(r.get("load_ms")), _ms(r.get("first_call_ms")),
             _ms(lat.get("p50")), _ms(lat.get("p90")), _ms(lat.get("p99")), _mib(mem.get("peak_after_timed")),
-            "estimate" if r.get("estimated") else "; ".join(r.get("warnings") or []))))
+            f"[{len(notes)}]" if warnings else "")))
     console.print(table)
+    for note in notes:
+        console.print(note)
     versions = sorted({f"{r['runtime']} {r.get('runtime_version')}" for r in records})
     dev = records[0].get("device") or {} if records else {}
     console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
