@@ -12,17 +12,20 @@ __all__ = ["inspect_dict", "file_row"]
 
 
 def inspect_dict(path) -> dict[str, Any]:
-    """Exactly what `albert-edge inspect --json PATH` prints."""
+    """Exactly what `albert-edge inspect --json PATH` prints (tests/report checks they are equal;
+    the inspect command can print this dict instead of building its own)."""
+    from ..converters.op_versions import runtime_report
     from ..converters.weights import inspect_file
     from ..quantize import describe
 
     contents, report = inspect_file(path)
     precision = describe(path)
+    runtime = runtime_report(path) if contents.format == "tflite" else None
     return {
         "path": str(path), "format": contents.format,
         "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],
         "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
-        "precision": precision,
+        "precision": precision, **(runtime or {}),
     }
 
 
