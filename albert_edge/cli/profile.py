@@ -124,8 +124,7 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
         raise AlbertEdgeError(f"{csv_path} exists; pass --force to overwrite it")
     try:
         with err_console.status("profiling") as status:
-            local = [] if remote else run_profile(model_files, settings,
-                                                  progress=lambda line: status.update(f"profiling {line}"))
+            local = [] if remote else run_profile(model_files, settings, progress=_shown(status, "profiling"))
     except Interrupted as exc:
         click.echo(f"Interrupted: {exc}; child processes stopped", err=True)
         sys.exit(128 + exc.signum)
@@ -155,6 +154,13 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
     if fail_on_regression and any(c.regression for c in comparisons):
         click.echo("Error: regression against the baseline", err=True)
         sys.exit(1)
+
+
+def _shown(status, what: str):
+    """Progress lines: a spinner on a terminal, one line each on stderr in a log."""
+    if err_console.is_terminal:
+        return lambda line: status.update(f"{what} {line}")
+    return lambda line: click.echo(f"{what} {line}", err=True)
 
 
 def _remote(hosts, files, settings, ssh_config, remote_dir, python):
