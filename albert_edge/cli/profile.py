@@ -190,7 +190,8 @@ def _print_estimates(records: list[dict]) -> None:
                 ESTIMATE_COLUMNS, estimate_rows(ProfileRecord.from_dict(r) for r in records),
                 right=tuple(range(2, len(ESTIMATE_COLUMNS))))
     console.print("host error: how far the scaled roofline misses this machine's own p50 when the efficiency "
-                  "comes from its other sequence lengths ('raw': the unscaled roofline's error, one length only)")
+                  "comes from its nearest other sequence length ('raw': the unscaled roofline's error, one length "
+                  "only)")
 
 
 def _compare(records, old):

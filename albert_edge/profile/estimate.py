@@ -14,6 +14,7 @@ figure in ``estimate``. Measured and estimated numbers never share a field. Devi
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -148,16 +149,19 @@ def _record(path: Path, counts: GraphCount, dev: Device, host: Device, m: Profil
 
 def _host_error(m: ProfileRecord, mine: list[ProfileRecord], counted: dict[int, GraphCount], host: Device,
                 measured_ms: float, host_ms: float) -> dict[str, Any]:
-    """How well the scaled roofline predicts the host itself: the efficiency is taken from the
-    host's other sequence lengths (same file, batch, threads, provider) and this length is
-    predicted with it (leave-one-out). Needs two or more measured lengths; otherwise the raw
-    roofline error is all there is."""
+    """How well the scaled roofline predicts the host itself: this length is predicted with the
+    efficiency of the host's nearest other measured sequence length (same file, batch, threads,
+    provider; nearest on a log scale, the median where two are as near), leaving this one out.
+    Needs two or more measured lengths; otherwise the raw roofline error is all there is."""
     others = [r for r in mine if r.seq_len != m.seq_len and r.seq_len in counted and r.batch == m.batch
               and r.threads == m.threads and r.provider == m.provider]
     if not others:
         return {"host_error": None, "host_error_kind": None}
-    eff = statistics.median(_efficiency(counted[r.seq_len], host, r)[1] for r in others)
-    return {"host_error": (host_ms / eff - measured_ms) / measured_ms, "host_error_kind": "leave-one-out"}
+    distance = {r.seq_len: abs(math.log(r.seq_len / m.seq_len)) for r in others}
+    nearest = [r for r in others if distance[r.seq_len] == min(distance.values())]
+    eff = statistics.median(_efficiency(counted[r.seq_len], host, r)[1] for r in nearest)
+    return {"host_error": (host_ms / eff - measured_ms) / measured_ms, "host_error_kind": "leave-one-out",
+            "host_error_from_seq_len": sorted({r.seq_len for r in nearest})}
 
 
 # --- tables for the command line ---------------------------------------------------------------

@@ -112,7 +112,10 @@ def test_estimates_are_labelled_and_scaled_by_the_host(onnx_file, measured):
         assert e["host_estimated_ms"] == pytest.approx(host_ms)
         assert e["efficiency"] == pytest.approx(host_ms / e["host_measured_ms"])
         assert e["ms"] == pytest.approx(e["roofline_ms"] / e["efficiency"])
-        assert e["host_error_kind"] == "leave-one-out" and e["host_error"] is not None
+        assert e["host_error_kind"] == "leave-one-out" and e["host_error_from_seq_len"] == [24 - r.seq_len]
+        other = by_seq[24 - r.seq_len]
+        other_eff = roofline_ms(count(onnx_file, 1, other.seq_len), ROUND, 1) / other.latency.p50
+        assert e["host_error"] == pytest.approx((host_ms / other_eff - e["host_measured_ms"]) / e["host_measured_ms"])
     # same efficiency, twice every figure: half the time
     assert records[1].estimate["ms"] == pytest.approx(records[0].estimate["ms"] / 2)
     # the device that is the host itself is predicted exactly at a measured setting
