@@ -51,8 +51,12 @@ def draw_all(data: dict[str, Any], out_dir: Path) -> list[dict[str, str]]:
     return charts
 
 
-def _millions(x: float, _pos=None) -> str:
-    return f"{x / 1e6:g}M"
+def _count(x: float, _pos=None) -> str:
+    """Axis ticks and labels: 12000000 -> '12M', 1500 -> '1.5K'."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.3g}"
 
 
 def _overview(data, plt):
@@ -71,9 +75,9 @@ def _overview(data, plt):
                 left.barh(y, count, left=start, height=0.6, color=color, edgecolor="white",
                           label=part if y == 1 else None)
                 start += count
-        left.text(start, y, f"  {start / 1e6:.1f}M", va="center")
+        left.text(start, y, f"  {_count(start)}", va="center")
     left.set_yticks([1, 0], labels)
-    left.xaxis.set_major_formatter(_millions)
+    left.xaxis.set_major_formatter(_count)
     left.set_xlim(0, parts["bert_total"] * 1.2)
     left.set_ylim(-0.5, 2.1)
     left.set_xlabel("parameters (each shared weight once)")
@@ -83,18 +87,19 @@ def _overview(data, plt):
     if compute:
         x = range(len(compute))
         width = 0.38
-        right.bar([i - width / 2 for i in x], [r["macs_total"] / 1e9 for r in compute], width,
-                  color=_ALBERT, label="ALBERT")
-        right.bar([i + width / 2 for i in x], [r["bert_macs_total"] / 1e9 for r in compute], width,
-                  color=_BERT, label="BERT, same width and depth")
-        right.set_xticks(list(x), [str(r["seq_len"]) for r in compute])
-        right.set_xlabel("sequence length (batch 1)")
-        right.set_ylabel("GMACs per forward pass")
+        right.bar([i - width / 2 for i in x], [r["macs_total"] for r in compute], width, color=_ALBERT, label="ALBERT")
+        right.bar([i + width / 2 for i in x], [r["bert_macs_total"] for r in compute], width, color=_BERT,
+                  label="BERT, same width and depth")
         for i, r in zip(x, compute):
-            right.text(i, r["bert_macs_total"] / 1e9, f"{r['macs_total'] / r['bert_macs_total']:.3f}x",
+            right.text(i, r["bert_macs_total"], f"{r['macs_total'] / r['bert_macs_total']:.3f}x",
                        ha="center", va="bottom", fontsize=7)
-        right.set_title("compute: the same (ALBERT / BERT on top)", loc="left")
-        right.legend(fontsize=7, frameon=False)
+        right.set_xticks(list(x), [str(r["seq_len"]) for r in compute])
+        right.yaxis.set_major_formatter(_count)
+        right.set_ylim(0, max(r["bert_macs_total"] for r in compute) * 1.45)
+        right.set_xlabel("sequence length (batch 1)")
+        right.set_ylabel("MACs per forward pass")
+        right.set_title("compute: the same (ratio on top)", loc="left")
+        right.legend(fontsize=7, frameon=False, loc="upper left")
     return fig
 
 
@@ -174,7 +179,7 @@ def _latency(data, plt):
     rows = [r for r in data["profile_rows"] if r["seq_len"] and r["p50_ms"] is not None]
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    fig, ax = plt.subplots(figsize=(9.5, 3.8))
     series: dict[tuple, list] = {}
     for r in rows:
         key = (r["file_name"], r["device"], r["provider"], r["threads"], r["batch"], r["estimated"])
@@ -188,11 +193,14 @@ def _latency(data, plt):
             label += " [estimate]"
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3,
                 linestyle="--" if estimated else "-", label=label)
+    seqs = sorted({r["seq_len"] for r in rows})
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    ax.set_xticks(seqs, [str(n) for n in seqs])
+    ax.minorticks_off()
+    ax.set_ylim(0, max(r["p50_ms"] for r in rows) * 1.15)
     ax.set_xlabel("sequence length")
     ax.set_ylabel("p50 latency (ms)")
-    ax.legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 
