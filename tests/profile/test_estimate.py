@@ -163,3 +163,17 @@ def test_cli_lists_the_devices():
     assert result.exit_code == 0, result.output
     for d in DEVICES:
         assert d.name in result.stdout and d.source[:20] in result.stdout
+
+
+def test_counts_and_estimates_run_without_torch_or_tensorflow(run_blocked, model_dir):
+    result = run_blocked(f"""
+        from albert_edge.profile import remote
+        from albert_edge.profile.devices import device
+        from albert_edge.profile.estimate import estimate
+        from albert_edge.profile.opcount import count
+        print(count({str(model_dir / 'model.onnx')!r}, 1, 8).macs, count({str(model_dir / 'model.tflite')!r}, 1, 8).macs)
+        print(attempts)
+    """)
+    assert result.returncode == 0, result.stderr
+    macs, attempts = result.stdout.strip().splitlines()[-2:]
+    assert macs == f"{hand_macs(1, 8)} {hand_macs(1, 8)}" and attempts == "[]"
