@@ -246,6 +246,8 @@ def _print(records: list[dict], comparisons: list, baseline: Path | None) -> Non
     dev = records[0].get("device") or {} if records else {}
     console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
                   + (f", {dev['board']}" if dev.get("board") else "") + f", {dev.get('os')}")
+    for name, model in {r["file_name"]: r.get("model") or {} for r in records}.items():
+        console.print(f"{name}: {_supports(model)}")
     for r in records:
         if r.get("text"):
             t = r["text"]
@@ -266,6 +268,16 @@ def _print(records: list[dict], comparisons: list, baseline: Path | None) -> Non
                      for c in comparisons], right=(2, 3, 5, 6, 7, 8))
     elif baseline is not None:
         console.print(f"no record in {baseline} matches these files and settings")
+
+
+def _supports(model: dict) -> str:
+    """What a file takes, in words: declared input shape, whether it is dynamic, the longest input."""
+    shape = model.get("input_shape")
+    kind = ("batch and sequence length dynamic" if model.get("dynamic") else
+            "fixed shape" if model.get("dynamic") is False else "shape unknown")
+    longest = (f"at most {model['max_seq_len']} tokens (from its {model['max_seq_len_source']})"
+               if model.get("max_seq_len") else "maximum length unknown (no manifest beside it)")
+    return f"inputs {shape} ({kind}), {longest}"
 
 
 def _print_ops(r: dict) -> None:
