@@ -112,6 +112,8 @@ def run_pipeline(options: PipelineOptions, on_step: Step | None = None) -> Pipel
     """Run the chosen steps for the source (or the built-in default) into ``options.out_dir``."""
     start = time.perf_counter()
     step = on_step or (lambda *_: None)
+    if options.source is not None and not Path(options.source).exists():
+        raise PipelineError(f"SOURCE {options.source}: no such checkpoint")
     state = State.open(Path(options.out_dir), options.force)
     models, description = _models(options, state.root)
     state.source = {"source": options.source, "description": description}
@@ -140,8 +142,6 @@ def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
         small.make = lambda: {"pretraining": default.make_small(small.checkpoint)[1]}
         return [random, small], default.DESCRIPTION
     source = Path(options.source)
-    if not source.exists():
-        raise PipelineError(f"SOURCE {source}: no such checkpoint")
     name = source.resolve().name
     return [_Model(name, root / name, source)], f"checkpoint {source}"
 

@@ -1,0 +1,110 @@
+"""`albert-edge pipeline` on a tiny checkpoint, through the CLI: every step once, a re-run that
+skips what is up to date (and redoes what changed), --only/--skip, and a directory that is not
+a pipeline's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from albert_edge.cli import main
+
+FAST = ["--seq-len", "16", "--profile-seq-len", "8,16", "--runs", "2", "--min-seconds", "0", "--threads", "1",
+        "--to", "onnx", "--scheme", "int8-dynamic"]
+
+
+def pipeline(*args) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["pipeline", *map(str, args)])
+    return result.exit_code, result.output
+
+
+def statuses(*args) -> dict[str, str]:
+    code, output = pipeline(*args, "--json")
+    assert code == 0, output
+    data = json.loads(output)
+    return {s["step"]: s["status"] for s in data["steps"]}
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    import torch
+
+    from albert_edge import checkpoints
+    from albert_edge.config import AlbertConfig
+    from albert_edge.model import build_model
+
+    torch.manual_seed(0)
+    return checkpoints.save(build_model(AlbertConfig.preset("tiny"), "base"), tmp_path_factory.mktemp("p") / "ckpt")
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory, checkpoint) -> Path:
+    out = tmp_path_factory.mktemp("pipeline") / "out"
+    code, output = pipeline(checkpoint, "--out", out, *FAST)
+    assert code == 0, output
+    assert "report of ckpt: " in output and str(out / "ckpt" / "report" / "report.html") in output
+    return out
+
+
+def test_every_step_ran(ran):
+    model = ran / "ckpt"
+    assert {p.name for p in (model / "files").iterdir()} >= {"model.onnx", "model.int8-dynamic.onnx", "manifest.json"}
+    records = json.loads((model / "profile.json").read_text())
+    assert {(r["file_name"], r["seq_len"]) for r in records} == {
+        (f, n) for f in ("model.onnx", "model.int8-dynamic.onnx") for n in (8, 16)}
+    report = json.loads((model / "report" / "report.json").read_text())
+    assert report["profile"] == records
+    assert {f["name"] for f in report["files"]} == {"model.onnx", "model.int8-dynamic.onnx"}
+    assert report["context"]["model"] == "ckpt"
+    state = json.loads((ran / "pipeline.json").read_text())
+    assert set(state["steps"]) == {f"ckpt/{s}" for s in ("convert", "quantize", "profile", "report")}
+
+
+def test_rerun_skips_what_is_up_to_date_and_redoes_what_changed(ran):
+    assert statuses("--out", ran, *FAST, *_source(ran)) == {
+        "checkpoint": "given", "convert": "skipped (up to date)", "quantize": "skipped (up to date)",
+        "profile": "skipped (up to date)", "report": "skipped (up to date)"}
+    # a changed output is not trusted: profile runs again, and the report that reads it
+    profile = ran / "ckpt" / "profile.json"
+    profile.write_text(profile.read_text().replace('"threads": 1', '"threads": 1 '))
+    assert statuses("--out", ran, *FAST, *_source(ran)) == {
+        "checkpoint": "given", "convert": "skipped (up to date)", "quantize": "skipped (up to date)",
+        "profile": "ran", "report": "ran"}
+
+
+def _source(out: Path) -> list[str]:
+    return [json.loads((out / "pipeline.json").read_text())["source"]["source"]]
+
+
+def test_only_and_skip(ran):
+    assert statuses("--out", ran, *FAST, "--only", "report", *_source(ran))["convert"] == "left out"
+    steps = statuses("--out", ran, *FAST, "--skip", "profile,report", *_source(ran))
+    assert steps["profile"] == steps["report"] == "left out"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--only", "deploy"], "steps are checkpoint, convert, quantize, profile, report"),
+    (["--only", "report", "--skip", "profile"], "not both"),
+    (["--profile-seq-len", "64"], "beyond the conversion's --seq-len"),
+])
+def test_bad_options(tmp_path, checkpoint, args, message):
+    code, output = pipeline(checkpoint, "--out", tmp_path / "out", *FAST, *args)
+    assert code == 2 and message in output and len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_users_directory_is_left_alone(tmp_path, checkpoint):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    code, output = pipeline(checkpoint, "--out", out, *FAST)
+    assert code == 2 and "did not write" in output and "--force" in output
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_missing_source(tmp_path):
+    code, output = pipeline(tmp_path / "nothing", "--out", tmp_path / "out")
+    assert code == 2 and "no such checkpoint" in output
