@@ -38,7 +38,8 @@ from ..converters.manifest import MANIFEST_NAME, sha256_of
 from ..errors import AlbertEdgeError
 from ..runtime import format_of
 from .record import ProfileRecord
-from .runner import _RUNTIMES
+from ..tokenizer import find_spiece
+from .runner import _RUNTIMES, _check_text
 
 __all__ = ["DEFAULT_REMOTE_DIR", "RemoteError", "Target", "parse_target", "profile_remote"]
 
@@ -217,6 +218,8 @@ def profile_remote(hosts: Sequence[str], files: Sequence[str | Path], settings, 
         if not f.is_file():
             raise RemoteError(f"{f}: no such model file")
         format_of(f)
+    if settings.text is not None:
+        _check_text(settings)  # the local --text and --tokenizer, before any connection
     if ssh_config is not None and not Path(ssh_config).is_file():
         raise RemoteError(f"--ssh-config {ssh_config}: no such file")
     if shutil.which("ssh") is None:
@@ -281,8 +284,7 @@ def _profile_on(machine: _Host, files: list[Path], settings, remote_dir: str, ti
             put(manifest, digest, always=True)
     changes: dict[str, Any] = {}
     if settings.tokenizer is not None:
-        tok = Path(settings.tokenizer)
-        tok = tok / "spiece.model" if tok.is_dir() else tok
+        tok = find_spiece(settings.tokenizer)
         changes["tokenizer"] = Path(put(tok, sha256_of(tok)))
     if settings.text not in (None, "builtin"):
         text = Path(settings.text)
