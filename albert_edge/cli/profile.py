@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import AlbertEdgeError
+from ..profile.remote import DEFAULT_PYTHON, DEFAULT_REMOTE_DIR
 from ..runtime import PROVIDERS
 from ._output import console, err_console, print_json, print_table
 
@@ -88,17 +89,18 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
                    "(exit 2). Uses the ssh client in batch mode: keys or an agent, never a password prompt.")
 @click.option("--ssh-config", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="ssh client configuration for --remote (passed as ssh -F FILE).")
-@click.option("--remote-dir", default="~/.cache/albert-edge/profile", show_default=True, metavar="DIR",
+@click.option("--remote-dir", default=DEFAULT_REMOTE_DIR, show_default=True, metavar="DIR",
               help="Cache directory on the --remote device; files are kept there by content hash.")
-@click.option("--remote-python", default="python3", show_default=True, metavar="PYTHON",
+@click.option("--remote-python", default=DEFAULT_PYTHON, show_default=True, metavar="PYTHON",
               help="Python on the --remote device that has albert-edge installed, e.g. a venv's "
                    "/home/pi/venv/bin/python.")
 @click.option("--estimate", "estimate_devices", default=None, metavar="DEVICE,...", callback=_estimate_devices,
               is_eager=True, help="Also estimate latency on devices not at hand (roofline from the file's "
                                   "operator counts and each device's figures, scaled by the efficiency measured "
                                   "here for the same file), printed in a table of their own beside this machine's "
-                                  "measured-vs-estimated error. 'all' for every device, 'list' to print the "
-                                  "device table and exit.")
+                                  "measured-vs-estimated error (with --remote nothing is measured here: the "
+                                  "estimates are then the unscaled roofline). 'all' for every device, 'list' to "
+                                  "print the device table and exit.")
 def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: str, delegate: str, provider: str,
             runs: int, min_seconds: float, warmup: int, mlperf: bool, text: str | None, tokenizer: Path | None,
             max_sentences: int, fixed: bool, ops: bool, baseline: Path | None, fail_on_regression: bool,
