@@ -15,7 +15,7 @@ from torch import nn
 from .config import AlbertConfig, load_config
 from .errors import CheckpointError, ConfigError
 from .files import atomic_write
-from .model import HEADS, AlbertModel, build_model
+from .model import ALL_HEADS, AlbertModel, build_model
 
 __all__ = ["Checkpoint", "load", "load_model", "model_from_checkpoint", "validate", "save", "detect_format", "expected_shapes", "tf_key_table"]
 
@@ -51,7 +51,7 @@ class Checkpoint:
     @property
     def head(self) -> str:
         """The head this checkpoint was saved with: the richest one it has weights for."""
-        for name in ("pretraining", "mlm", "classification", "token-classification", "qa"):
+        for name in ("pretraining", "mlm", "classification", "token-classification", "qa", "multiple-choice"):
             if name in self.heads:
                 return name
         return "base"
@@ -84,8 +84,6 @@ def tf_key_table(config: AlbertConfig) -> dict[str, tuple[str, bool]]:
         "embeddings.token_type_embeddings.weight": ("bert/embeddings/token_type_embeddings", False),
         "embeddings.LayerNorm.weight": ("bert/embeddings/LayerNorm/gamma", False),
         "embeddings.LayerNorm.bias": ("bert/embeddings/LayerNorm/beta", False),
-        "encoder.embedding_hidden_mapping_in.weight": ("bert/encoder/embedding_hidden_mapping_in/kernel", True),
-        "encoder.embedding_hidden_mapping_in.bias": ("bert/encoder/embedding_hidden_mapping_in/bias", False),
         "pooler.weight": ("bert/pooler/dense/kernel", True),
         "pooler.bias": ("bert/pooler/dense/bias", False),
         "predictions.dense.weight": ("cls/predictions/transform/dense/kernel", True),
@@ -108,6 +106,9 @@ def tf_key_table(config: AlbertConfig) -> dict[str, tuple[str, bool]]:
         "ffn_output": "ffn_1/intermediate/output/dense",
     }
     norms = {"attention.LayerNorm": "LayerNorm", "full_layer_layer_norm": "LayerNorm_1"}
+    if config.has_embedding_projection:  # Google's code builds none when E = H
+        table["encoder.embedding_hidden_mapping_in.weight"] = ("bert/encoder/embedding_hidden_mapping_in/kernel", True)
+        table["encoder.embedding_hidden_mapping_in.bias"] = ("bert/encoder/embedding_hidden_mapping_in/bias", False)
     for g in range(config.num_hidden_groups):
         for i in range(config.inner_group_num):
             ours = f"encoder.albert_layer_groups.{g}.albert_layers.{i}."
@@ -201,11 +202,15 @@ def _heads_of(state: dict, architectures: list[str]) -> tuple[str, ...]:
         if "sop_classifier.classifier.weight" in state:
             heads.append("pretraining")
     if "classifier.weight" in state:
-        # Both classifiers store classifier.*; the saving class or the pooler tells them apart.
-        if any("TokenClassification" in a for a in architectures):
+        # Three heads store classifier.*; the saving class or the pooler tells them apart.
+        if any("MultipleChoice" in a for a in architectures):
+            heads.append("multiple-choice")
+        elif any("TokenClassification" in a for a in architectures):
             heads.append("token-classification")
         elif any("SequenceClassification" in a for a in architectures) or "pooler.weight" in state:
             heads.append("classification")
+            if state["classifier.weight"].shape[0] == 1:  # one score from the pooled [CLS]: also what
+                heads.append("multiple-choice")           # a multiple-choice head computes per choice
         else:
             heads.append("token-classification")
     if "qa_outputs.weight" in state:
@@ -300,8 +305,8 @@ def validate(ckpt: Checkpoint, head: str | None = None) -> str:
     """Check that ``ckpt`` holds every tensor ``head`` needs, in the config's shapes, and nothing
     that its config cannot explain. Returns the head; raises CheckpointError naming the key."""
     head = head or ckpt.head
-    if head not in HEADS:
-        raise CheckpointError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
+    if head not in ALL_HEADS:
+        raise CheckpointError(f"unknown head {head!r}; choose one of {', '.join(ALL_HEADS)}")
     if head not in ckpt.heads:
         raise CheckpointError(
             f"{ckpt.path} has no weights for head {head!r}; it has: {', '.join(ckpt.heads)}"
@@ -332,7 +337,7 @@ def _check_keys(ckpt: Checkpoint, expected: dict[str, tuple[int, ...]]) -> None:
                 f"{ckpt.path}: tensor {name!r} has shape {list(got)}, but the config needs {list(shape)}"
             )
     known = set(expected)
-    for head in HEADS:  # weights of other heads are fine to skip, anything else means a mismatch
+    for head in ALL_HEADS:  # weights of other heads are fine to skip, anything else means a mismatch
         known |= set(expected_shapes(ckpt.config, head, pooler=True))
     unexpected = sorted(set(ckpt.state) - known - _TIED_ALIASES)
     if unexpected:

@@ -17,7 +17,10 @@ __all__ = [
     "AlbertForSequenceClassification",
     "AlbertForTokenClassification",
     "AlbertForQuestionAnswering",
+    "AlbertForMultipleChoice",
     "HEADS",
+    "CHOICE_HEADS",
+    "ALL_HEADS",
     "build_model",
     "num_params",
 ]
@@ -105,9 +108,12 @@ class AlbertLayer(nn.Module):
 class AlbertLayerGroup(nn.Module):
     """inner_group_num distinct layers, applied in sequence; one group is one set of shared weights."""
 
-    def __init__(self, config: AlbertConfig):
+    def __init__(self, config: AlbertConfig, used: bool = True):
         super().__init__()
-        self.albert_layers = nn.ModuleList(AlbertLayer(config) for _ in range(config.inner_group_num))
+        # A group no depth uses (Google's layout with G = L = 22, say) is built empty, as
+        # Google's code never creates its variables.
+        n_layers = config.inner_group_num if used else 0
+        self.albert_layers = nn.ModuleList(AlbertLayer(config) for _ in range(n_layers))
 
     def forward(self, x: Tensor, mask_bias: Tensor) -> Tensor:
         for layer in self.albert_layers:
@@ -122,12 +128,18 @@ class AlbertTransformer(nn.Module):
         super().__init__()
         self.config = config
         L, G = config.num_hidden_layers, config.num_hidden_groups
-        # The factorized embedding's second half: E -> H, applied once.
-        self.embedding_hidden_mapping_in = nn.Linear(config.embedding_size, config.hidden_size)
+        # The factorized embedding's second half: E -> H, applied once (Google's layout has
+        # none when E = H).
+        self.embedding_hidden_mapping_in = (nn.Linear(config.embedding_size, config.hidden_size)
+                                            if config.has_embedding_projection else None)
         # "all" builds only the G distinct groups. The paper's partial-sharing variants build one
         # group per depth and tie the shared half to the owner of its group (same module object).
-        n_built = G if config.sharing == "all" else L
-        self.albert_layer_groups = nn.ModuleList(AlbertLayerGroup(config) for _ in range(n_built))
+        if config.sharing == "all":
+            used = {config.group_of_depth(depth) for depth in range(L)}
+            groups = (AlbertLayerGroup(config, used=g in used) for g in range(G))
+        else:
+            groups = (AlbertLayerGroup(config) for _ in range(L))
+        self.albert_layer_groups = nn.ModuleList(groups)
         if config.sharing in ("attention", "ffn"):
             self._tie_partial(config)
 
@@ -145,7 +157,9 @@ class AlbertTransformer(nn.Module):
                     mine.full_layer_layer_norm = theirs.full_layer_layer_norm
 
     def forward(self, embeddings: Tensor, mask_bias: Tensor) -> Tensor:
-        x = self.embedding_hidden_mapping_in(embeddings)  # (B, T, H)
+        x = embeddings  # (B, T, E)
+        if self.embedding_hidden_mapping_in is not None:
+            x = self.embedding_hidden_mapping_in(x)  # (B, T, H)
         for depth in range(self.config.num_hidden_layers):
             group = self.config.group_of_depth(depth) if self.config.sharing == "all" else depth
             x = self.albert_layer_groups[group](x, mask_bias)
@@ -314,7 +328,33 @@ class AlbertForQuestionAnswering(nn.Module):
         return start, end
 
 
-# Head names as the CLI spells them (--head) -> model class.
+class AlbertForMultipleChoice(nn.Module):
+    """One score per choice: inputs (B, C, T), each choice encoded as its own sequence; returns
+    logits (B, C)."""
+
+    hf_architecture = "AlbertForMultipleChoice"
+    output_names = ("logits",)
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config)
+        self.dropout = nn.Dropout(config.classifier_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        _init_heads(self, config)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> Tensor:
+        B, C, T = input_ids.shape
+
+        def flat(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.reshape(B * C, T)
+
+        _, pooled = self.albert(flat(input_ids), flat(attention_mask), flat(token_type_ids))  # (B*C, H)
+        return self.classifier(self.dropout(pooled)).view(B, C)
+
+
+# Head names as the CLI spells them (--head) -> model class. Their inputs are (B, T).
 HEADS: dict[str, type[nn.Module]] = {
     "base": AlbertModel,
     "mlm": AlbertForMaskedLM,
@@ -323,13 +363,17 @@ HEADS: dict[str, type[nn.Module]] = {
     "token-classification": AlbertForTokenClassification,
     "qa": AlbertForQuestionAnswering,
 }
+# Heads whose inputs are (B, C, T): loaded, saved and run in PyTorch; the converters export
+# (B, T) inputs only, so these are kept out of HEADS.
+CHOICE_HEADS: dict[str, type[nn.Module]] = {"multiple-choice": AlbertForMultipleChoice}
+ALL_HEADS: dict[str, type[nn.Module]] = {**HEADS, **CHOICE_HEADS}
 
 
 def build_model(config: AlbertConfig, head: str = "base", add_pooling_layer: bool = True) -> nn.Module:
-    """A randomly initialised model for ``head`` (one of HEADS), in eval mode."""
-    if head not in HEADS:
-        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
-    model = AlbertModel(config, add_pooling_layer) if head == "base" else HEADS[head](config)
+    """A randomly initialised model for ``head`` (one of ALL_HEADS), in eval mode."""
+    if head not in ALL_HEADS:
+        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(ALL_HEADS)}")
+    model = AlbertModel(config, add_pooling_layer) if head == "base" else ALL_HEADS[head](config)
     return model.eval()
 
 

@@ -73,6 +73,7 @@ def _head_rows(config: AlbertConfig) -> dict[str, list[ParamRow]]:
         "classification": [ParamRow("classifier", f"{H}x{n}", H * n + n)],
         "token-classification": [ParamRow("token classifier", f"{H}x{n}", H * n + n)],
         "qa": [ParamRow("QA span head", f"{H}x2", 2 * H + 2)],
+        "multiple-choice": [ParamRow("choice scorer", f"{H}x1", H + 1, "one score per choice")],
     }
 
 
@@ -86,11 +87,14 @@ def param_report(config: AlbertConfig, name: str | None = None, head: str = "bas
     rows = [
         ParamRow("token embeddings (V x E)", f"{V}x{E}", V * E),
         ParamRow("positions + token types + LN", f"{P}x{E} + {T}x{E}", P * E + T * E + 2 * E),
-        ParamRow("E -> H projection", f"{E}x{H}", E * H + H, "the factorization's second half"),
     ]
+    projection = E * H + H if config.has_embedding_projection else 0
+    if projection:
+        rows.append(ParamRow("E -> H projection", f"{E}x{H}", projection, "the factorization's second half"))
     ranges = _depth_ranges(config)
-    n_att = config.num_hidden_groups if config.sharing in ("all", "attention") else L
-    n_ffn = config.num_hidden_groups if config.sharing in ("all", "ffn") else L
+    # Groups some depth uses: all G, except in Google's layout where a few (L, G) skip one.
+    n_att = len(ranges) if config.sharing in ("all", "attention") else L
+    n_ffn = len(ranges) if config.sharing in ("all", "ffn") else L
     if config.sharing == "all":
         for g, (first, last) in sorted(ranges.items()):
             used = f"layers {first}-{last}" if last > first else f"layer {first}"
@@ -107,7 +111,7 @@ def param_report(config: AlbertConfig, name: str | None = None, head: str = "bas
 
     depth = L * inner  # layer applications; BERT of the same depth has one weight set per application
     bert_embeddings = V * H + P * H + T * H + 2 * H
-    albert_embeddings = V * E + P * E + T * E + 2 * E + E * H + H
+    albert_embeddings = V * E + P * E + T * E + 2 * E + projection
     factorization_saving = bert_embeddings - albert_embeddings
     bert_head = sum(r.count for r in head_rows)
     if head in ("mlm", "pretraining"):

@@ -134,8 +134,10 @@ class TFAlbert(tf.Module):
         mask = tf.reshape(tf.cast(attention_mask, tf.float32), [tf.shape(input_ids)[0], 1, 1, T])
         mask_bias = (1.0 - mask) * MASK_VALUE
         # Its bias as a row: a 1-D shift feeding the first layer's Q/K/V would be folded into
-        # their biases, a second copy of them for the first layer application.
-        x = self._linear(x, enc.embedding_hidden_mapping_in, row_bias=True)  # (B, T, H)
+        # their biases, a second copy of them for the first layer application. (Google's layout
+        # has no projection when E = H.)
+        if enc.embedding_hidden_mapping_in is not None:
+            x = self._linear(x, enc.embedding_hidden_mapping_in, row_bias=True)  # (B, T, H)
         for depth in range(config.num_hidden_layers):
             group = config.group_of_depth(depth) if config.sharing == "all" else depth
             for layer in enc.albert_layer_groups[group].albert_layers:

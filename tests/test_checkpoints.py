@@ -3,6 +3,7 @@ and original TF checkpoints written here with TensorFlow under Google's variable
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -12,8 +13,9 @@ import transformers
 
 from albert_edge import checkpoints
 from albert_edge.config import AlbertConfig
-from albert_edge.errors import CheckpointError
-from albert_edge.model import build_model
+from albert_edge.errors import CheckpointError, ConfigError
+from albert_edge.model import build_model, num_params
+from albert_edge.params import param_report
 
 TINY = AlbertConfig.preset("tiny")
 CONFIGS = {
@@ -21,6 +23,8 @@ CONFIGS = {
     "inner2": TINY.replace(inner_group_num=2),
     "E!=H": TINY.replace(embedding_size=12, num_hidden_layers=5, num_hidden_groups=3),
     "albert-base-v2": AlbertConfig.preset("albert-base-v2"),
+    # transformers puts depth 9 in group 6 (int(9 / (18 / 14))); the exact quotient says 7.
+    "L18-G14": TINY.replace(num_hidden_layers=18, num_hidden_groups=14),
 }
 # (our head, HF class, HF outputs in our output order)
 HEADS = {
@@ -30,6 +34,7 @@ HEADS = {
     "mlm": ("AlbertForMaskedLM", ("logits",)),
     "token-classification": ("AlbertForTokenClassification", ("logits",)),
     "qa": ("AlbertForQuestionAnswering", ("start_logits", "end_logits")),
+    "multiple-choice": ("AlbertForMultipleChoice", ("logits",)),
 }
 PARITY_HEADS = ("base", "pretraining", "classification")
 
@@ -41,13 +46,15 @@ def hf_model(config: AlbertConfig, head: str):
     return cls(hf_config).eval()
 
 
-def batch(config: AlbertConfig, T: int = 12):
+def batch(config: AlbertConfig, T: int = 12, choices: int | None = None):
+    """(B, T) inputs, or (B, choices, T) for the multiple-choice head."""
     g = torch.Generator().manual_seed(1)
-    ids = torch.randint(5, config.vocab_size, (2, T), generator=g)
+    lead = (2,) if choices is None else (2, choices)
+    ids = torch.randint(5, config.vocab_size, (*lead, T), generator=g)
     mask = torch.ones_like(ids)
-    mask[1, T - 4:] = 0  # padding in the second row
+    mask[1, ..., T - 4:] = 0  # padding in the second row
     types = torch.zeros_like(ids)
-    types[:, T // 2:] = 1
+    types[..., T // 2:] = 1
     return ids, mask, types
 
 
@@ -78,7 +85,7 @@ def test_hf_saves_we_load(tmp_path, variant, head):
 
 
 @pytest.mark.parametrize("head", PARITY_HEADS)
-@pytest.mark.parametrize("variant", ["tiny-G<L", "inner2", "E!=H"])
+@pytest.mark.parametrize("variant", ["tiny-G<L", "inner2", "E!=H", "L18-G14"])
 def test_we_save_hf_loads(tmp_path, variant, head):
     config = CONFIGS[variant]
     torch.manual_seed(3)
@@ -98,7 +105,7 @@ def test_every_hf_class_loads_as_its_own_head(tmp_path, head):
     ckpt = checkpoints.load(tmp_path)
     assert ckpt.head == head
     _, ours = checkpoints.load_model(tmp_path)
-    ids, mask, types = batch(TINY)
+    ids, mask, types = batch(TINY, choices=3 if head == "multiple-choice" else None)
     with torch.no_grad():
         assert_same(ours(ids, mask, types), hf(input_ids=ids, attention_mask=mask, token_type_ids=types),
                     HEADS[head][1])
@@ -180,17 +187,29 @@ def test_partial_sharing_round_trips(tmp_path):
 
 # -- original TF checkpoints ------------------------------------------------------------------
 
+def google_builds(config: AlbertConfig, name: str) -> bool:
+    """Whether Google's modeling.py creates the variable for our weight ``name``: no E -> H
+    projection when E = H, and only the groups that int(i / L * G) picks for some depth i."""
+    L, G = config.num_hidden_layers, config.num_hidden_groups
+    if name.startswith("encoder.embedding_hidden_mapping_in."):
+        return config.embedding_size != config.hidden_size
+    if name.startswith("encoder.albert_layer_groups."):
+        return int(name.split(".")[2]) in {int(i / L * G) for i in range(L)}
+    return True
+
+
 def write_tf_checkpoint(directory, config: AlbertConfig, model, *, prefix="", drop=(), slots=True):
     """Write a TF (V2 format) checkpoint under the original ALBERT variable names, the way
-    Google's run_pretraining.py leaves it: weights, optimizer slots and global_step."""
+    Google's run_pretraining.py leaves it: weights, optimizer slots and global_step; of
+    ``model``'s weights only those Google's code would have built."""
     import tensorflow as tf
 
-    table = checkpoints.tf_key_table(config)
+    table = checkpoints.tf_key_table(config.replace(layout="hf"))  # every name, built or not
     names, values = [], []
     for ours, param in model.named_parameters():
         ours = ours.removeprefix("albert.")
         tf_name, transpose = table[ours]
-        if tf_name in drop:
+        if tf_name in drop or not google_builds(config, ours):
             continue
         value = param.detach().numpy()
         value = np.ascontiguousarray(value.T if transpose else value)
@@ -264,3 +283,104 @@ def test_saved_files_are_readable_by_others(tmp_path):
     checkpoints.save(build_model(TINY), tmp_path)
     for name in ("config.json", "model.safetensors"):
         assert (tmp_path / name).stat().st_mode & stat.S_IROTH
+
+
+# -- where Google's code builds ALBERT differently from transformers ---------------------------
+
+def google_reference(config: AlbertConfig, hf):
+    """``hf`` (a transformers ALBERT with the config's G groups) rewired to compute what Google's
+    modeling.py computes: depth i runs group int(i / L * G), and with E = H there is no E -> H
+    projection (an identity stands in for it)."""
+    L, G = config.num_hidden_layers, config.num_hidden_groups
+    ref = copy.deepcopy(hf)
+    encoder = ref.albert.encoder
+    groups = encoder.albert_layer_groups
+    encoder.config.num_hidden_groups = L  # transformers then runs slot i at depth i
+    encoder.albert_layer_groups = torch.nn.ModuleList(groups[int(i / L * G)] for i in range(L))
+    if config.embedding_size == config.hidden_size:
+        with torch.no_grad():
+            encoder.embedding_hidden_mapping_in.weight.copy_(torch.eye(config.hidden_size))
+            encoder.embedding_hidden_mapping_in.bias.zero_()
+    return ref
+
+
+ORIGINAL_LAYOUTS = {
+    "E=H": TINY.replace(embedding_size=16),
+    # Google: depth 15 -> int(15 / 22 * 22) = 14, so group 15 is never built (a missing tensor before).
+    "L22-G22": TINY.replace(num_hidden_layers=22, num_hidden_groups=22),
+    # Google: depth 9 -> group 7, transformers: group 6 (silently different outputs before).
+    "L18-G14": TINY.replace(num_hidden_layers=18, num_hidden_groups=14),
+}
+
+
+@pytest.mark.parametrize("variant", list(ORIGINAL_LAYOUTS))
+def test_original_checkpoint_loads_as_googles_code_built_it(tmp_path, variant):
+    config = ORIGINAL_LAYOUTS[variant].replace(layout="original")
+    hf = hf_model(config, "pretraining")
+    write_tf_checkpoint(tmp_path / "tf" if (tmp_path / "tf").mkdir() is None else None, config, hf)
+    loaded_config, ours = checkpoints.load_model(tmp_path / "tf")
+    assert loaded_config == config and loaded_config.layout == "original"
+    ids, mask, types = batch(config)
+    reference = google_reference(config, hf)
+    with torch.no_grad():
+        assert_same(ours(ids, mask, types), reference(input_ids=ids, attention_mask=mask, token_type_ids=types),
+                    HEADS["pretraining"][1])
+        # transformers' own arrangement of the same weights gives other numbers: the rule matters.
+        theirs = hf(input_ids=ids, attention_mask=mask, token_type_ids=types).prediction_logits
+        assert not torch.allclose(ours(ids, mask, types)[0], theirs, atol=1e-3)
+    # Parameters: exactly the weights Google's code built, as params counts them.
+    base = checkpoints.load_model(tmp_path / "tf", head="base")[1]
+    google = sum(p.numel() for n, p in hf.albert.named_parameters() if google_builds(config, n))
+    assert num_params(base) == google == param_report(config).total
+    # Saved as an HF directory, the layout travels with it and albert-edge reads it back.
+    checkpoints.save(ours, tmp_path / "hf")
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["albert_edge_layout"] == "original"
+    again_config, again = checkpoints.load_model(tmp_path / "hf")
+    assert again_config == config
+    with torch.no_grad():
+        for a, b in zip(ours(ids, mask, types), again(ids, mask, types)):
+            torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_original_config_records_the_layout_only_where_it_matters(tmp_path):
+    assert AlbertConfig.from_original_dict(TINY.to_original_dict()).layout == "hf"
+    for config in ORIGINAL_LAYOUTS.values():
+        original = config.replace(layout="original")
+        assert AlbertConfig.from_original_dict(original.to_original_dict()) == original
+        with pytest.raises(ConfigError, match="cannot be written as an original albert_config.json"):
+            config.to_original_dict()
+
+
+def test_e_equals_h_original_has_no_projection():
+    config = ORIGINAL_LAYOUTS["E=H"].replace(layout="original")
+    model = build_model(config)
+    assert model.encoder.embedding_hidden_mapping_in is None
+    assert "E -> H projection" not in [r.part for r in param_report(config).rows]
+    hf_layout = build_model(ORIGINAL_LAYOUTS["E=H"])  # transformers keeps an H x H projection
+    assert num_params(hf_layout) - num_params(model) == 16 * 16 + 16
+
+
+# -- the multiple-choice head -----------------------------------------------------------------
+
+def test_we_save_multiple_choice_hf_loads(tmp_path):
+    torch.manual_seed(3)
+    ours = build_model(TINY, "multiple-choice")
+    checkpoints.save(ours, tmp_path)
+    hf = transformers.AlbertForMultipleChoice.from_pretrained(tmp_path).eval()
+    ids, mask, types = batch(TINY, choices=4)
+    with torch.no_grad():
+        logits = ours(ids, mask, types)
+        assert logits.shape == (2, 4)
+        assert_same(logits, hf(input_ids=ids, attention_mask=mask, token_type_ids=types), ("logits",))
+
+
+def test_one_output_classifier_also_loads_as_multiple_choice(tmp_path):
+    hf = hf_model(TINY.replace(num_labels=1), "classification")
+    hf.save_pretrained(tmp_path)
+    assert checkpoints.load(tmp_path).heads == ("base", "classification", "multiple-choice")
+    _, ours = checkpoints.load_model(tmp_path, head="multiple-choice")
+    ids, mask, types = batch(TINY, choices=2)
+    with torch.no_grad():
+        flat = hf(input_ids=ids.view(4, -1), attention_mask=mask.view(4, -1),
+                  token_type_ids=types.view(4, -1)).logits.view(2, 2)
+        torch.testing.assert_close(ours(ids, mask, types), flat, atol=1e-5, rtol=0)

@@ -88,3 +88,33 @@ def test_trains():
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.parametrize("layout, L, G", [("hf", 18, 14), ("original", 18, 14), ("original", 22, 22),
+                                          ("hf", 22, 22), ("hf", 12, 5), ("original", 12, 5)])
+def test_depths_run_the_group_their_layout_picks(layout, L, G):
+    """transformers: depth i runs group int(i / (L / G)); Google's modeling.py: int(i / L * G),
+    both as floating point computes them (they differ at L=18, G=14 depth 9, L=G=22 depth 15)."""
+    config = TINY.replace(num_hidden_layers=L, num_hidden_groups=G, layout=layout)
+    rule = {"hf": lambda i: int(i / (L / G)), "original": lambda i: int(i / L * G)}[layout]
+    model = build_model(config)
+    ran = []
+    for g, group in enumerate(model.encoder.albert_layer_groups):
+        group.register_forward_hook(lambda *_, g=g: ran.append(g))
+    ids = torch.randint(5, 99, (1, 5))
+    model(ids)
+    assert ran == [rule(i) for i in range(L)] == [config.group_of_depth(i) for i in range(L)]
+    # A group no depth runs (Google's L = G = 22 never builds group 15) holds no weights.
+    for g, group in enumerate(model.encoder.albert_layer_groups):
+        assert (num_params(group) > 0) == (g in ran)
+
+
+def test_multiple_choice_scores_each_choice_as_its_own_sequence():
+    model = build_model(TINY, "multiple-choice")
+    ids = torch.randint(5, 99, (2, 3, 7))
+    mask, types = torch.ones_like(ids), torch.zeros_like(ids)
+    logits = model(ids, mask, types)
+    assert logits.shape == (2, 3) and model.output_names == ("logits",)
+    # Choice c of example b is the sequence ids[b, c] on its own.
+    single = model.classifier(model.albert(ids[1, 2:3], mask[1, 2:3], types[1, 2:3])[1])
+    torch.testing.assert_close(logits[1, 2], single[0, 0])

@@ -46,3 +46,21 @@ def test_xxlarge_difference_is_said():
     report = param_report(AlbertConfig.preset("albert-xxlarge-v2"), "albert-xxlarge-v2")
     assert report.paper["figure_m"] == 235
     assert "differs from the paper by -12.4M" in report.paper["note"]
+
+
+@pytest.mark.parametrize("changes", [dict(embedding_size=16), dict(num_hidden_layers=22, num_hidden_groups=22),
+                                     dict(num_hidden_layers=18, num_hidden_groups=14)], ids=str)
+@pytest.mark.parametrize("layout", ["hf", "original"])
+def test_layouts_are_counted(layout, changes):
+    """Google's layout has no E -> H projection when E = H and may leave a group unbuilt."""
+    config = AlbertConfig.preset("tiny").replace(layout=layout, **changes)
+    report = param_report(config)
+    assert report.total == num_params(build_model(config))
+    assert report.bert_total == report.total + report.factorization_saving + report.sharing_saving
+
+
+def test_multiple_choice_is_counted():
+    config = AlbertConfig.preset("tiny")
+    report = param_report(config, head="multiple-choice")
+    assert report.total == num_params(build_model(config, "multiple-choice"))
+    assert report.head_rows[0].count == config.hidden_size + 1
