@@ -181,7 +181,8 @@ def _estimates(files, devices, settings, measured):
     from ..profile.estimate import estimate
 
     with err_console.status("estimating") as status:
-        return estimate(files, devices, settings.seq_lens, settings.batches, measured, progress=status.update)
+        return estimate(files, devices, settings.seq_lens, settings.batches, measured, threads=settings.threads,
+                        progress=status.update)
 
 
 def _print_estimates(records: list[dict]) -> None:

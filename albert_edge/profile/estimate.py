@@ -64,16 +64,18 @@ def _memory_bound_share(counts: GraphCount, device: Device, threads: int | None)
 def estimate(files: Sequence[str | Path], devices: str | Sequence[str] | Sequence[Device],
              seq_lens: Iterable[int], batch: int | Iterable[int] = 1,
              measured_records: Iterable[ProfileRecord | dict[str, Any]] = (), *,
-             host: Device | None = None, progress: Callable[[str], None] | None = None) -> list[ProfileRecord]:
+             threads: Iterable[int] | None = None, host: Device | None = None,
+             progress: Callable[[str], None] | None = None) -> list[ProfileRecord]:
     """One estimate record per file x batch x sequence length x measured setting (threads,
     provider or delegate) x device. ``devices`` is 'pi4,pi5', a list of names or of rows.
     ``measured_records`` are this machine's measurements (remote and real-text ones are left
-    out); a setting the host did not measure gets the unscaled roofline, and says so."""
+    out); a length the host did not measure gets the unscaled roofline for each of ``threads``
+    (all the device's cores when None), and says so. ``host`` defaults to this machine's row."""
     rows = _devices(devices)
     batches = (batch,) if isinstance(batch, int) else tuple(batch)
     measured = [_fixed_local(r) for r in measured_records]
     measured = [r for r in measured if r is not None]
-    host = host or host_device()
+    host = host or (host_device() if measured else None)
     records: list[ProfileRecord] = []
     for file in files:
         path = Path(file)
@@ -85,9 +87,9 @@ def estimate(files: Sequence[str | Path], devices: str | Sequence[str] | Sequenc
                     progress(f"counting {path.name} at {b} x {seq_len}")
                 counted[seq_len] = count(path, b, seq_len)
             for seq_len, counts in counted.items():
-                here = [r for r in mine if r.batch == b and r.seq_len == seq_len] or [None]
-                for m in here:
-                    records += [_record(path, counts, dev, host, m, mine, counted) for dev in rows]
+                here = [(r, r.threads) for r in mine if r.batch == b and r.seq_len == seq_len]
+                for m, t in here or [(None, t) for t in (tuple(threads) if threads else (None,))]:
+                    records += [_record(path, counts, dev, host, m, t, mine, counted) for dev in rows]
     return records
 
 
@@ -116,15 +118,14 @@ def _efficiency(counts: GraphCount, host: Device, m: ProfileRecord) -> tuple[flo
     return host_ms, host_ms / m.latency.p50
 
 
-def _record(path: Path, counts: GraphCount, dev: Device, host: Device, m: ProfileRecord | None,
-            mine: list[ProfileRecord], counted: dict[int, GraphCount]) -> ProfileRecord:
-    threads = m.threads if m else None
+def _record(path: Path, counts: GraphCount, dev: Device, host: Device | None, m: ProfileRecord | None,
+            threads: int | None, mine: list[ProfileRecord], counted: dict[int, GraphCount]) -> ProfileRecord:
     device_roofline = roofline_ms(counts, dev, threads)
     figures: dict[str, Any] = {
         "device": dev.name, "device_title": dev.title, "model": MODEL, "statistic": "p50",
         "roofline_ms": device_roofline, "macs": counts.macs, "by_precision": counts.by_precision(),
         "memory_bound_share": _memory_bound_share(counts, dev, threads),
-        "by_op_ms": _by_op_ms(counts, dev, threads), "host_figures": host.to_dict(), "device_figures": dev.to_dict(),
+        "by_op_ms": _by_op_ms(counts, dev, threads), "host_figures": host.to_dict() if host else None, "device_figures": dev.to_dict(),
     }
     if m is None:
         figures.update(ms=device_roofline, efficiency=None, host_measured_ms=None, host_estimated_ms=None,

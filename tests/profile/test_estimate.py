@@ -123,8 +123,10 @@ def test_estimates_are_labelled_and_scaled_by_the_host(onnx_file, measured):
 
 
 def test_a_setting_not_measured_is_an_unscaled_roofline(onnx_file):
-    (record,) = estimate([onnx_file], "pi4", (8,), 1, [], host=ROUND)
-    assert record.estimated and record.latency is None
+    record, on_all_cores = estimate([onnx_file], "pi4", (8,), 1, [], threads=(1, 8))
+    assert (record.threads, on_all_cores.threads) == (1, 4)  # capped at the Pi 4's cores
+    assert on_all_cores.estimate["roofline_ms"] < record.estimate["roofline_ms"]
+    assert record.estimated and record.latency is None and record.estimate["host_figures"] is None
     assert record.estimate["efficiency"] is None and record.estimate["ms"] == record.estimate["roofline_ms"]
     assert "unscaled" in record.estimate["note"]
 
