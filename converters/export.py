@@ -4,6 +4,7 @@ name, verify it against PyTorch, and only when all passed move them in place and
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import logging
@@ -21,7 +22,7 @@ from albert_edge.errors import ConversionError, user_message
 from . import manifest as manifest_io
 from .verify import VerifyReport, verify
 
-__all__ = ["convert", "ConversionResult", "ConvertedFile", "TARGETS", "Target", "check_out_dir", "head_of"]
+__all__ = ["convert", "ConversionResult", "ConvertedFile", "TARGETS", "Target", "check_out_dir", "head_of", "select_outputs"]
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +98,14 @@ def head_of(model) -> str:
 
 def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[str] = ("onnx",),
             head: str | None = None, seq_len: int = 128, opset: int | None = None, force: bool = False, *,
-            tokenizer=None, on_step: Step | None = None, **export_options: Any) -> ConversionResult:
+            tokenizer=None, on_step: Step | None = None, outputs: Sequence[str] | None = None,
+            **export_options: Any) -> ConversionResult:
     """Convert ``checkpoint_or_model`` (a checkpoint path or an albert-edge nn.Module) to each of
     ``targets`` in ``out_dir``, verified. ``tokenizer`` (AlbertTokenizer or spiece path) adds
     real sentences to the verification; by default a checkpoint directory's own spiece.model is
     used. ``opset`` is the ONNX opset (None: the exporter's ``DEFAULT_OPSET``). ``export_options`` go to the exporters that take them (``external_data_threshold``
-    for ONNX)."""
+    for ONNX). ``outputs`` keeps only those of the head's outputs in the files (see
+    :func:`select_outputs`)."""
     start = time.perf_counter()
     wanted = _check_targets(targets)
     unknown = set(export_options) - {o for t in TARGETS.values() for o in t.options}
@@ -119,7 +122,8 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     try:
         tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=out))
         result = _convert_into(tmp, checkpoint_or_model, out, wanted, head=head, seq_len=seq_len, opset=opset,
-                               tokenizer=tokenizer, step=on_step or (lambda *_: None), export_options=export_options)
+                               tokenizer=tokenizer, step=on_step or (lambda *_: None), export_options=export_options,
+                               outputs=outputs)
         finished = True
     except OSError as exc:  # disk full, permissions, ...
         raise ConversionError(f"writing to {out} failed: {user_message(exc) or exc}") from None
@@ -134,11 +138,13 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
 
 
 def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target], *, head: str | None,
-                  seq_len: int, opset: int | None, tokenizer, step: Step, export_options: dict[str, Any]) -> ConversionResult:
+                  seq_len: int, opset: int | None, tokenizer, step: Step, export_options: dict[str, Any],
+                  outputs: Sequence[str] | None = None) -> ConversionResult:
     """The conversion proper: load, export and verify each target in ``tmp``, then install."""
     steps = 1 + 2 * len(wanted) + 1
     step("load checkpoint", 0, steps)
     model, source = _load(checkpoint_or_model, head)
+    model = select_outputs(model, outputs)
     config = model.config
     if seq_len > config.max_position_embeddings:
         raise ConversionError(
@@ -242,6 +248,42 @@ def _load(checkpoint_or_model, head: str | None) -> tuple[Any, dict[str, Any]]:
     if head is not None and head != own:
         raise ConversionError(f"the model given is a {own!r} model, not {head!r}")
     return model.eval(), {"checkpoint": None, "format": "model", "head": own}
+
+
+# Outputs a file may leave out, and the submodule only that output reads: leaving the output
+# out leaves that submodule's weights out of the file too.
+_DROPPABLE = {"pooler_output": "pooler"}
+
+
+def select_outputs(model, outputs: Sequence[str] | None):
+    """``model`` with only ``outputs`` (None or all of them: ``model`` itself). An output can be
+    left out when the weights only it reads can go with it: ``pooler_output`` of the base head
+    (its 590,592 parameters in ALBERT-base). The model given is not changed: the result is a
+    shallow copy sharing its parameters, without the dropped submodules."""
+    if outputs is None:
+        return model
+    wanted = tuple(dict.fromkeys(outputs))
+    have = tuple(model.output_names)
+    unknown = [o for o in wanted if o not in have]
+    if not wanted or unknown:
+        raise ConversionError(f"--outputs {', '.join(unknown or ['(none)'])}: the {head_of(model)!r} head has "
+                              f"outputs {', '.join(have)}")
+    if set(wanted) == set(have):
+        return model
+    dropped = [o for o in have if o not in wanted]
+    kept = [o for o in have if o in wanted]
+    # Outputs come out in the head's own order; only a trailing output whose weights go with it can go.
+    if kept != list(have[:len(kept)]) or any(o not in _DROPPABLE or getattr(model, _DROPPABLE[o], None) is None
+                                             for o in dropped):
+        leavable = [o for o in have if o in _DROPPABLE and getattr(model, _DROPPABLE[o], None) is not None]
+        raise ConversionError(f"the {head_of(model)!r} head cannot leave out {', '.join(dropped)}; "
+                              f"outputs it can leave out: {', '.join(leavable) or 'none'}")
+    lean = copy.copy(model)
+    lean._modules = dict(model._modules)  # noqa: SLF001 (nn.Module keeps submodules there)
+    for name in dropped:
+        setattr(lean, _DROPPABLE[name], None)
+    lean.output_names = tuple(kept)
+    return lean
 
 
 def _check_float_weights(state: dict[str, Any], path: Path) -> None:

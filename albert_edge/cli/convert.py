@@ -25,10 +25,13 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
               help="Sequence length to build and verify at (TFLite is built for it, ONNX is dynamic).")
 @click.option("--opset", type=int, default=None,
               help="ONNX opset, 17 or newer (default 20: GELU as one node, faster in onnxruntime).")
+@click.option("--outputs", "outputs", multiple=True, metavar="NAME",
+              help="Keep only this output in the files, repeatable (default: all of the head's). "
+                   "--head base --outputs last_hidden_state leaves out pooler_output and its weights.")
 @click.option("--force", is_flag=True, help="Write into an output directory that already holds files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str | None, seq_len: int,
-            opset: int | None, force: bool, as_json: bool) -> None:
+            opset: int | None, outputs: tuple[str, ...], force: bool, as_json: bool) -> None:
     """Convert CHECKPOINT (a Hugging Face directory, an original TF checkpoint, or albert-edge
     training output) to each --to format in --out. Every file is verified against PyTorch and
     checked to store each shared weight once before it is moved in place; manifest.json is
@@ -42,7 +45,7 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
             bar.update(task, description=what, completed=done, total=total)
 
         result = run_convert(checkpoint, out_dir, targets=targets or ("onnx",), head=head, seq_len=seq_len,
-                             opset=opset, force=force, on_step=on_step)
+                             opset=opset, force=force, on_step=on_step, outputs=outputs or None)
     if as_json:
         print_json(result.to_dict())
         return
