@@ -22,6 +22,7 @@ CONFIGS = {
     "tiny-G<L": TINY,
     "inner2": TINY.replace(inner_group_num=2),
     "E!=H": TINY.replace(embedding_size=12, num_hidden_layers=5, num_hidden_groups=3),
+    "E=H": TINY.replace(embedding_size=16),  # transformers keeps the E -> H projection
     "albert-base-v2": AlbertConfig.preset("albert-base-v2"),
     # transformers puts depth 9 in group 6 (int(9 / (18 / 14))); the exact quotient says 7.
     "L18-G14": TINY.replace(num_hidden_layers=18, num_hidden_groups=14),
