@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..converters.manifest import sha256_of
 from .devices import DEVICES, GB, Device, host_device, parse_devices
 from .opcount import GraphCount, count
 from .record import ProfileRecord
@@ -139,7 +140,7 @@ def _record(path: Path, counts: GraphCount, dev: Device, host: Device | None, m:
         figures.update(_host_error(m, mine, counted, host, measured_ms, host_ms))
     return ProfileRecord(
         file=str(path), file_name=path.name, file_bytes=m.file_bytes if m else path.stat().st_size,
-        sha256=m.sha256 if m else "", format=counts.format, scheme=m.scheme if m else None,
+        sha256=m.sha256 if m else sha256_of(path), format=counts.format, scheme=m.scheme if m else None,
         runtime=m.runtime if m else "", runtime_version=m.runtime_version if m else "",
         provider=m.provider if m else "", threads=min(threads, dev.cores) if threads else dev.cores,
         batch=counts.batch, seq_len=counts.seq_len, input_mode="fixed", load_ms=None, first_call_ms=None,

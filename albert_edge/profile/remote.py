@@ -276,9 +276,8 @@ def _profile_on(machine: _Host, files: list[Path], settings, remote_dir: str, ti
     for f in files:
         digest = sha256_of(f)
         remote_of[put(f, digest)] = f
-        for side in (f.with_name(f.name + ".data"),):  # ONNX external data, named by the exporter
-            if side.is_file():
-                put(side, digest)
+        for side in _data_files(f):
+            put(side, digest)
         manifest = f.with_name(MANIFEST_NAME)
         if manifest.is_file():  # small; it can change while the model does not
             put(manifest, digest, always=True)
@@ -299,6 +298,17 @@ def _profile_on(machine: _Host, files: list[Path], settings, remote_dir: str, ti
     except _CommandFailed as exc:
         raise RemoteError(f"{spec}: the profiler failed there: {exc}") from None
     return [_local_record(r, spec, remote_of) for r in _records(out, spec)]
+
+
+def _data_files(model: Path) -> list[Path]:
+    """An ONNX file's external data files: those its manifest entry lists, and the exporter's
+    default name ``<file name>.data``, where they exist."""
+    names = {model.name + ".data"}
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+        manifest = json.loads(model.with_name(MANIFEST_NAME).read_text())
+        entry = next(e for e in manifest["files"] if e["name"] == model.name)
+        names.update(d["name"] for d in entry.get("data_files", []))
+    return [model.with_name(n) for n in sorted(names) if model.with_name(n).is_file()]
 
 
 def _probe(machine: _Host, remote_dir: str, formats: set[str]) -> dict[str, Any]:

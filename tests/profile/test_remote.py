@@ -163,3 +163,16 @@ def test_ctrl_c_stops_ssh_and_the_device_side(sshd, onnx_file, tmp_path):
     while _processes_mentioning(str(cache)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _processes_mentioning(str(cache)) == []
+
+
+def test_onnx_external_data_travels_with_the_model(tmp_path):
+    from albert_edge.profile.remote import _data_files
+
+    model = tmp_path / "big.onnx"
+    model.write_bytes(b"\x08\x07")
+    for name in ("big.onnx.data", "weights.bin", "unrelated.bin"):
+        (tmp_path / name).write_bytes(b"0")
+    assert _data_files(model) == [tmp_path / "big.onnx.data"]
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"files": [{"name": "big.onnx", "data_files": [{"name": "weights.bin"}]}]}))
+    assert _data_files(model) == [tmp_path / "big.onnx.data", tmp_path / "weights.bin"]
