@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from albert_edge.errors import ConversionError
 
 from .graph import INPUT_NAMES
+from .op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
 
 if TYPE_CHECKING:
     from torch import nn
@@ -69,8 +70,10 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128)
 
 
 def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None = None,
-            run_converter=None) -> bytearray:
-    """The .tflite flatbuffer for ``model``, checked: builtin ops only, the expected signature.
+            run_converter=None, runtime: str | None = TFLITE_RUNTIME_LAST) -> bytearray:
+    """The .tflite flatbuffer for ``model``, checked: builtin ops only, the expected signature,
+    and operator versions that TFLite ``runtime`` loads (None: any; the default is
+    tflite-runtime 2.14, the last tflite-runtime release, on Raspberry Pi OS bookworm).
 
     ``buffer_offset`` stores weights after the flatbuffer (needed past 2 GiB); None decides by
     the model's size. ``run_converter`` (used by albert_edge.quantize) takes the configured
@@ -93,7 +96,7 @@ def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None 
         del module
         flatbuffer = _run_converter(tf, saved, buffer_offset, run_converter)
     _set_input_shapes(flatbuffer, seq_len)
-    _check(flatbuffer, tuple(model.output_names))
+    _check(flatbuffer, tuple(model.output_names), runtime)
     return flatbuffer
 
 
@@ -154,8 +157,8 @@ def _set_input_shapes(flatbuffer: bytearray, seq_len: int) -> None:
         shape[:] = (1, seq_len)
 
 
-def _check(flatbuffer: bytearray, output_names: tuple[str, ...]) -> None:
-    """Builtin ops only, and the signature albert-edge promises."""
+def _check(flatbuffer: bytearray, output_names: tuple[str, ...], runtime: str | None = None) -> None:
+    """Builtin ops only, the signature albert-edge promises, and nothing ``runtime`` cannot load."""
     schema = _schema()
     model = schema.Model.GetRootAs(flatbuffer, 0)
     custom = schema.BuiltinOperator.CUSTOM
@@ -173,3 +176,7 @@ def _check(flatbuffer: bytearray, output_names: tuple[str, ...]) -> None:
     for name, index in inputs.items():
         if subgraph.Tensors(index).Type() != int32:
             raise ConversionError(f"input {name} of the converted model is not int32")
+    too_new = too_new_for(op_versions(flatbuffer), runtime) if runtime is not None else []
+    if too_new:
+        needs = ", ".join(f"{o.op} version {o.version} (runtime {o.min_runtime or 'unknown'})" for o in too_new)
+        raise ConversionError(f"the converted model would not load in TFLite runtime {runtime}: it needs {needs}")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from albert_edge.converters.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
+from albert_edge.converters.op_versions import TFLITE_RUNTIME_LAST
 from albert_edge.converters.weights import read_file
 from albert_edge.errors import ConversionError
 
@@ -91,9 +91,8 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
         flatbuffer = converter.convert()
         return _rewrite(flatbuffer, recipe, notes, originals, compat)
 
-    flatbuffer = exporter.convert(model, seq_len=config.seq_len or source.seq_len, run_converter=run)
-    if compat:
-        _check_runtime(flatbuffer, config.tflite_compat)
+    flatbuffer = exporter.convert(model, seq_len=config.seq_len or source.seq_len, run_converter=run,
+                                  runtime=TFLITE_RUNTIME_LAST if compat else None)
     out.write_bytes(flatbuffer)
     return Built(out, {}, notes)
 
@@ -123,16 +122,6 @@ def _examples(batches: Sequence[Batch]) -> Iterator[dict[str, np.ndarray]]:
 def _hybrid(recipe: Recipe) -> bool:
     """Int8 weights read by float activations (dynamic range): no calibrated activation ranges."""
     return recipe.optimizations and not recipe.representative and recipe.weights == "int8"
-
-
-def _check_runtime(flatbuffer: bytes, compat: str) -> None:
-    """ConversionError naming each operator version the compat runtime cannot load."""
-    runtime = TFLITE_RUNTIME_LAST if compat == "2.14" else compat
-    too_new = too_new_for(op_versions(flatbuffer), runtime)
-    if too_new:
-        needs = ", ".join(f"{o.op} version {o.version} (runtime {o.min_runtime or 'unknown'})" for o in too_new)
-        raise ConversionError(f"the quantized file would not load in tflite-runtime {runtime}: {needs}; "
-                              "--tflite-compat latest writes it anyway")
 
 
 def _missing_kernels(model: Model) -> set[int]:

@@ -14,6 +14,12 @@ litert = pytest.importorskip("ai_edge_litert.interpreter")
 
 from albert_edge.config import AlbertConfig  # noqa: E402
 from albert_edge.converters import tflite  # noqa: E402
+from albert_edge.converters.op_versions import (  # noqa: E402
+    TFLITE_RUNTIME_LAST,
+    min_runtime,
+    op_versions,
+    too_new_for,
+)
 from albert_edge.converters.tflite_reader import read  # noqa: E402
 from albert_edge.errors import ConversionError  # noqa: E402
 from albert_edge.model import build_model  # noqa: E402
@@ -190,3 +196,46 @@ class _NotAlbert(torch.nn.Module):
     def __init__(self, config):
         super().__init__()
         self.config = config
+
+
+def test_loads_in_tflite_runtime_214_and_inspect_says_so(exported):
+    """Every operator version the exporter writes is one tflite-runtime 2.14 (Raspberry Pi OS
+    bookworm) registers; `inspect` lists each with the first runtime that has it."""
+    import json
+
+    from click.testing import CliRunner
+
+    from albert_edge.cli import main
+
+    _, path = exported
+    ops = op_versions(path)
+    assert not too_new_for(ops, TFLITE_RUNTIME_LAST)
+    shown = CliRunner().invoke(main, ["inspect", "--json", str(path)])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.output)
+    assert report["min_runtime"] == min_runtime(ops)
+    assert report["loads_in_tflite_runtime"] == {TFLITE_RUNTIME_LAST: True}
+    assert {(o["op"], o["version"]) for o in report["op_versions"]} == {(o.op, o.version) for o in ops}
+    table = CliRunner().invoke(main, ["inspect", str(path)])
+    assert f"minimum TFLite runtime: {min_runtime(ops)} (tflite-runtime {TFLITE_RUNTIME_LAST}: yes)" in table.output
+
+
+def test_operator_versions_newer_than_the_runtime_are_refused(tmp_path):
+    """A converter that writes FULLY_CONNECTED version 12 (per-channel hybrid, runtime 2.17):
+    the exporter refuses the file unless asked for no runtime floor."""
+    from albert_edge.quantize.tflite_model import load, pack
+
+    def fc_version_12(converter):
+        model = load(converter.convert())
+        for code in model.obj.operatorCodes:
+            if max(code.builtinCode, code.deprecatedBuiltinCode) == model.schema.BuiltinOperator.FULLY_CONNECTED:
+                code.version = 12
+        return pack(model)
+
+    torch.manual_seed(0)
+    model = build_model(TINY, "base")
+    with pytest.raises(ConversionError, match=r"would not load in TFLite runtime 2\.14\.0: it needs "
+                                              r"FULLY_CONNECTED version 12 \(runtime 2\.17\.0\)"):
+        tflite.convert(model, seq_len=BUILT, run_converter=fc_version_12)
+    flatbuffer = tflite.convert(model, seq_len=BUILT, run_converter=fc_version_12, runtime=None)
+    assert min_runtime(op_versions(flatbuffer)) == "2.17.0"

@@ -109,7 +109,7 @@ def test_the_converter_alone_stores_the_tied_table_twice(workdir, trained_checkp
         return converter.convert()
 
     naive = workdir / "naive.tflite"
-    naive.write_bytes(exporter.convert(model, seq_len=32, run_converter=dynamic_range))
+    naive.write_bytes(exporter.convert(model, seq_len=32, run_converter=dynamic_range, runtime=None))
     assert [w.dtype for w in read(naive).weights if w.shape == (400, 32)] == ["int8", "int8"]
     check = check_quantized(naive, workdir / "model.tflite", {}, feeds(1))
     assert any("word_embeddings" in p or "stored 2 times" in p for p in check.problems)
@@ -136,7 +136,7 @@ def test_int16x8_without_float_layernorm_does_not_run(workdir, trained_checkpoin
         return converter.convert()
 
     naive = workdir / "naive.tflite"
-    naive.write_bytes(exporter.convert(model, seq_len=32, run_converter=int16x8))
+    naive.write_bytes(exporter.convert(model, seq_len=32, run_converter=int16x8, runtime=None))
     check = check_quantized(naive, workdir / "model.tflite", {}, feeds(1))
     assert any("does not run" in p for p in check.problems)
 
