@@ -27,10 +27,13 @@ def _seq_lens(ctx, param, value: str) -> tuple[int, ...]:
 @click.option("--seq-len", "seq_lens", default="32,128,512", show_default=True, callback=_seq_lens,
               help="Sequence lengths of the compute and activation-memory table (comma-separated).")
 @click.option("--title", default=None, help="Report title (default: 'albert-edge report: MODEL').")
+@click.option("--name", default=None, help="The model's name in the report (default: the preset, file or directory "
+              "name); a preset name also brings the paper's published parameter count.")
 @click.option("--no-charts", is_flag=True, help="Tables only, even when matplotlib is installed.")
 @click.option("--force", is_flag=True, help="Replace --out when it already holds files.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json's figures instead of the tables.")
-def report(sources: tuple[str, ...], out_dir: Path, seq_lens: tuple[int, ...], title: str | None, no_charts: bool,
+def report(sources: tuple[str, ...], out_dir: Path, seq_lens: tuple[int, ...], title: str | None, name: str | None,
+           no_charts: bool,
            force: bool, as_json: bool) -> None:
     """Write a model-size report of one model into --out.
 
@@ -43,7 +46,8 @@ def report(sources: tuple[str, ...], out_dir: Path, seq_lens: tuple[int, ...], t
     from ..report import tables, write_report
 
     with err_console.status("report") as status:
-        result = write_report(sources, out_dir, force=force, seq_lens=seq_lens, title=title, charts=not no_charts,
+        result = write_report(sources, out_dir, force=force, seq_lens=seq_lens, title=title, name=name,
+                              charts=not no_charts,
                               on_step=lambda what: status.update(f"report: {what}"))
     if as_json:
         print_json(result.data)

@@ -97,6 +97,8 @@ class _Model:
     checkpoint: Path
     make: Callable[[], dict] | None = None  # builds the checkpoint (built-in default only)
     recipe: str = ""  # what decides the made checkpoint (its cache key)
+    shape: str | None = None  # the preset whose shape it has: the report compares with the paper
+    random_weights: bool = False  # agreement figures mean nothing: measure them on a few batches only
     context: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -135,7 +137,7 @@ def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
 
     if options.source is None:
         random = _Model(default.RANDOM_NAME, root / default.RANDOM_NAME, root / default.RANDOM_NAME / "checkpoint",
-                        recipe="albert-base-v2 seed 0 v1")
+                        recipe="albert-base-v2 seed 0 v1", random_weights=True, shape="albert-base-v2")
         random.make = lambda: (default.make_random(random.checkpoint), {"weights": "random-init"})[1]
         small = _Model(default.SMALL_NAME, root / default.SMALL_NAME, root / default.SMALL_NAME / "checkpoint",
                        recipe=json.dumps(default.SMALL_RECIPE, sort_keys=True))
@@ -243,7 +245,7 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
             progress(f"quantize {parent.name} {scheme}")
             config = QuantizeConfig(scheme, calibration=("builtin",) if tokenizer.is_file() else (),
                                     tokenizer=tokenizer if tokenizer.is_file() else None,
-                                    num_threads=options.threads)
+                                    eval_samples=8 if model.random_weights else 64, num_threads=options.threads)
             result = quantize(parent, config)
             made.append(result.out_path)
     return made, f"{len(made)} files", {}
@@ -270,7 +272,7 @@ def _report(model: _Model, options: PipelineOptions, state, progress) -> tuple[l
     if model.profile.is_file():
         sources.append(str(model.profile))
     context = {"pipeline": state.source.get("description"), "model": model.name, **model.context}
-    result = write_report(sources, model.dir / "report", force=True, extra=context,
+    result = write_report(sources, model.dir / "report", force=True, extra=context, name=model.shape or model.name,
                           title=f"albert-edge pipeline: {model.name}", on_step=lambda what: progress(f"report: {what}"))
     return [p for p in result.files if p.suffix != ".svg"], str(result.html), {}
 

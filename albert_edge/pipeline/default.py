@@ -44,7 +44,7 @@ SMALL_RECIPE: dict[str, Any] = {
     "vocab_size": 4000,
     "config": dict(vocab_size=4000, embedding_size=64, hidden_size=128, num_hidden_layers=4, num_hidden_groups=1,
                    num_attention_heads=4, intermediate_size=512, max_position_embeddings=128),
-    "steps": 300, "batch_size": 32, "lr": 1e-2, "max_seq_length": 64, "seed": 0, "recipe_version": 1,
+    "steps": 200, "batch_size": 32, "lr": 1e-2, "max_seq_length": 64, "seed": 0, "recipe_version": 1,
 }
 
 

@@ -56,7 +56,8 @@ class ReportResult:
 
 
 def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, force: bool = False,
-                 seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, title: str | None = None, charts: bool = True,
+                 seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, title: str | None = None, name: str | None = None,
+                 charts: bool = True,
                  extra: dict[str, Any] | None = None,
                  on_step: Callable[[str], None] | None = None) -> ReportResult:
     """Read ``sources``, write the report into ``out_dir`` and return its figures.
@@ -64,12 +65,12 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     The directory is written whole under a temporary name beside ``out_dir`` and renamed into
     place, so it is complete or absent. A directory that already holds files is replaced only
     with ``force``. ``extra`` is merged into report.json under "context" (the pipeline says
-    there what it ran). Bad input raises ReportError before anything is written."""
+    there what it ran); ``name`` names the model. Bad input raises ReportError before anything is written."""
     step = on_step or (lambda _what: None)
     out = Path(out_dir)
     _check_out(out, force)
     step("read sources")
-    inputs = gather([str(s) for s in sources])
+    inputs = gather([str(s) for s in sources], name)
     data = build_data(inputs, tuple(seq_lens), on_file=lambda name: step(f"inspect {name}"))
     if extra:
         data["context"] = extra

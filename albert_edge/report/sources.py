@@ -51,9 +51,11 @@ class Inputs:
     notes: list[str] = field(default_factory=list)
 
 
-def gather(sources: list[str | Path]) -> Inputs:
+def gather(sources: list[str | Path], name: str | None = None) -> Inputs:
     """Recognise every source, read it and check that all are about one model. Raises
-    ReportError (one line) for a source that is missing, unreadable or about another model."""
+    ReportError (one line) for a source that is missing, unreadable or about another model.
+    ``name`` names the model (default: the preset, or the file or directory name); a preset's
+    name also brings the paper's published figure."""
     if not sources:
         raise ReportError("no SOURCE given: name a preset, a config, a checkpoint, a conversion directory, "
                           "model files or profile results")
@@ -62,6 +64,8 @@ def gather(sources: list[str | Path]) -> Inputs:
         _read_source(str(source), inputs)
     _match_quantize_results(inputs)
     _match_profile(inputs)
+    if name:
+        inputs.name = name
     return inputs
 
 
