@@ -385,3 +385,16 @@ def test_one_output_classifier_also_loads_as_multiple_choice(tmp_path):
         flat = hf(input_ids=ids.view(4, -1), attention_mask=mask.view(4, -1),
                   token_type_ids=types.view(4, -1)).logits.view(2, 2)
         torch.testing.assert_close(ours(ids, mask, types), flat, atol=1e-5, rtol=0)
+
+
+def test_original_race_checkpoint_loads_as_multiple_choice(tmp_path):
+    """Google's run_race.py scores each choice with a top-level output_weights [1, H] on the pooled
+    [CLS], the names run_classifier.py uses, so the head is asked for by name."""
+    hf = hf_model(TINY, "multiple-choice")
+    write_tf_checkpoint(tmp_path, TINY, hf)
+    ckpt = checkpoints.load(tmp_path)
+    assert ckpt.head == "classification" and "multiple-choice" in ckpt.heads
+    _, ours = checkpoints.load_model(tmp_path, head="multiple-choice")
+    ids, mask, types = batch(TINY, choices=4)
+    with torch.no_grad():
+        assert_same(ours(ids, mask, types), hf(input_ids=ids, attention_mask=mask, token_type_ids=types), ("logits",))
