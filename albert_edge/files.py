@@ -20,7 +20,8 @@ from pathlib import Path
 
 from .errors import OutputError, user_message
 
-__all__ = ["atomic_write", "check_new_file", "check_output_dir", "staged_dir", "STAGING_MARK"]
+__all__ = ["atomic_write", "check_new_file", "check_output_dir", "staged_dir", "write_failure", "missing_root",
+           "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.
 STAGING_MARK = ".albert-edge-tmp"
@@ -31,6 +32,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str | Callable[[str], ob
     writes the file at the temporary path it is given (for writers that want a file name).
     The file gets the usual permissions (0666 less the umask), not mkstemp's private 0600."""
     path = Path(path)
+    made = missing_root(path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -43,15 +45,28 @@ def atomic_write(path: str | os.PathLike, data: bytes | str | Callable[[str], ob
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException as exc:
-        reason = _write_failure(exc, path.parent)
+        reason = write_failure(exc, path.parent)
         Path(tmp).unlink(missing_ok=True)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
         if reason is None:
             raise
         raise OutputError(f"cannot write {path}: {reason}") from exc
     return path
 
 
-def _write_failure(exc: BaseException, directory: Path) -> str | None:
+def missing_root(path: str | os.PathLike) -> Path | None:
+    """The outermost directory of ``path`` (itself included) that does not exist yet: what to
+    remove to undo creating ``path`` with its parents. None when ``path`` exists."""
+    path = Path(path)
+    if path.exists():
+        return None
+    while not path.parent.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def write_failure(exc: BaseException, directory: str | os.PathLike) -> str | None:
     """What to tell the user when writing failed for a reason of theirs (a full disk, a
     read-only file system); None for anything else. Writers other than Python's own (torch,
     safetensors) report a full disk in their own words, so the free space is looked at too."""
@@ -68,10 +83,16 @@ def _disk_full(exc: Exception, directory: Path) -> bool:
     if "No space left" in text or "StorageFull" in text or "os error 28" in text:
         return True
     try:
-        stats = os.statvfs(directory)
+        stats = os.statvfs(_existing(Path(directory)))
     except OSError:
         return False
     return stats.f_bavail * stats.f_frsize < 64 * 1024
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
 
 
 def _umask() -> int:
@@ -130,10 +151,7 @@ def staged_dir(out: str | os.PathLike) -> Iterator[Path]:
     raises (an interrupt too), the temporary directory and any parent directory made for it
     are removed and ``out`` is as it was."""
     out = Path(out)
-    made = out.parent
-    while not made.parent.exists() and made != made.parent:
-        made = made.parent
-    made = made if not made.exists() else None
+    made = missing_root(out.parent)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=STAGING_MARK, dir=out.parent))
     try:
@@ -153,7 +171,7 @@ def staged_dir(out: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(made, ignore_errors=True)
         if isinstance(exc, OutputError):  # name the output the user asked for, not our temporary name
             raise OutputError(f"{str(exc).replace(str(tmp), str(out))} ({out} was left as it was)") from exc
-        reason = _write_failure(exc, out.parent)
+        reason = write_failure(exc, out.parent)
         if reason is None:
             raise
         raise OutputError(f"cannot write {out}: {reason} ({out} was left as it was)") from exc

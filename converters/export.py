@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import ConversionError, user_message
+from albert_edge.files import missing_root, write_failure
 
 from . import manifest as manifest_io
 from .verify import VerifyReport, verify
@@ -125,8 +126,11 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
                                tokenizer=tokenizer, step=on_step or (lambda *_: None), export_options=export_options,
                                outputs=outputs)
         finished = True
-    except OSError as exc:  # disk full, permissions, ...
-        raise ConversionError(f"writing to {out} failed: {user_message(exc) or exc}") from None
+    except Exception as exc:  # a full disk, a read-only file system: as the exporter reported it or not
+        reason = write_failure(exc, out)
+        if reason is None:
+            raise
+        raise ConversionError(f"writing to {out} failed: {reason}") from None
     finally:
         # An interrupt (KeyboardInterrupt, SIGTERM turned into one) passes through here too.
         if tmp is not None:
@@ -196,9 +200,7 @@ def check_out_dir(out: Path, force: bool) -> Path | None:
             shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
             raise ConversionError(f"output directory {out} already holds files ({shown}); pass --force to overwrite")
     else:
-        created = out
-        while not created.parent.exists():
-            created = created.parent
+        created = missing_root(out)
         try:
             out.mkdir(parents=True)
         except OSError as exc:

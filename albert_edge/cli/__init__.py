@@ -45,9 +45,13 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         verbose = ctx.params.get("verbose", 0) or 0
-        with _terminate_as_interrupt(), _quiet_native_logs(verbose):
+        _quiet_native_logs(verbose)
+        with _terminate_as_interrupt():
             try:
                 return super().invoke(ctx)
+            except click.UsageError as exc:  # one line too, naming the help to read
+                where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+                raise _fail(f"{exc.format_message()} (see '{where} --help')", EXIT_USER_ERROR) from None
             except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
                 raise
             except Terminated:
@@ -87,33 +91,26 @@ def _terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextlib.contextmanager
-def _quiet_native_logs(verbose: int):
-    """TensorFlow and TFLite write C++ logs straight to file descriptor 2 before any setting is
-    read (absl's "before InitializeLog" lines, CUDA probing, XNNPACK). Unless -v, descriptor 2
-    goes to /dev/null and Python's sys.stderr (click, rich, logging) to a copy of the real one.
-    Only in a real process: under a test runner sys.stderr is not descriptor 2 and is left alone."""
+def _quiet_native_logs(verbose: int) -> None:
+    """TensorFlow and TFLite write C++ logs straight to file descriptor 2, before any setting
+    is read and again while the process exits (absl's "before InitializeLog" lines, CUDA
+    probing, XNNPACK and accelerator registries). Unless -v, descriptor 2 goes to /dev/null for
+    the rest of the process and Python's sys.stderr (click, rich, logging) to a copy of the real
+    one. Only in a real process: under a test runner sys.stderr is not descriptor 2."""
     try:
         real = not verbose and sys.stderr.fileno() == 2
     except (AttributeError, ValueError, OSError):
         real = False
     if not real:
-        yield
         return
     python_stderr = sys.stderr
     python_stderr.flush()
-    saved = os.dup(2)
-    sys.stderr = open(saved, "w", buffering=1, encoding=python_stderr.encoding,  # noqa: SIM115
-                      errors=python_stderr.errors, closefd=False)
+    copy = os.dup(2)
+    sys.stderr = open(copy, "w", buffering=1, encoding=python_stderr.encoding,  # noqa: SIM115
+                      errors=python_stderr.errors)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     os.close(devnull)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        sys.stderr = python_stderr
 
 
 def quiet_libraries(verbose: int) -> None:

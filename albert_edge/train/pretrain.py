@@ -30,7 +30,7 @@ from torch import Tensor
 from .. import checkpoints
 from ..config import AlbertConfig
 from ..errors import CheckpointError, ConfigError
-from ..files import check_output_dir, staged_dir
+from ..files import check_output_dir, missing_root, staged_dir
 from ..model import AlbertForPreTraining, build_model
 from . import state as st
 from .corpus import resolve_corpus
@@ -264,13 +264,13 @@ def _prepare(opts: PretrainOptions, ctx: DistContext) -> _Run:
 def _pretrain(opts: PretrainOptions, ctx: DistContext, on_event: Callable[[dict], None] | None) -> PretrainResult:
     run = _prepare(opts, ctx)
     out = Path(opts.out_dir)
-    created = not out.exists()
+    made = missing_root(out)
     try:
         return _run(opts, ctx, run, out, on_event)
     except BaseException:
         # A run that fails (or is interrupted) before its first checkpoint leaves no directory behind.
-        if ctx.is_main and created and not st.has_checkpoints(out):
-            shutil.rmtree(out, ignore_errors=True)
+        if ctx.is_main and made is not None and not st.has_checkpoints(out):
+            shutil.rmtree(made, ignore_errors=True)
         raise
 
 
@@ -283,7 +283,7 @@ def _run(opts: PretrainOptions, ctx: DistContext, run: _Run, out: Path,
     emit({"event": "start", "step": run.start_step, "steps": opts.steps, "processes": ctx.world_size,
           "device": str(ctx.device), "params": sum(p.numel() for p in run.model.parameters()),
           "eval_examples": len(run.eval_set), "resumed_from": opts.resume})
-    if not run.eval_set:
+    if not run.eval_set and (opts.eval_corpus or opts.holdout_every):
         log.warning("no held-out examples: evaluation is skipped (use --eval-corpus or --holdout-every)")
     train_metrics, eval_metrics = _loop(opts, ctx, run, emit)
     if ctx.is_main:
