@@ -108,3 +108,33 @@ def test_a_users_directory_is_left_alone(tmp_path, checkpoint):
 def test_missing_source(tmp_path):
     code, output = pipeline(tmp_path / "nothing", "--out", tmp_path / "out")
     assert code == 2 and "no such checkpoint" in output
+
+
+def test_default_small_model_is_cached_keyed_and_verified(tmp_path, monkeypatch):
+    """The built-in default's trained model: trained once, reused while its files verify, trained
+    again when the cached copy was altered or the recipe changed."""
+    from albert_edge.pipeline import default
+
+    monkeypatch.setattr(default, "cache_dir", lambda: tmp_path / "cache")
+    tiny = dict(default.SMALL_RECIPE, vocab_size=300, steps=2, batch_size=4, max_seq_length=32,
+                config=dict(vocab_size=300, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_hidden_groups=1,
+                            num_attention_heads=2, intermediate_size=32, max_position_embeddings=32))
+    monkeypatch.setattr(default, "SMALL_RECIPE", tiny)
+    trained = []
+    real_train = default._train_small
+    monkeypatch.setattr(default, "_train_small", lambda *a: (trained.append(1), real_train(*a))[1])
+
+    ckpt, figures = default.make_small(tmp_path / "a")
+    assert {p.name for p in ckpt.iterdir()} >= {"config.json", "model.safetensors", "spiece.model"}
+    assert figures["step"] == 2 and len(trained) == 1
+    default.make_small(tmp_path / "b")
+    assert len(trained) == 1  # from the cache
+    assert (tmp_path / "b" / "model.safetensors").read_bytes() == (ckpt / "model.safetensors").read_bytes()
+    cached = next((tmp_path / "cache").glob(f"{default.SMALL_NAME}-*"))
+    with open(cached / "checkpoint" / "model.safetensors", "ab") as fh:
+        fh.write(b"\0")
+    default.make_small(tmp_path / "c")
+    assert len(trained) == 2  # altered: not trusted
+    monkeypatch.setattr(default, "SMALL_RECIPE", dict(tiny, seed=1))
+    default.make_small(tmp_path / "d")
+    assert len(trained) == 3 and len(list((tmp_path / "cache").glob(f"{default.SMALL_NAME}-*"))) == 2
