@@ -1,0 +1,209 @@
+"""Peak memory, load time and latency of model files under each way of running them.
+
+Each (file, route) runs in a fresh child process (one model per process: the kernel's VmHWM
+then belongs to that model alone), several rounds interleaved so load from other processes
+falls on every route alike. Routes:
+
+    tflite-interpreter   the classic ai-edge-litert Interpreter, XNNPACK on (packs per node)
+    tflite-no-xnnpack    the classic Interpreter without XNNPACK (reference kernels)
+    tflite-compiled      LiteRT CompiledModel + XNNPACK in-memory weight cache (weights once)
+    onnx                 onnxruntime, as albert_edge.runtime opens it
+    onnx-no-prepack      the same with session.disable_prepacking=1
+
+Every child also saves its outputs; the table shows each route's largest difference from the
+first route of the same file, so a route that is lean but wrong shows at once.
+
+    python benchmarks/memory.py out/model.int8.tflite out/model.tflite --rounds 3
+    python benchmarks/memory.py out/model.int8.onnx --routes onnx onnx-no-prepack --seq-lens 32 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROUTES = {
+    ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-no-xnnpack"),
+    ".onnx": ("onnx", "onnx-no-prepack"),
+}
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="+", type=Path, help="Model files (.onnx, .tflite).")
+    p.add_argument("--routes", nargs="+", default=None,
+                   help="Routes to run (default: all for each file's format, no-xnnpack only with --slow).")
+    p.add_argument("--slow", action="store_true", help="Include tflite-no-xnnpack (many times slower).")
+    p.add_argument("--seq-lens", nargs="+", type=int, default=[32, 128], help="Sequence lengths timed.")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=20, help="Timed calls per length per child.")
+    p.add_argument("--rounds", type=int, default=3, help="Fresh children per (file, route), interleaved.")
+    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
+    p.add_argument("--child", nargs=3, metavar=("ROUTE", "FILE", "OUT"), help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def _memory() -> dict[str, float]:
+    """VmHWM / VmRSS / Pss of this process in MiB."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                out[key] = int(value.split()[0]) / 1024
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            out["Pss"] = next(int(line.split()[1]) / 1024 for line in f if line.startswith("Pss:"))
+    except (OSError, StopIteration):
+        pass
+    return out
+
+
+def _open(route: str, path: Path, threads: int):
+    """A zero-argument-per-feed runner for ``route``: feeds -> outputs."""
+    if route == "tflite-compiled":
+        from albert_edge.runtime_memory import CompiledTFLite
+
+        return CompiledTFLite(path, threads).run
+    if route in ("tflite-interpreter", "tflite-no-xnnpack"):
+        from albert_edge.runtime import Session
+
+        delegate = "none" if route == "tflite-no-xnnpack" else "xnnpack"
+        try:
+            session = Session(path, num_threads=threads, delegate=delegate, weights_once=False)
+        except TypeError:  # a runtime without the weights_once switch
+            session = Session(path, num_threads=threads, delegate=delegate)
+        return session.run
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    if route == "onnx-no-prepack":
+        options.add_session_config_entry("session.disable_prepacking", "1")
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
+                                   disabled_optimizers=["SkipLayerNormFusion"])
+    names = [o.name for o in session.get_outputs()]
+    return lambda feeds: dict(zip(names, session.run(names, {k: v.astype(np.int64) for k, v in feeds.items()})))
+
+
+def _feeds(batch: int, seq_len: int) -> dict[str, np.ndarray]:
+    ids = np.random.default_rng(seq_len).integers(5, 1000, size=(batch, seq_len)).astype(np.int32)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+
+
+def child(args: argparse.Namespace) -> None:
+    """Runs in the fresh process: load, one first call, timed calls per length; JSON on stdout."""
+    route, path, out = args.child[0], Path(args.child[1]), Path(args.child[2])
+    record: dict = {"route": route, "file": str(path), "before": _memory()}
+    start = time.perf_counter()
+    run = _open(route, path, args.threads)
+    record["load_s"] = time.perf_counter() - start
+    record["loaded"] = _memory()
+    record["latency_ms"] = {}
+    outputs = {}
+    for T in args.seq_lens:
+        feeds = _feeds(args.batch, T)
+        start = time.perf_counter()
+        outputs[T] = run(feeds)
+        record.setdefault("first_call_s", time.perf_counter() - start)
+        times = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            run(feeds)
+            times.append(1000 * (time.perf_counter() - start))
+        record["latency_ms"][T] = times
+    record["end"] = _memory()
+    np.savez(out, **{f"{T}/{name}": np.asarray(v) for T, o in outputs.items() for name, v in o.items()})
+    print(json.dumps(record))
+
+
+def _run_child(argv: list[str], route: str, path: Path, out: Path) -> dict:
+    done = subprocess.run([sys.executable, __file__, *argv, "--child", route, str(path), str(out)],
+                          capture_output=True, text=True, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    if done.returncode != 0:
+        raise SystemExit(f"{route} {path}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _routes(args: argparse.Namespace, path: Path) -> list[str]:
+    own = ROUTES.get(path.suffix.lower(), ())
+    if args.routes:
+        return [r for r in args.routes if r in own]
+    return [r for r in own if args.slow or r != "tflite-no-xnnpack"]
+
+
+def _child_argv(args: argparse.Namespace) -> list[str]:
+    return ["--seq-lens", *map(str, args.seq_lens), "--batch", str(args.batch), "--threads", str(args.threads),
+            "--runs", str(args.runs), "x"]
+
+
+def measure(args: argparse.Namespace) -> list[dict]:
+    plan = [(path, route) for path in args.files for route in _routes(args, path)]
+    records: dict[tuple[Path, str], list[dict]] = {key: [] for key in plan}
+    with tempfile.TemporaryDirectory(prefix="albert-memory-") as tmp:
+        outs = {key: Path(tmp) / f"{i}.npz" for i, key in enumerate(plan)}
+        for r in range(args.rounds):  # interleaved: every (file, route) once per round
+            for key in plan:
+                records[key].append(_run_child(_child_argv(args), key[1], key[0], outs[key]))
+                print(f"round {r + 1}/{args.rounds}: {key[1]} {key[0].name}", file=sys.stderr)
+        rows = []
+        for path in args.files:
+            keys = [k for k in plan if k[0] == path]
+            if not keys:
+                continue
+            ref = dict(np.load(outs[keys[0]]))
+            for key in keys:
+                got = dict(np.load(outs[key]))
+                diff = max(float(np.abs(got[n] - ref[n]).max()) for n in ref)
+                rows.append(_row(key, records[key], args.seq_lens, diff, keys[0][1]))
+    return rows
+
+
+def _row(key, records: list[dict], seq_lens: list[int], diff: float, versus: str) -> dict:
+    path, route = key
+    row = {"file": path.name, "route": route, "bytes": path.stat().st_size,
+           "peak_rss_mib": round(statistics.median(r["end"]["VmHWM"] for r in records), 1),
+           "peak_rss_range": [round(min(r["end"]["VmHWM"] for r in records), 1),
+                              round(max(r["end"]["VmHWM"] for r in records), 1)],
+           "import_rss_mib": round(statistics.median(r["before"]["VmRSS"] for r in records), 1),
+           "end_pss_mib": round(statistics.median(r["end"].get("Pss", 0.0) for r in records), 1),
+           "load_s": round(statistics.median(r["load_s"] for r in records), 3),
+           "max_abs_diff": diff, "diff_versus": versus}
+    for T in seq_lens:
+        times = [t for r in records for t in r["latency_ms"][str(T)]]
+        row[f"p50_ms@{T}"] = round(float(np.percentile(times, 50)), 2)
+        row[f"p90_ms@{T}"] = round(float(np.percentile(times, 90)), 2)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.child:
+        child(args)
+        return 0
+    rows = measure(args)
+    if args.json:
+        print(json.dumps({"setup": {k: v for k, v in vars(args).items() if k not in ("child", "files")}
+                          | {"files": [str(f) for f in args.files]}, "rows": rows}, indent=2))
+        return 0
+    cols = ["file", "route", "peak_rss_mib", "peak_rss_range", "end_pss_mib", "load_s",
+            *[f"{p}_ms@{T}" for T in args.seq_lens for p in ("p50", "p90")], "max_abs_diff"]
+    print("  ".join(cols))
+    for row in rows:
+        print("  ".join(str(row[c]) for c in cols))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
