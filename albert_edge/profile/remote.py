@@ -7,7 +7,8 @@ OpenSSH client in batch mode: keys only, never a password prompt):
    and which files its cache already holds;
 2. copy what is missing into the cache, content-addressed: ``<cache>/<sha256>/<file name>``
    (a model's manifest.json and ONNX external data go beside it; the tokenizer and the text file
-   likewise), each written to a temporary name and renamed;
+   likewise), all in one tar stream over one connection, each file unpacked by the device's
+   Python under a temporary name and renamed;
 3. run the device-side ``python -m albert_edge profile <cached files> <same settings> --json``
    there and read its records back, with ``host`` set and ``file`` the local path as given.
 
@@ -27,12 +28,13 @@ import re
 import shlex
 import shutil
 import subprocess
+import tarfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..converters.manifest import MANIFEST_NAME, sha256_of
 from ..errors import AlbertEdgeError
@@ -91,6 +93,27 @@ os._exit(child.wait())
 """
 
 
+# Run on the device: unpack a tar stream of new cache files from stdin, each written under a
+# temporary name and renamed, so an interrupted copy never looks cached.
+_RECEIVE = """
+import os, sys, tarfile
+cache = sys.argv[1]
+with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
+    for member in tar:
+        name = os.path.normpath(member.name)
+        if not member.isfile() or name.startswith("..") or os.path.isabs(name):
+            sys.exit(f"refusing {member.name!r}")
+        final = os.path.join(cache, name)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        part = os.path.join(os.path.dirname(final), "." + os.path.basename(final) + ".part")
+        src = tar.extractfile(member)
+        with open(part, "wb") as out:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                out.write(block)
+        os.replace(part, final)
+"""
+
+
 class RemoteError(AlbertEdgeError):
     """A host could not be reached, logged into, set up or profiled. ``records`` holds what the
     other hosts measured."""
@@ -126,19 +149,27 @@ class _Children:
         self._procs: set[subprocess.Popen] = set()
         self.stopped = False
 
-    def run(self, argv: list[str], stdin_path: Path | None, timeout: float | None) -> tuple[int, str, str]:
+    def run(self, argv: list[str], feed: Callable[[BinaryIO], None] | None,
+            timeout: float | None) -> tuple[int, str, str]:
+        """Run ``argv``; ``feed`` writes its stdin (from a thread), else stdin stays open and
+        silent until it ends (the device side watches it to stop with us)."""
         with contextlib.ExitStack() as stack:
-            if stdin_path:
-                stdin = stack.enter_context(open(stdin_path, "rb"))
-            else:  # a pipe we hold open until ssh ends: the device side watches it to stop with us
-                stdin, keep = os.pipe()
-                stack.callback(os.close, keep)
-                stack.callback(os.close, stdin)
+            stdin, write_end = os.pipe()
             with self._lock:
-                if self.stopped:
-                    raise RemoteError("stopped")
-                proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                try:
+                    if self.stopped:
+                        raise RemoteError("stopped")
+                    proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                except BaseException:
+                    os.close(write_end)
+                    raise
+                finally:
+                    os.close(stdin)  # ssh has its own copy: when it dies, writing fails at once
                 self._procs.add(proc)
+            if feed is None:
+                stack.callback(os.close, write_end)
+            else:
+                threading.Thread(target=_feed, args=(feed, write_end), daemon=True).start()
             try:
                 out, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -166,7 +197,8 @@ class _Host:
     connect_timeout: int
     children: _Children
 
-    def ssh(self, command: str, *, stdin_path: Path | None = None, timeout: float | None = STEP_TIMEOUT) -> str:
+    def ssh(self, command: str, *, feed: Callable[[BinaryIO], None] | None = None,
+            timeout: float | None = STEP_TIMEOUT) -> str:
         argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
                 "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
         if self.ssh_config is not None:
@@ -177,7 +209,7 @@ class _Host:
             argv += ["-l", self.target.user]
         argv += [self.target.host, command]
         log.debug("%s", shlex.join(argv))
-        code, out, err = self.children.run(argv, stdin_path, timeout)
+        code, out, err = self.children.run(argv, feed, timeout)
         if code == 255:  # ssh's own failure: connection, host key, login
             raise RemoteError(f"{self.target.spec}: cannot connect or log in over ssh: {_last_line(err)}")
         if code != 0:
@@ -186,6 +218,22 @@ class _Host:
 
     def py(self, *args: str) -> str:
         return shlex.join([self.python, *args])
+
+
+def _feed(feed: Callable[[BinaryIO], None], fd: int) -> None:
+    with contextlib.suppress(OSError), open(fd, "wb") as fh:  # OSError: ssh went away first
+        feed(fh)
+
+
+def _tar(files: list[tuple[Path, str]], fh: BinaryIO) -> None:
+    """Write ``files`` (local path, name in the archive) to ``fh`` as one tar stream."""
+    with tarfile.open(fileobj=fh, mode="w|") as tar:
+        for local, name in files:
+            with open(local, "rb") as src:
+                info = tarfile.TarInfo(name)
+                info.size = os.fstat(src.fileno()).st_size
+                info.mode = 0o644
+                tar.addfile(info, src)
 
 
 class _CommandFailed(Exception):
@@ -262,15 +310,13 @@ def _profile_on(machine: _Host, files: list[Path], settings, remote_dir: str, ti
     state = _probe(machine, remote_dir, {format_of(f) for f in files})
     cache, held = state["cache"], set(state["held"])
 
+    uploads: dict[str, Path] = {}  # name in the cache -> local file
+
     def put(local: Path, digest: str, always: bool = False) -> str:
         rel = f"{digest}/{local.name}"
-        remote = f"{cache}/{rel}"
         if always or rel not in held:
-            say(f"copying {local.name}")
-            part = f"{cache}/{digest}/.{local.name}.part"
-            machine.ssh(f"mkdir -p {shlex.quote(f'{cache}/{digest}')} && cat > {shlex.quote(part)} && "
-                        f"mv -f {shlex.quote(part)} {shlex.quote(remote)}", stdin_path=local)
-        return remote
+            uploads[rel] = local
+        return f"{cache}/{rel}"
 
     remote_of: dict[str, Path] = {}
     for f in files:
@@ -288,6 +334,13 @@ def _profile_on(machine: _Host, files: list[Path], settings, remote_dir: str, ti
     if settings.text not in (None, "builtin"):
         text = Path(settings.text)
         changes["text"] = put(text, sha256_of(text))
+    if uploads:  # one connection for all of them
+        say(f"copying {', '.join(sorted({p.name for p in uploads.values()}))}")
+        try:
+            machine.ssh(machine.py("-c", _RECEIVE, cache), feed=lambda fh: _tar(list(
+                (local, rel) for rel, local in uploads.items()), fh))
+        except _CommandFailed as exc:
+            raise RemoteError(f"{spec}: copying the files into {cache} failed: {exc}") from None
     from . import forward_args
 
     args = forward_args(dataclasses.replace(settings, **changes) if changes else settings)

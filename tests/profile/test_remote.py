@@ -176,3 +176,23 @@ def test_onnx_external_data_travels_with_the_model(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(
         {"files": [{"name": "big.onnx", "data_files": [{"name": "weights.bin"}]}]}))
     assert _data_files(model) == [tmp_path / "big.onnx.data", tmp_path / "weights.bin"]
+
+
+def test_an_interrupted_copy_never_looks_cached(tmp_path):
+    """The device side of the copy (run here with this Python): a tar stream cut short leaves no
+    file under its final name, and a whole one lands every file."""
+    import io
+
+    from albert_edge.profile.remote import _RECEIVE, _tar
+
+    model = tmp_path / "model.onnx"
+    model.write_bytes(os.urandom(200_000))
+    stream = io.BytesIO()
+    _tar([(model, "abc/model.onnx")], stream)
+    cache = tmp_path / "cache"
+    cut = subprocess.run([sys.executable, "-c", _RECEIVE, str(cache)], input=stream.getvalue()[:100_000],
+                         capture_output=True)
+    assert cut.returncode != 0 and not (cache / "abc" / "model.onnx").exists()
+    whole = subprocess.run([sys.executable, "-c", _RECEIVE, str(cache)], input=stream.getvalue(), capture_output=True)
+    assert whole.returncode == 0, whole.stderr
+    assert (cache / "abc" / "model.onnx").read_bytes() == model.read_bytes()
