@@ -23,7 +23,7 @@ from ..runtime import Session
 from . import ops as ops_mod
 from .inputs import fixed_feeds, model_limits, text_feeds
 from .record import Memory, ProfileRecord
-from .stats import SPREAD_WARN, latency, time_calls
+from .stats import BLOCKS, SPREAD_WARN, latency, time_calls
 
 OPS_CALLS = 10  # runs traced by the per-operator profiler (after one that allocates)
 
@@ -66,6 +66,9 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     # The statistics and the second device reading come before the last memory reading, so that
     # reading is this process's peak (what GNU time's maximum RSS reports for it).
     lat = latency(times)
+    if job["seq_len"] is None:
+        # Sentences differ in length, so blocks are compared only as whole passes over them all.
+        lat.block_spread = pass_spread(times, len(feeds_list))
     after = device.describe()
     memory.after_timed_rss, memory.peak_after_timed = _memory()
 
@@ -118,7 +121,8 @@ def _time_text(session: Session, feeds_list, job: dict[str, Any]) -> tuple[list[
     again: list[float] = []
     deadline = clock() + int(job["min_seconds"] * 1e9)
     i = 0
-    while len(as_comes) < max(job["runs"], len(calls)) or clock() < deadline:
+    # Whole passes over the sentences only, so that each pass can be compared with the others.
+    while len(as_comes) < max(job["runs"], len(calls)) or clock() < deadline or len(as_comes) % len(calls):
         call = calls[i % len(calls)]
         t0 = clock()
         call()
@@ -136,6 +140,17 @@ def _time_text(session: Session, feeds_list, job: dict[str, Any]) -> tuple[list[
         "note": "latency is per sentence as it comes (a new shape each time); same_shape_again times the "
                 "same sentence right after, so the difference is what a shape change costs",
     }
+
+
+def pass_spread(times: list[float], per_pass: int) -> float | None:
+    """Block spread where each block is whole passes over the same sentences (None for one pass)."""
+    passes = len(times) // per_pass
+    if passes < 2:
+        return None
+    blocks = np.array_split(np.asarray(times[: passes * per_pass]).reshape(passes, per_pass), min(passes, BLOCKS))
+    medians = np.array([np.median(b) for b in blocks])
+    middle = float(np.median(medians))
+    return float((medians.max() - medians.min()) / middle) if middle > 0 else None
 
 
 def _ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
