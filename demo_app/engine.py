@@ -144,13 +144,15 @@ class LatencyWindow:
 
 class Engine:
     """Runs the bundle's files: one loaded file per task (the selected variant), so the process
-    holds one model per task. Calls are serialised by a lock: the runtimes are not asked to run
-    two requests at once, and a switch never happens during an answer."""
+    holds one model per task. Model calls and switches are serialised: the runtimes are not asked
+    to run two requests at once, and a switch never happens during an answer. ``status`` never
+    waits for a model call."""
 
     def __init__(self, bundle: Bundle, variant: Variant | str | None = None, num_threads: int | None = None):
         self.bundle = bundle
         self.num_threads = num_threads
-        self._lock = threading.Lock()
+        self._run_lock = threading.Lock()  # one model call or switch at a time
+        self._state_lock = threading.Lock()  # held only briefly: what is loaded, the latencies
         self._sessions: dict[str, Session] = {}
         self._load_seconds: dict[str, float] = {}
         self._latency: dict[tuple[str, str], LatencyWindow] = {}
@@ -167,17 +169,29 @@ class Engine:
         if not tasks:
             raise DemoInputError(f"the bundle has no runnable {variant.key} files "
                                  f"(available: {', '.join(self.available()) or 'none'})")
-        with self._lock:
+        with self._run_lock:
             if variant == self.variant:
                 return variant
-            self._sessions.clear()  # drop the old files before loading the new ones
-            for task in tasks:
-                start = time.perf_counter()
-                self._sessions[task] = Session(self.bundle.file(task, variant), num_threads=self.num_threads)
-                self._load_seconds[task] = time.perf_counter() - start
-            self.variant = variant
+            previous = self.variant
+            with self._state_lock:
+                self._sessions, self.variant = {}, None  # drop the old files before loading the new ones
+            try:
+                self._load(variant, tasks)
+            except Exception:
+                if previous is not None:  # keep serving what worked
+                    self._load(previous, [t for t in TASK_DIRS if previous in self.bundle.variants(t)])
+                raise
         log.info("loaded %s (%s)", variant.key, ", ".join(tasks))
         return variant
+
+    def _load(self, variant: Variant, tasks: list[str]) -> None:
+        sessions, load_seconds = {}, {}
+        for task in tasks:
+            start = time.perf_counter()
+            sessions[task] = Session(self.bundle.file(task, variant), num_threads=self.num_threads)
+            load_seconds[task] = time.perf_counter() - start
+        with self._state_lock:
+            self._sessions, self._load_seconds, self.variant = sessions, load_seconds, variant
 
     def available(self) -> list[str]:
         keys = {v.key for t in TASK_DIRS for v in self.bundle.variants(t)}
@@ -237,15 +251,16 @@ class Engine:
         feeds = {"input_ids": np.asarray([ids], dtype=np.int64),
                  "attention_mask": np.ones((1, len(ids)), dtype=np.int64),
                  "token_type_ids": np.zeros((1, len(ids)), dtype=np.int64)}
-        with self._lock:
-            session = self._sessions.get(task)
+        with self._run_lock:
+            with self._state_lock:
+                session, variant = self._sessions.get(task), self.variant
             if session is None:
-                raise DemoInputError(f"the {self.variant.key} files of this bundle have no {task} model")
+                raise DemoInputError(f"the {variant.key} files of this bundle have no {task} model")
             start = time.perf_counter()
             out = session.run({k: v for k, v in feeds.items() if k in session.input_names})
             ms = (time.perf_counter() - start) * 1000
-            variant = self.variant
-            self._latency.setdefault((task, variant.key), LatencyWindow()).add(ms)
+            with self._state_lock:
+                self._latency.setdefault((task, variant.key), LatencyWindow()).add(ms)
         return _main_output(out, session), ms, variant
 
     def _about(self, task: str, variant: Variant, ms: float, tokens: int, truncated: bool,
@@ -260,7 +275,8 @@ class Engine:
     # -- what the page shows -------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        with self._lock:
+        """What is loaded and how fast it answers; never waits for a model call."""
+        with self._state_lock:
             variant = self.variant
             models = {}
             for task, session in self._sessions.items():
@@ -271,7 +287,7 @@ class Engine:
                     "load_seconds": round(self._load_seconds.get(task, 0.0), 3),
                     "latency": self._latency.get((task, variant.key), LatencyWindow()).summary(),
                 }
-        return {"model": variant.key, "available": self.available(), "models": models,
+        return {"model": variant.key if variant else None, "available": self.available(), "models": models,
                 "threads": self.num_threads, "seq_len": self.bundle.seq_len, "labels": self.bundle.labels}
 
 
