@@ -136,16 +136,17 @@ def test_bad_input_is_one_line_and_exit_2(model_dir, args, message, tmp_path):
     assert "Traceback" not in result.output and not out.exists()
 
 
-def test_ctrl_c_stops_the_child_and_leaves_nothing(onnx_file, tmp_path):
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_child_and_leaves_nothing(onnx_file, tmp_path, signum, code):
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-m", "albert_edge", "profile", str(onnx_file), "--seq-len", "8",
                              "--threads", "1", "--min-seconds", "60"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     workdir = _wait_for(lambda: next(tmp_path.glob("albert-edge-profile-*"), None))
     children = _wait_for(lambda: _children(proc.pid))
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
+    assert proc.returncode == code and "Interrupted" in err and "Traceback" not in err
     assert not workdir.exists() and not list(tmp_path.iterdir())
     assert all(not Path(f"/proc/{pid}").exists() for pid in children)
 
