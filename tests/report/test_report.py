@@ -268,3 +268,20 @@ def test_without_matplotlib_and_torch(run_blocked, tmp_path, conversion, profile
     assert "<img" not in (out / "report.html").read_text()
     assert "matplotlib is not installed" in (out / "report.md").read_text()
     assert len(data["files"]) == 3 and data["profile_rows"]
+
+
+def test_quantize_json_result(tmp_path, conversion):
+    """`quantize --json` output as a source: its accuracy is the file's, as quantize printed it."""
+    edge = copy_dir(conversion, tmp_path / "edge")
+    result = run("quantize", edge / "model.tflite", "--scheme", "fp16", "--eval-samples", "8", "--threads", "1",
+                 "--out", edge / "model.fp16.tflite", "--json")
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output)
+    saved = tmp_path / "quantize.json"
+    saved.write_text(result.output)
+    data = report_json(write(tmp_path, edge, saved))
+    row = next(f for f in data["files"] if f["name"] == "model.fp16.tflite")
+    assert row["accuracy"]["headline"] == printed["headline"] and row["scheme"] == "fp16"
+    assert row["parent"] == printed["parent"]
+    lone = CliRunner().invoke(main, ["report", "tiny", str(saved), "--out", str(tmp_path / "r2")])
+    assert lone.exit_code == 2 and "names no file given" in lone.output
