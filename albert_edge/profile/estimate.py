@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..converters.manifest import sha256_of
+from ..errors import RuntimeUnavailable
 from .devices import DEVICES, GB, Device, host_device, parse_devices
 from .opcount import GraphCount, count
 from .record import ProfileRecord
@@ -83,10 +84,18 @@ def estimate(files: Sequence[str | Path], devices: str | Sequence[str] | Sequenc
         mine = [r for r in measured if _same_file(r, path)]
         for b in batches:
             counted: dict[int, GraphCount] = {}
+            refused: list[str] = []
             for seq_len in seq_lens:
                 if progress:
                     progress(f"counting {path.name} at {b} x {seq_len}")
-                counted[seq_len] = count(path, b, seq_len)
+                try:
+                    counted[seq_len] = count(path, b, seq_len)
+                except RuntimeUnavailable as exc:  # a file with a fixed input shape runs at its own only
+                    refused.append(str(exc))
+            if refused and not counted:
+                raise RuntimeUnavailable(refused[0])
+            for reason in refused:
+                log.warning("no estimate: %s", reason)
             for seq_len, counts in counted.items():
                 here = [(r, r.threads) for r in mine if r.batch == b and r.seq_len == seq_len]
                 for m, t in here or [(None, t) for t in (tuple(threads) if threads else (None,))]:

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from albert_edge.cli import main
+from albert_edge.errors import RuntimeUnavailable
 from albert_edge.profile import ProfileSettings, profile
 from albert_edge.profile.devices import DEVICES, Device, UnknownDevice, device, host_device, parse_devices
 from albert_edge.profile.estimate import estimate, roofline_ms
@@ -179,3 +180,11 @@ def test_counts_and_estimates_run_without_torch_or_tensorflow(run_blocked, model
     assert result.returncode == 0, result.stderr
     macs, attempts = result.stdout.strip().splitlines()[-2:]
     assert macs == f"{hand_macs(1, 8)} {hand_macs(1, 8)}" and attempts == "[]"
+
+
+def test_lengths_the_file_cannot_run_are_left_out(onnx_file):
+    too_long = CONFIG.max_position_embeddings + 8
+    records = estimate([onnx_file], "pi4", (8, too_long), 1, [], threads=(1,))
+    assert [r.seq_len for r in records] == [8]
+    with pytest.raises(RuntimeUnavailable, match=f"1 x {too_long}"):
+        estimate([onnx_file], "pi4", (too_long,), 1, [], threads=(1,))
