@@ -95,7 +95,7 @@ class _Model:
     name: str
     dir: Path
     checkpoint: Path
-    make: Callable[[], dict] | None = None  # builds the checkpoint (built-in default only)
+    make: Callable[[Callable[[str], None]], dict] | None = None  # builds the checkpoint (built-in default only)
     recipe: str = ""  # what decides the made checkpoint (its cache key)
     shape: str | None = None  # the preset whose shape it has: the report compares with the paper
     random_weights: bool = False  # agreement figures mean nothing: measure them on a few batches only
@@ -138,14 +138,27 @@ def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
     if options.source is None:
         random = _Model(default.RANDOM_NAME, root / default.RANDOM_NAME, root / default.RANDOM_NAME / "checkpoint",
                         recipe="albert-base-v2 seed 0 v1", random_weights=True, shape="albert-base-v2")
-        random.make = lambda: (default.make_random(random.checkpoint), {"weights": "random-init"})[1]
+        random.make = lambda progress: (default.make_random(random.checkpoint), {"weights": "random-init"})[1]
         small = _Model(default.SMALL_NAME, root / default.SMALL_NAME, root / default.SMALL_NAME / "checkpoint",
                        recipe=json.dumps(default.SMALL_RECIPE, sort_keys=True))
-        small.make = lambda: {"pretraining": default.make_small(small.checkpoint)[1]}
+        small.make = lambda progress: {"pretraining": default.make_small(small.checkpoint, _training(progress))[1]}
         return [random, small], default.DESCRIPTION
     source = Path(options.source)
     name = source.resolve().name
     return [_Model(name, root / name, source)], f"checkpoint {source}"
+
+
+def _training(progress: Callable[[str], None]) -> Callable[[dict], None]:
+    """Pretraining events as progress lines."""
+    def on_event(event: dict) -> None:
+        if event.get("event") == "start":
+            progress("tokenizer trained; pretraining")
+        elif event.get("event") == "train":
+            progress(f"pretraining step {event['step']}, MLM accuracy {100 * event.get('mlm_acc', 0):.1f}%")
+        elif event.get("event") == "eval":
+            progress("pretraining: evaluating")
+
+    return on_event
 
 
 def _run_step(name: str, model: _Model, options: PipelineOptions, state: State,
@@ -217,7 +230,7 @@ def _make_checkpoint(model: _Model, options, state, progress) -> tuple[list[Path
     if model.checkpoint.exists():
         shutil.rmtree(model.checkpoint)
     model.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    context = model.make()
+    context = model.make(progress)
     return [model.checkpoint], str(model.checkpoint), context
 
 

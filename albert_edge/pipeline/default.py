@@ -84,6 +84,7 @@ def make_small(out: Path, on_event: Callable[[dict], None] | None = None) -> tup
                          ).hexdigest()[:16]
     cached = cache_dir() / f"{SMALL_NAME}-{key}"
     if not _verified(cached):
+        log.info("training %s into %s", SMALL_NAME, cached)
         _train_small(cached, corpus, on_event)
     if out.exists():
         shutil.rmtree(out)
