@@ -94,7 +94,8 @@ os._exit(child.wait())
 
 
 # Run on the device: unpack a tar stream of new cache files from stdin, each written under a
-# temporary name and renamed, so an interrupted copy never looks cached.
+# temporary name of its own and renamed, so an interrupted copy never looks cached and two
+# copies of the same file at once (one device under two names) cannot mix.
 _RECEIVE = """
 import os, sys, tarfile
 cache = sys.argv[1]
@@ -105,7 +106,7 @@ with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
             sys.exit(f"refusing {member.name!r}")
         final = os.path.join(cache, name)
         os.makedirs(os.path.dirname(final), exist_ok=True)
-        part = os.path.join(os.path.dirname(final), "." + os.path.basename(final) + ".part")
+        part = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.{os.getpid()}.part")
         src = tar.extractfile(member)
         with open(part, "wb") as out:
             for block in iter(lambda: src.read(1 << 20), b""):
