@@ -89,6 +89,7 @@ def test_only_and_skip(ran):
     (["--only", "deploy"], "steps are checkpoint, convert, quantize, profile, report"),
     (["--only", "report", "--skip", "profile"], "not both"),
     (["--profile-seq-len", "64"], "beyond the conversion's --seq-len"),
+    (["--scheme", "int8-full"], "scheme 'int8-full' is not available for onnx"),
 ])
 def test_bad_options(tmp_path, checkpoint, args, message):
     code, output = pipeline(checkpoint, "--out", tmp_path / "out", *FAST, *args)

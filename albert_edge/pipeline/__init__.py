@@ -59,12 +59,27 @@ class PipelineOptions:
                 raise PipelineError(f"--{name} {', '.join(unknown)}: steps are {', '.join(STEPS)}")
         if self.only and self.skip:
             raise PipelineError("give --only or --skip, not both")
+        for scheme in self.schemes or ():
+            if not _formats_of(scheme, self.targets):
+                raise PipelineError(f"scheme {scheme!r} is not available for {' or '.join(self.targets)}")
         if any(n > self.seq_len for n in self.profile_seq_lens):
             raise PipelineError(f"profile sequence lengths {self.profile_seq_lens} go beyond the conversion's "
                                 f"--seq-len {self.seq_len}")
 
     def wants(self, step: str) -> bool:
         return step in self.only if self.only else step not in self.skip
+
+    def schemes_for(self, fmt: str) -> tuple[str, ...]:
+        if self.schemes is None:
+            return DEFAULT_SCHEMES[fmt]
+        return tuple(s for s in self.schemes if fmt in _formats_of(s, (fmt,)))
+
+
+def _formats_of(scheme: str, formats) -> list[str]:
+    """The formats among ``formats`` that have ``scheme``."""
+    from ..quantize.schemes import schemes_for
+
+    return [f for f in formats if scheme in {s.value for s in schemes_for(f)}]
 
 
 @dataclass
@@ -254,7 +269,7 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
     made = []
     for parent in parents:
         fmt = parent.suffix.lstrip(".")
-        for scheme in options.schemes or DEFAULT_SCHEMES[fmt]:
+        for scheme in options.schemes_for(fmt):
             progress(f"quantize {parent.name} {scheme}")
             config = QuantizeConfig(scheme, calibration=("builtin",) if tokenizer.is_file() else (),
                                     tokenizer=tokenizer if tokenizer.is_file() else None,
