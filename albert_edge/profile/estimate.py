@@ -83,24 +83,32 @@ def estimate(files: Sequence[str | Path], devices: str | Sequence[str] | Sequenc
         path = Path(file)
         mine = [r for r in measured if _same_file(r, path)]
         for b in batches:
-            counted: dict[int, GraphCount] = {}
-            refused: list[str] = []
-            for seq_len in seq_lens:
-                if progress:
-                    progress(f"counting {path.name} at {b} x {seq_len}")
-                try:
-                    counted[seq_len] = count(path, b, seq_len)
-                except RuntimeUnavailable as exc:  # a file with a fixed input shape runs at its own only
-                    refused.append(str(exc))
-            if refused and not counted:
-                raise RuntimeUnavailable(refused[0])
-            for reason in refused:
-                log.warning("no estimate: %s", reason)
+            counted = _count_lengths(path, b, seq_lens, progress)
             for seq_len, counts in counted.items():
                 here = [(r, r.threads) for r in mine if r.batch == b and r.seq_len == seq_len]
                 for m, t in here or [(None, t) for t in (tuple(threads) if threads else (None,))]:
                     records += [_record(path, counts, dev, host, m, t, mine, counted) for dev in rows]
     return records
+
+
+def _count_lengths(path: Path, batch: int, seq_lens: Iterable[int],
+                   progress: Callable[[str], None] | None) -> dict[int, GraphCount]:
+    """The file's counts at each length it can run at; lengths it refuses (a fixed input shape,
+    a length past its position table) are left out with a warning, an error when none is left."""
+    counted: dict[int, GraphCount] = {}
+    refused: list[str] = []
+    for seq_len in seq_lens:
+        if progress:
+            progress(f"counting {path.name} at {batch} x {seq_len}")
+        try:
+            counted[seq_len] = count(path, batch, seq_len)
+        except RuntimeUnavailable as exc:
+            refused.append(str(exc))
+    if refused and not counted:
+        raise RuntimeUnavailable(refused[0])
+    for reason in refused:
+        log.warning("no estimate: %s", reason)
+    return counted
 
 
 def _devices(devices) -> list[Device]:
@@ -109,9 +117,16 @@ def _devices(devices) -> list[Device]:
     return [d if isinstance(d, Device) else parse_devices(d)[0] for d in devices]
 
 
+# The devices are CPU rows: only CPU measurements calibrate them (onnxruntime's CPU provider,
+# TFLite with or without XNNPACK), not a CUDA or TensorRT run.
+_CPU_PROVIDERS = frozenset({"CPUExecutionProvider", "xnnpack", "none"})
+
+
 def _fixed_local(record) -> ProfileRecord | None:
+    """A fixed-length CPU measurement taken on this machine, or None."""
     r = record if isinstance(record, ProfileRecord) else ProfileRecord.from_dict(record)
-    ok = not r.estimated and r.host is None and r.input_mode == "fixed" and r.latency is not None
+    ok = (not r.estimated and r.host is None and r.input_mode == "fixed" and r.latency is not None
+          and r.provider in _CPU_PROVIDERS)
     return r if ok else None
 
 
