@@ -174,7 +174,7 @@ class _OnnxBackend:
         if ops_trace is not None:
             options.enable_profiling = True
             options.profile_file_prefix = str(ops_trace)
-        providers = _ort_providers(provider, ort.get_available_providers())
+        providers = ort_providers(provider, ort.get_available_providers())
         self._profiling = ops_trace is not None
         try:
             self._session = ort.InferenceSession(str(path), options, providers=providers,
@@ -196,7 +196,7 @@ class _OnnxBackend:
         return Path(self._session.end_profiling())
 
 
-def _ort_providers(provider: str | None, available: list[str]) -> list[str]:
+def ort_providers(provider: str | None, available: list[str]) -> list[str]:
     """The provider list for onnxruntime: the one asked for, then CPU for the nodes it cannot run."""
     if provider is None:
         return ["CPUExecutionProvider"]

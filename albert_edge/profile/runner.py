@@ -20,7 +20,7 @@ from typing import Any
 
 from ..converters.manifest import sha256_of
 from ..errors import AlbertEdgeError, RuntimeUnavailable
-from ..runtime import format_of
+from ..runtime import format_of, ort_providers
 from .inputs import model_limits
 from .record import ProfileRecord
 
@@ -70,6 +70,8 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                 jobs += [{**common, **acc, "threads": threads, "batch": b, "seq_len": n} for b, n in shapes]
     if settings.text is not None:
         _check_text(settings)
+    if any(job["provider"] not in (None, "cpu", "CPUExecutionProvider") for job in jobs):
+        _check_providers(settings.providers)
     return jobs
 
 
@@ -164,6 +166,15 @@ def _check_file(path: Path) -> str:
     if not any(importlib.util.find_spec(m) is not None for m in modules):
         raise RuntimeUnavailable(f"{path}: running .{fmt} files needs {' or '.join(modules)} ({install})")
     return fmt
+
+
+def _check_providers(providers) -> None:
+    """A GPU execution provider missing from this onnxruntime build fails before anything runs."""
+    import onnxruntime
+
+    available = onnxruntime.get_available_providers()
+    for provider in providers:
+        ort_providers(provider, available)
 
 
 def _check_text(settings) -> None:
