@@ -13,7 +13,6 @@ from ..runtime import PROVIDERS
 from ._output import console, err_console, print_json, print_table
 
 
-
 def _int_list(text: str, option: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(",") if v.strip())
