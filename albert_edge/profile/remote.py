@@ -23,37 +23,26 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
-import re
-import shlex
 import shutil
-import subprocess
-import tarfile
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from ..converters.manifest import MANIFEST_NAME, sha256_of
-from ..errors import AlbertEdgeError
 from ..runtime import format_of
-from .record import ProfileRecord
 from ..tokenizer import find_spiece
+from .record import ProfileRecord
 from .runner import _RUNTIMES, _check_text
+from .ssh import (CONNECT_TIMEOUT, Children, CommandFailed, RemoteError, SshHost, Target, last_line, parse_target,
+                  tar_stream)
 
-__all__ = ["DEFAULT_REMOTE_DIR", "RemoteError", "Target", "parse_target", "profile_remote"]
+__all__ = ["DEFAULT_REMOTE_DIR", "DEFAULT_PYTHON", "RemoteError", "Target", "parse_target", "profile_remote"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_REMOTE_DIR = "~/.cache/albert-edge/profile"
 DEFAULT_PYTHON = "python3"
-CONNECT_TIMEOUT = 10  # seconds to open the connection
-STEP_TIMEOUT = 600  # seconds for the check and each copy
-
-_TARGET = re.compile(r"^(?:(?P<user>[A-Za-z0-9._][A-Za-z0-9._-]*)@)?"
-                     r"(?P<host>[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?$")
 
 # Run on the device with its Python: what is installed, where the cache is, what it holds.
 _PROBE = """
@@ -115,139 +104,6 @@ with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
 """
 
 
-class RemoteError(AlbertEdgeError):
-    """A host could not be reached, logged into, set up or profiled. ``records`` holds what the
-    other hosts measured."""
-
-    def __init__(self, message: str, records: Sequence[ProfileRecord] = ()):
-        super().__init__(message)
-        self.records = list(records)
-
-
-@dataclass(frozen=True)
-class Target:
-    """One ``--remote`` host: ``user@host:port``, user and port optional."""
-
-    spec: str
-    host: str
-    user: str | None = None
-    port: int | None = None
-
-
-def parse_target(spec: str) -> Target:
-    match = _TARGET.match(spec.strip())
-    port = int(match.group("port")) if match and match.group("port") else None
-    if not match or (port is not None and not 0 < port < 65536):
-        raise RemoteError(f"--remote {spec!r}: expected user@host or user@host:port")
-    return Target(spec=spec.strip(), host=match.group("host").strip("[]"), user=match.group("user"), port=port)
-
-
-class _Children:
-    """The ssh processes running now, so an interrupt can kill them all."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen] = set()
-        self.stopped = False
-
-    def run(self, argv: list[str], feed: Callable[[BinaryIO], None] | None,
-            timeout: float | None) -> tuple[int, str, str]:
-        """Run ``argv``; ``feed`` writes its stdin (from a thread), else stdin stays open and
-        silent until it ends (the device side watches it to stop with us)."""
-        with contextlib.ExitStack() as stack:
-            stdin, write_end = os.pipe()
-            with self._lock:
-                try:
-                    if self.stopped:
-                        raise RemoteError("stopped")
-                    proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                except BaseException:
-                    os.close(write_end)
-                    raise
-                finally:
-                    os.close(stdin)  # ssh has its own copy: when it dies, writing fails at once
-                self._procs.add(proc)
-            if feed is None:
-                stack.callback(os.close, write_end)
-            else:
-                threading.Thread(target=_feed, args=(feed, write_end), daemon=True).start()
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-                return 124, "", f"no answer within {timeout:.0f} s"
-            finally:
-                with self._lock:
-                    self._procs.discard(proc)
-        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-    def kill_all(self) -> None:
-        with self._lock:
-            self.stopped = True
-            for proc in self._procs:
-                with contextlib.suppress(OSError):
-                    proc.kill()
-
-
-@dataclass
-class _Host:
-    target: Target
-    ssh_config: Path | None
-    python: str
-    connect_timeout: int
-    children: _Children
-
-    def ssh(self, command: str, *, feed: Callable[[BinaryIO], None] | None = None,
-            timeout: float | None = STEP_TIMEOUT) -> str:
-        argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
-                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
-        if self.ssh_config is not None:
-            argv += ["-F", str(self.ssh_config)]
-        if self.target.port is not None:
-            argv += ["-p", str(self.target.port)]
-        if self.target.user is not None:
-            argv += ["-l", self.target.user]
-        argv += [self.target.host, command]
-        log.debug("%s", shlex.join(argv))
-        code, out, err = self.children.run(argv, feed, timeout)
-        if code == 255:  # ssh's own failure: connection, host key, login
-            raise RemoteError(f"{self.target.spec}: cannot connect or log in over ssh: {_last_line(err)}")
-        if code != 0:
-            raise _CommandFailed(code, out, err)
-        return out
-
-    def py(self, *args: str) -> str:
-        return shlex.join([self.python, *args])
-
-
-def _feed(feed: Callable[[BinaryIO], None], fd: int) -> None:
-    with contextlib.suppress(OSError), open(fd, "wb") as fh:  # OSError: ssh went away first
-        feed(fh)
-
-
-def _tar(files: list[tuple[Path, str]], fh: BinaryIO) -> None:
-    """Write ``files`` (local path, name in the archive) to ``fh`` as one tar stream."""
-    with tarfile.open(fileobj=fh, mode="w|") as tar:
-        for local, name in files:
-            with open(local, "rb") as src:
-                info = tarfile.TarInfo(name)
-                info.size = os.fstat(src.fileno()).st_size
-                info.mode = 0o644
-                tar.addfile(info, src)
-
-
-class _CommandFailed(Exception):
-    def __init__(self, code: int, out: str, err: str):
-        super().__init__(_last_line(err) or f"exit code {code}")
-        self.code = code
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
 def _install_hint(formats: set[str]) -> str:
     extras = ",".join(sorted(formats))
     return f"pip install 'albert-edge[{extras}]'"
@@ -273,8 +129,8 @@ def profile_remote(hosts: Sequence[str], files: Sequence[str | Path], settings, 
         raise RemoteError(f"--ssh-config {ssh_config}: no such file")
     if shutil.which("ssh") is None:
         raise RemoteError("--remote needs the OpenSSH client (ssh) on this machine (apt install openssh-client)")
-    children = _Children()
-    machines = [_Host(t, Path(ssh_config) if ssh_config else None, python, connect_timeout, children)
+    children = Children()
+    machines = [SshHost(t, Path(ssh_config) if ssh_config else None, python, connect_timeout, children)
                 for t in targets]
     results: list[list[ProfileRecord] | str] = [[] for _ in machines]
 
@@ -303,7 +159,7 @@ def profile_remote(hosts: Sequence[str], files: Sequence[str | Path], settings, 
     return records
 
 
-def _profile_on(machine: _Host, files: list[Path], settings, remote_dir: str, timeout: float | None,
+def _profile_on(machine: SshHost, files: list[Path], settings, remote_dir: str, timeout: float | None,
                 progress: Callable[[str], None] | None) -> list[ProfileRecord]:
     spec = machine.target.spec
     say = (lambda text: progress(f"{spec}: {text}")) if progress else (lambda text: None)
@@ -338,9 +194,9 @@ def _profile_on(machine: _Host, files: list[Path], settings, remote_dir: str, ti
     if uploads:  # one connection for all of them
         say(f"copying {', '.join(sorted({p.name for p in uploads.values()}))}")
         try:
-            machine.ssh(machine.py("-c", _RECEIVE, cache), feed=lambda fh: _tar(list(
+            machine.ssh(machine.py("-c", _RECEIVE, cache), feed=lambda fh: tar_stream(list(
                 (local, rel) for rel, local in uploads.items()), fh))
-        except _CommandFailed as exc:
+        except CommandFailed as exc:
             raise RemoteError(f"{spec}: copying the files into {cache} failed: {exc}") from None
     from . import forward_args
 
@@ -349,7 +205,7 @@ def _profile_on(machine: _Host, files: list[Path], settings, remote_dir: str, ti
     command = machine.py("-c", _GUARD, machine.python, "-m", "albert_edge", "profile", *remote_of, *args, "--json")
     try:
         out = machine.ssh(f"cd {shlex.quote(cache)} && {command}", timeout=timeout)
-    except _CommandFailed as exc:
+    except CommandFailed as exc:
         raise RemoteError(f"{spec}: the profiler failed there: {exc}") from None
     return [_local_record(r, spec, remote_of) for r in _records(out, spec)]
 
@@ -365,12 +221,12 @@ def _data_files(model: Path) -> list[Path]:
     return [model.with_name(n) for n in sorted(names) if model.with_name(n).is_file()]
 
 
-def _probe(machine: _Host, remote_dir: str, formats: set[str]) -> dict[str, Any]:
+def _probe(machine: SshHost, remote_dir: str, formats: set[str]) -> dict[str, Any]:
     spec, python = machine.target.spec, machine.python
     try:
         out = machine.ssh(machine.py("-c", _PROBE, remote_dir))
         state = json.loads(out.strip().splitlines()[-1])
-    except _CommandFailed as exc:
+    except CommandFailed as exc:
         if exc.code == 127:
             raise RemoteError(f"{spec}: {python} is not there ({exc}); install Python 3 and albert-edge on the "
                               f"device ({_install_hint(formats)}), or name its Python with --remote-python") from None
@@ -407,7 +263,7 @@ def _records(out: str, spec: str) -> list[dict[str, Any]]:
             if isinstance(row, dict):
                 rows.append(row)
     if not rows:
-        raise RemoteError(f"{spec}: the profiler there printed no records ({_last_line(text) or 'no output'})")
+        raise RemoteError(f"{spec}: the profiler there printed no records ({last_line(text) or 'no output'})")
     return rows
 
 

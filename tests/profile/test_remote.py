@@ -183,12 +183,13 @@ def test_an_interrupted_copy_never_looks_cached(tmp_path):
     file under its final name, and a whole one lands every file."""
     import io
 
-    from albert_edge.profile.remote import _RECEIVE, _tar
+    from albert_edge.profile.remote import _RECEIVE
+    from albert_edge.profile.ssh import tar_stream
 
     model = tmp_path / "model.onnx"
     model.write_bytes(os.urandom(200_000))
     stream = io.BytesIO()
-    _tar([(model, "abc/model.onnx")], stream)
+    tar_stream([(model, "abc/model.onnx")], stream)
     cache = tmp_path / "cache"
     cut = subprocess.run([sys.executable, "-c", _RECEIVE, str(cache)], input=stream.getvalue()[:100_000],
                          capture_output=True)
