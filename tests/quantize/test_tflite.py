@@ -66,6 +66,8 @@ def test_scheme(workdir, scheme):
     assert not too_new_for(ops, TFLITE_RUNTIME_LAST), [o for o in too_new_for(ops, TFLITE_RUNTIME_LAST)]
     assert entry.min_runtime == min_runtime(ops)
     assert version_key(entry.min_runtime) <= version_key(TFLITE_RUNTIME_LAST)
+    parent = manifest_io.read(workdir).file("model.tflite")
+    assert parent.min_runtime == min_runtime(op_versions(workdir / "model.tflite"))
 
 
 def test_latest_keeps_per_channel_dynamic_range_weights(workdir):
