@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import shlex
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
