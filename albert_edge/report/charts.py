@@ -128,7 +128,8 @@ def _file_sizes(data, plt):
 
     unit, scale = ("MiB", 2**20) if max(f["bytes"] for f in files) >= 2**20 else ("KiB", 2**10)
     fig, ax = plt.subplots(figsize=(8, 1.0 + 0.45 * len(files)))
-    dtypes = sorted({d for f in files for d in f["bytes_by_precision"]},
+    # precisions that are a visible share of some file (shape vectors in int64 are not)
+    dtypes = sorted({d for f in files for d, n in f["bytes_by_precision"].items() if n >= 0.01 * f["bytes"]},
                     key=lambda d: -sum(f["bytes_by_precision"].get(d, 0) for f in files))
     palette = dict(zip(dtypes, _PARTS * 3))
     labels = [f"{f['format']} {f['scheme'] or '?'}" for f in files]
