@@ -79,7 +79,8 @@ def watch():
     except OSError:
         pass
 threading.Thread(target=watch, daemon=True).start()
-os._exit(child.wait())
+code = child.wait()
+os._exit(code if code >= 0 else 128 - code)  # killed by a signal: the shell's 128 + signal
 """
 
 
