@@ -218,7 +218,8 @@ def _check_opset(opset: int | None, wanted: list[Target]) -> None:
 
     newest = _newest_opset()
     if not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
-        raise ConversionError(f"--opset {opset} is not one the ONNX exporter writes: choose {MIN_OPSET} to {newest}")
+        age = "too old" if isinstance(opset, int) and opset < MIN_OPSET else "too new for the installed exporter"
+        raise ConversionError(f"opset {opset} is {age}: choose {MIN_OPSET} to {newest}")
 
 
 def _newest_opset() -> int:

@@ -87,7 +87,7 @@ def test_convert_json(ckpt, tmp_path):
         (["--head", "ner"], "unknown head 'ner'"),
         (["--head", "qa"], "no weights for head 'qa'"),
         (["--seq-len", "65"], "seq-len 65 is above the model's max_position_embeddings (64)"),
-        (["--opset", "11"], "--opset 11 is not one the ONNX exporter writes: choose 17 to"),
+        (["--opset", "11"], "opset 11 is too old: choose 17 to"),
     ],
 )
 def test_convert_bad_input(ckpt, tmp_path, extra, text):
@@ -161,7 +161,7 @@ def test_real_subprocess(ckpt, tmp_path):
                          capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 2 and bad.stdout == ""
     assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
-    assert bad.stderr.startswith("Error: --opset 99 is not one the ONNX exporter writes: choose 17 to ")
+    assert bad.stderr.startswith("Error: opset 99 is too new for the installed exporter: choose 17 to ")
     assert not (tmp_path / "bad").exists()
 
 

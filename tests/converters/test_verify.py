@@ -215,11 +215,11 @@ def test_interrupted_conversion_leaves_nothing(tmp_path, when):
             raise KeyboardInterrupt
 
     out = tmp_path / "out"
-    with pytest.raises(ConversionError, match="conversion interrupted: nothing was written"):
+    with pytest.raises(KeyboardInterrupt):  # passed on (the CLI exits 130), after the cleanup
         convert(tiny_model(), out, seq_len=8, on_step=interrupt)
     assert not out.exists()
     out.mkdir()  # an existing (empty) directory stays, and stays empty
-    with pytest.raises(ConversionError, match="interrupted"):
+    with pytest.raises(KeyboardInterrupt):
         convert(tiny_model(), out, seq_len=8, on_step=interrupt)
     assert list(out.iterdir()) == []
 
@@ -233,7 +233,7 @@ def test_forced_conversion_drops_the_old_manifest_first(tmp_path):
         if what == "write manifest":
             raise KeyboardInterrupt
 
-    with pytest.raises(ConversionError):
+    with pytest.raises(KeyboardInterrupt):
         convert(tiny_model(seed=3), out, seq_len=8, force=True, on_step=interrupt)
     assert manifest.read(out).files[0].sha256 == old  # interrupted before anything moved
     convert(tiny_model(seed=3), out, seq_len=8, force=True)
