@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.errors import ConversionError
 
-__all__ = ["TiedTable", "find_word_embeddings", "quantize_tied_table", "float_tied_decoder", "check_gemm_weights",
+__all__ = ["TiedTable", "find_word_embeddings", "find_lookup_tables", "quantize_tied_table", "float_tied_decoder", "check_gemm_weights",
            "to_float16", "consumers"]
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,23 @@ def find_word_embeddings(graph: onnx.GraphProto) -> TiedTable | None:
                                       "does not know how to quantize")
             return TiedTable(name, gathers, gemms)
     return None
+
+
+def find_lookup_tables(graph: onnx.GraphProto, skip: str | None = None) -> list[TiedTable]:
+    """Every other initializer read only as the data of axis-0 Gathers (ALBERT's position and
+    token-type embeddings): tables whose rows can be stored int8 with a scale each."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    tables = []
+    for init in graph.initializer:
+        nodes = readers.get(init.name, [])
+        if (init.name != skip and len(init.dims) == 2 and init.data_type == TensorProto.FLOAT and nodes
+                and all(n.op_type == "Gather" and n.input[0] == init.name and n.input[1] != init.name
+                        and _attr(n, "axis", 0) == 0 for n in nodes)):
+            tables.append(TiedTable(init.name, tuple(n.name for n in nodes), ()))
+    return tables
 
 
 def _is_tied_gemm(node: onnx.NodeProto, name: str) -> bool:
