@@ -227,7 +227,8 @@ class _TFLiteBackend:
         try:
             self._interpreter = interpreter_cls(model_path=str(path), num_threads=num_threads, **extra)
         except (ValueError, RuntimeError) as exc:
-            raise RuntimeUnavailable(f"{path}: {self.name} cannot load it: {_first_line(exc)}") from None
+            raise RuntimeUnavailable(f"{path}: {self.name} cannot load it: {_first_line(exc)}"
+                                     f"{_needs_newer_runtime(path, self.name)}") from None
         signatures = self._interpreter.get_signature_list()
         self._runner = None
         if signatures:
@@ -262,6 +263,23 @@ class _TFLiteBackend:
             interp.set_tensor(self._in[name]["index"], value)
         interp.invoke()
         return {s.name: np.array(interp.get_tensor(self._out[s.name]["index"])) for s in self.outputs}
+
+
+def _needs_newer_runtime(path: Path, interpreter: str) -> str:
+    """Why tflite-runtime (or tensorflow.lite, same numbering) refused ``path``, when the file's
+    operator versions need a newer release than the one installed."""
+    from .converters.op_versions import min_runtime, op_versions, version_key
+
+    if interpreter == "ai_edge_litert":  # numbered on its own, and newer than every table entry
+        return ""
+    try:
+        installed = importlib.import_module(interpreter).__version__
+        needed = min_runtime(op_versions(path))
+        newer = needed is not None and version_key(needed) > version_key(installed.split("-")[0].split("rc")[0])
+    except (ImportError, AttributeError, OSError, ValueError):
+        return ""
+    return (f" (its operators need TFLite runtime {needed}, {interpreter} is {installed}; "
+            "`albert-edge quantize --tflite-compat 2.14` writes files tflite-runtime 2.14 loads)") if newer else ""
 
 
 def _tflite_spec(name: str, detail: dict) -> TensorSpec:
