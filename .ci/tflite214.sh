@@ -21,19 +21,23 @@ python311=${PYTHON311:-python3.11}
 venv=${TFLITE214_VENV:-.venv-tflite214}
 
 files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-tflite214.XXXXXX")
-trap 'rm -rf "$files"' EXIT
+trap 'rm -rf "$files" "$files.log"' EXIT
 
 echo "+ $build_python tests/device214/build_files.py $files"
-"$build_python" tests/device214/build_files.py "$files" 2>"$files.log" || { cat "$files.log" >&2; rm -f "$files.log"; exit 1; }
-rm -f "$files.log"
+# TensorFlow's start-up log goes to the log file, shown only when the build fails.
+if ! "$build_python" tests/device214/build_files.py "$files" 2>"$files.log"; then
+    cat "$files.log" >&2
+    exit 1
+fi
 
 if [ ! -x "$venv/bin/python" ]; then
     echo "+ $python311 -m venv $venv"
     "$python311" -m venv "$venv"
 fi
-"$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"{sys.executable} is Python {sys.version.split()[0]}, not 3.11"'
+"$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"{sys.executable} is not Python 3.11"'
 # albert-edge's base dependencies, read from pyproject.toml so the list lives in one place.
-mapfile -t base < <("$venv/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
+mapfile -t base < <("$venv/bin/python" -c \
+    'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
 echo "+ pip install numpy<2 tflite-runtime==2.14.0 pytest ${base[*]}"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt \
     "numpy<2" "tflite-runtime==2.14.0" pytest "${base[@]}"

@@ -157,8 +157,8 @@ def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: lis
         count = run_in_float(model, float_islands(model) | missing, originals)
         notes.append(f"{count} ops run in float: LayerNorm statistics and the attention-mask path "
                      "(cast, -10000 bias, scaled scores, masked softmax)"
-                     + (f", and {len(missing)} int16 ops tflite-runtime 2.14 has no kernel for (GELU, int16 x int16 FULLY_CONNECTED)"
-                        if missing else ""))
+                     + (f", and {len(missing)} int16 ops tflite-runtime 2.14 has no kernel for "
+                        "(GELU, int16 x int16 FULLY_CONNECTED)" if missing else ""))
     if recipe.share_input_ranges:
         dropped = share_input_ranges(model, originals)
         notes.append("the layer applications of each shared weight read one input range (the union of "

@@ -114,8 +114,8 @@ def _print_runtime(runtime: dict) -> None:
                 right=(1, 2))
     loads = ", ".join(f"tflite-runtime {v}: {'yes' if ok else 'no'}"
                       for v, ok in runtime["loads_in_tflite_runtime"].items())
-    console.print(f"minimum TFLite runtime: {runtime['min_runtime'] or 'unknown (an operator version not in the table)'}"
-                  f" ({loads})")
+    needed = runtime["min_runtime"] or "unknown (an operator version not in the table)"
+    console.print(f"minimum TFLite runtime: {needed} ({loads})")
 
 
 def _print_precision(precision: dict) -> None:
