@@ -171,7 +171,7 @@ def _remote(hosts, files, settings, ssh_config, remote_dir, python):
     try:
         with err_console.status("remote profiling") as status:
             return profile_remote(hosts, files, settings, ssh_config=ssh_config, remote_dir=remote_dir,
-                                  python=python, progress=status.update), None
+                                  python=python, progress=_shown(status, "remote")), None
     except RemoteError as exc:
         return exc.records, exc
 
@@ -181,7 +181,7 @@ def _estimates(files, devices, settings, measured):
 
     with err_console.status("estimating") as status:
         return estimate(files, devices, settings.seq_lens, settings.batches, measured, threads=settings.threads,
-                        progress=status.update)
+                        progress=_shown(status, "estimating"))
 
 
 def _print_estimates(records: list[dict]) -> None:

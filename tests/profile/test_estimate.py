@@ -157,7 +157,7 @@ def test_cli_json_keeps_measured_and_estimated_apart(onnx_file):
 def test_cli_unknown_device_is_one_line_before_measuring(onnx_file):
     result = CliRunner().invoke(main, ["profile", str(onnx_file), "--estimate", "pi4,pi9"])
     assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
+    lines = result.stderr.strip().splitlines()  # nothing measured or counted first: no progress lines
     assert len(lines) == 1 and "pi9" in lines[0] and "jetson-orin-nano" in lines[0]
 
 

@@ -40,8 +40,9 @@ def run(*args) -> object:
 
 
 def one_line_error(result, *texts: str) -> str:
+    """Exit 2 and, besides the progress lines a log gets ("remote HOST: ..."), one line."""
     assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
+    lines = [line for line in result.stderr.strip().splitlines() if not line.startswith("remote ")]
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     for text in texts:
         assert text in lines[0], lines[0]
