@@ -450,8 +450,6 @@ _PRETRAIN_BAD = {
     "set-labels": (("--set", "label_names=5"), "label_names"),
     "set-heads": (("--set", "num_attention_heads=3"), "num_attention_heads"),
 }
-for _name, (_extra, _message) in _PRETRAIN_BAD.items():
-    OPTION_CASES[f"pretrain-{_name}"] = Case((*PRETRAIN, "{scratch}/out", *_extra), _message)
 _FINETUNE_BAD = {
     "epochs-0": (("--epochs", "0"), "--epochs"),
     "batch-size-0": (("--batch-size", "0"), "--batch-size"),
@@ -467,8 +465,6 @@ _FINETUNE_BAD = {
     "label-column": (("--label-column", "nope"), "no column 'nope'"),
     "qa-on-classification-data": (("--task", "qa"), "no column 'question'"),
 }
-for _name, (_extra, _message) in _FINETUNE_BAD.items():
-    OPTION_CASES[f"finetune-{_name}"] = Case((*FINETUNE, "{scratch}/out", *_extra), _message)
 _QUANTIZE_BAD = {
     "scheme": (("--scheme", "int9"), "int9"),
     "tflite-scheme-on-onnx": (("--scheme", "int16x8"), "int16x8"),
@@ -495,8 +491,11 @@ def _texts(world: World, scratch: Path) -> None:
     (scratch / "nul.txt").write_bytes(b"some text\x00more text\n" * 20)
 
 
-for _name, (_extra, _message) in _QUANTIZE_BAD.items():
-    OPTION_CASES[f"quantize-{_name}"] = Case((*QUANTIZE, "{scratch}/q.onnx", *_extra), _message, _texts)
+for _cmd, _table, _base in (("pretrain", _PRETRAIN_BAD, PRETRAIN), ("finetune", _FINETUNE_BAD, FINETUNE),
+                             ("quantize", _QUANTIZE_BAD, QUANTIZE)):
+    for _name, (_extra, _message) in _table.items():
+        OPTION_CASES[f"{_cmd}-{_name}"] = Case((*_base, _out(_cmd, "{scratch}"), *_extra), _message,
+                                               _texts if _cmd == "quantize" else None)
 OPTION_CASES.update({
     "quantize-already-quantized": Case(("quantize", "{scratch}/model.int8-dynamic.onnx", "--scheme", "int8-dynamic",
                                         "--out", "{scratch}/qq.onnx"), "model.int8-dynamic.onnx"),
@@ -602,6 +601,17 @@ DATA_CASES.update({
                                    "{scratch}/out"), "5000", _file("small.txt", "a few words only\n" * 3)),
     "no-such-command": Case(("translate",), "No such command"),
     "tokenizer-no-such-command": Case(("tokenizer", "split"), "No such command"),
+})
+
+# The device-half commands keep the same contract through the same error path.
+DATA_CASES.update({
+    "profile-missing": Case(("profile", "{scratch}/nothing.onnx"), "nothing.onnx"),
+    "profile-threads-0": Case(("profile", "{onnx}", "--threads", "0"), "--threads"),
+    "report-missing": Case(("report", "{scratch}/nothing.json", "--out", "{scratch}/rep"), "nothing.json"),
+    "report-unknown-json": Case(("report", "{scratch}/o.json", "--out", "{scratch}/rep"), "o.json",
+                                _file("o.json", '{"a": 1}')),
+    "demo-no-bundle": Case(("demo", "classify", "{scratch}/nothing", "some text"), "nothing"),
+    "pipeline-missing": Case(("pipeline", "{scratch}/nothing", "--out", "{scratch}/pp"), "nothing"),
 })
 
 
