@@ -94,16 +94,19 @@ def describe_job(job: dict[str, Any]) -> str:
 
 def run_child(job: dict[str, Any]) -> ProfileRecord:
     """Run one job in a fresh child process (a new session, so its whole group can be killed)."""
-    workdir = tempfile.mkdtemp(prefix="albert-edge-profile-")
-    child = None
+    workdir = child = None
     try:
-        child = subprocess.Popen([sys.executable, "-m", CHILD, json.dumps({**job, "workdir": workdir})],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        with _signals_deferred():  # a signal while the child starts is raised once we hold it
+            workdir = tempfile.mkdtemp(prefix="albert-edge-profile-")
+            child = subprocess.Popen([sys.executable, "-m", CHILD, json.dumps({**job, "workdir": workdir})],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
         out, err = child.communicate()
     finally:
         if child is not None and child.returncode is None:
             _kill_group(child)
-        shutil.rmtree(workdir, ignore_errors=True)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     result = _last_json(out)
     if result is None:
         tail = (err or "").strip().splitlines()[-1:] or [f"exit code {child.returncode}"]
@@ -133,6 +136,9 @@ def _signals_raise() -> Iterator[None]:
     """SIGINT and SIGTERM raise Interrupted in the main thread, so the running child's group is
     killed and its working directory removed on the way out."""
     def handler(signum, _frame):
+        if _deferring:
+            _pending.append(signum)
+            return
         raise Interrupted(signum)
 
     if sys.platform == "win32" or not _main_thread():
@@ -144,6 +150,25 @@ def _signals_raise() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+# While a child is being started, the handler above only notes a signal (see run_child).
+_deferring = False
+_pending: list[int] = []
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    global _deferring
+    _deferring = True
+    try:
+        yield
+    finally:
+        _deferring = False
+        if _pending:
+            signum = _pending[-1]
+            _pending.clear()
+            raise Interrupted(signum)
 
 
 def _main_thread() -> bool:
