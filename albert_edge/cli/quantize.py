@@ -10,7 +10,7 @@ import click
 from ..quantize.accuracy import COLUMNS
 from ..quantize.schemes import FORMATS, TFLITE_COMPAT, CalibrationMethod, schemes_for
 from ._output import console, err_console, fmt_bytes, print_json, print_table
-from ._types import FORCE, POSITIVE_INT, THREADS
+from ._types import POSITIVE_INT, force_option, threads_option
 
 _SCHEMES = ". ".join(f"{fmt}: {', '.join(s.value for s in schemes_for(fmt))}" for fmt in FORMATS)
 _METHODS = ", ".join(m.value for m in CalibrationMethod)
@@ -44,10 +44,10 @@ _METHODS = ", ".join(m.value for m in CalibrationMethod)
                    "parent (the output cosine for heads without labels) is below 1 - X.")
 @click.option("--seq-len", type=POSITIVE_INT, default=None, help="Sequence length of the calibration and "
               "evaluation batches (default: the one the file was converted for).")
-@THREADS("Runtime threads for the checks (at least 1; default: the runtime's choice).")
+@threads_option("Runtime threads for the checks (at least 1; default: the runtime's choice).")
 @click.option("--out", "out_path", required=True, type=click.Path(path_type=Path), metavar="FILE",
               help="The quantized file to write (same suffix as MODEL_FILE).")
-@FORCE("the --out file exists (it is replaced only once the new file passed its checks)")
+@force_option("the --out file exists (it is replaced only once the new file passed its checks)")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokenizer: Path | None, method: str,
              samples: int, eval_samples: int, embeddings: bool, per_channel: bool, tflite_compat: str,

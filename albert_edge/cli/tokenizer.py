@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ._output import err_console, fmt_bytes, print_json, print_table
-from ._types import FORCE
+from ._types import force_option
 
 
 @click.group("tokenizer")
@@ -28,7 +28,7 @@ def tokenizer() -> None:
               type=click.IntRange(min=0),
               help="Lines sampled from the text to train on (0 = all; else more than 100).")
 @click.option("--cased", is_flag=True, help="Keep upper case (ALBERT's own vocabularies are lower-cased).")
-@FORCE("--out already holds a spiece.model")
+@force_option("--out already holds a spiece.model")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def train(files: tuple[Path, ...], out_dir: Path, vocab_size: int, character_coverage: float,
           input_sentence_size: int, cased: bool, force: bool, as_json: bool) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ._output import err_console, fmt_count, print_json, print_table, progress
-from ._types import COUNT, FORCE, POSITIVE_INT, THREADS
+from ._types import COUNT, POSITIVE_INT, force_option, threads_option
 
 # One place for the switches both commands share.
 _DEVICE = click.option("--device", default="auto", show_default=True,
@@ -21,8 +21,8 @@ _DEVICE = click.option("--device", default="auto", show_default=True,
 _PRECISION = click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), default="auto", show_default=True,
                           help="auto: bf16 autocast on a GPU, fp32 on CPU; bf16 autocasts on CPU too (fast on "
                                "CPUs with AVX512-BF16/AMX). Weights stay fp32.")
-_THREADS = THREADS("CPU threads for torch, at least 1 [default: torch's choice]; on a busy machine 1 is often "
-                   "fastest.")
+_THREADS = threads_option("CPU threads for torch, at least 1 [default: torch's choice]; on a busy machine 1 "
+                          "is often fastest.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the final figures as JSON.")
 
 
@@ -150,11 +150,12 @@ def _print_figures(title: str, figures: dict[str, Any], as_json: bool) -> None:
               help="Write a resumable checkpoint every N steps (and at the end).")
 @click.option("--keep-checkpoints", default=2, show_default=True, type=COUNT,
               help="Keep the newest N checkpoints (0: all).")
-@click.option("--log-every", default=10, show_default=True, type=POSITIVE_INT, help="Log training figures every N steps.")
+@click.option("--log-every", default=10, show_default=True, type=POSITIVE_INT,
+              help="Log training figures every N steps.")
 @click.option("--resume", default=None,
               help="Continue from a run directory (its newest checkpoint) or a checkpoint-* directory; "
                    "the other options must be those of the interrupted run.")
-@FORCE("--out holds files (a finished model, log.jsonl; another run's checkpoints are never replaced)")
+@force_option("--out holds files (a finished model, log.jsonl; another run's checkpoints are never replaced)")
 @_DEVICE
 @_PRECISION
 @_THREADS
@@ -221,8 +222,9 @@ def pretrain_command(corpus, tokenizer, out_dir, config_spec, overrides, steps, 
 @click.option("--answer-column", default="answer", show_default=True, help="qa: the answer's text.")
 @click.option("--answer-start-column", default="answer_start", show_default=True,
               help="qa: the answer's character offset (optional column).")
-@click.option("--log-every", default=10, show_default=True, type=POSITIVE_INT, help="Log training figures every N steps.")
-@FORCE("--out holds a model, even the --model being fine-tuned (files not written again are kept)")
+@click.option("--log-every", default=10, show_default=True, type=POSITIVE_INT,
+              help="Log training figures every N steps.")
+@force_option("--out holds a model, even the --model being fine-tuned (files not written again are kept)")
 @_DEVICE
 @_PRECISION
 @_THREADS
