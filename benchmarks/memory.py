@@ -9,6 +9,9 @@ falls on every route alike. Routes:
     tflite-compiled      LiteRT CompiledModel + XNNPACK in-memory weight cache (weights once)
     onnx                 onnxruntime, as albert_edge.runtime opens it
     onnx-no-prepack      the same with session.disable_prepacking=1
+    onnx-plain           onnxruntime with its default optimizations (how a peer's file is run)
+    session              albert_edge.runtime.Session with its defaults (what a user gets)
+    pytorch              PyTorch eager fp32 (FILE is a checkpoint directory)
 
 Every child also saves its outputs; the table shows each route's largest difference from the
 first route of the same file, so a route that is lean but wrong shows at once.
@@ -32,9 +35,12 @@ from pathlib import Path
 import numpy as np
 
 ROUTES = {
-    ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-no-xnnpack"),
-    ".onnx": ("onnx", "onnx-no-prepack"),
+    ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-no-xnnpack", "session"),
+    ".onnx": ("onnx", "onnx-no-prepack", "onnx-plain", "session"),
+    "": ("pytorch",),  # a checkpoint directory
 }
+# What --routes defaults to per format: the slow and the duplicate routes only when named.
+_DEFAULT_ROUTES = ("tflite-interpreter", "tflite-compiled", "onnx", "onnx-no-prepack", "pytorch")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -70,7 +76,26 @@ def _memory() -> dict[str, float]:
 
 
 def _open(route: str, path: Path, threads: int):
-    """A zero-argument-per-feed runner for ``route``: feeds -> outputs."""
+    """A runner for ``route``: feeds -> outputs."""
+    if route == "pytorch":
+        import torch
+
+        from albert_edge import checkpoints
+
+        torch.set_num_threads(threads)
+        _, model = checkpoints.load_model(path)
+
+        def eager(feeds):
+            with torch.inference_mode():
+                out = model(*(torch.from_numpy(feeds[n]).long() for n in INPUTS))
+            out = out if isinstance(out, tuple) else (out,)
+            return {name: t.numpy() for name, t in zip(model.output_names, out)}
+
+        return eager
+    if route == "session":
+        from albert_edge.runtime import Session
+
+        return Session(path, num_threads=threads).run
     if route == "tflite-compiled":
         from albert_edge.runtime_memory import CompiledTFLite
 
@@ -91,10 +116,14 @@ def _open(route: str, path: Path, threads: int):
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     if route == "onnx-no-prepack":
         options.add_session_config_entry("session.disable_prepacking", "1")
+    disabled = [] if route == "onnx-plain" else ["SkipLayerNormFusion"]  # plain: onnxruntime's defaults
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
-                                   disabled_optimizers=["SkipLayerNormFusion"])
+                                   disabled_optimizers=disabled)
     names = [o.name for o in session.get_outputs()]
     return lambda feeds: dict(zip(names, session.run(names, {k: v.astype(np.int64) for k, v in feeds.items()})))
+
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def _feeds(batch: int, seq_len: int) -> dict[str, np.ndarray]:
@@ -140,7 +169,7 @@ def _routes(args: argparse.Namespace, path: Path) -> list[str]:
     own = ROUTES.get(path.suffix.lower(), ())
     if args.routes:
         return [r for r in args.routes if r in own]
-    return [r for r in own if args.slow or r != "tflite-no-xnnpack"]
+    return [r for r in own if r in _DEFAULT_ROUTES or (args.slow and r == "tflite-no-xnnpack")]
 
 
 def _child_argv(args: argparse.Namespace) -> list[str]:
@@ -148,8 +177,11 @@ def _child_argv(args: argparse.Namespace) -> list[str]:
             "--runs", str(args.runs), "x"]
 
 
-def measure(args: argparse.Namespace) -> list[dict]:
-    plan = [(path, route) for path in args.files for route in _routes(args, path)]
+def measure(args: argparse.Namespace, plan: list[tuple[Path, str]] | None = None,
+            reference: tuple[Path, str] | None = None) -> list[dict]:
+    """One row per (file, route) of ``plan`` (default: every file with its format's routes).
+    Each row's max_abs_diff is against ``reference`` (default: the first route of its file)."""
+    plan = plan or [(path, route) for path in args.files for route in _routes(args, path)]
     records: dict[tuple[Path, str], list[dict]] = {key: [] for key in plan}
     with tempfile.TemporaryDirectory(prefix="albert-memory-") as tmp:
         outs = {key: Path(tmp) / f"{i}.npz" for i, key in enumerate(plan)}
@@ -158,21 +190,18 @@ def measure(args: argparse.Namespace) -> list[dict]:
                 records[key].append(_run_child(_child_argv(args), key[1], key[0], outs[key]))
                 print(f"round {r + 1}/{args.rounds}: {key[1]} {key[0].name}", file=sys.stderr)
         rows = []
-        for path in args.files:
-            keys = [k for k in plan if k[0] == path]
-            if not keys:
-                continue
-            ref = dict(np.load(outs[keys[0]]))
-            for key in keys:
-                got = dict(np.load(outs[key]))
-                diff = max(float(np.abs(got[n] - ref[n]).max()) for n in ref)
-                rows.append(_row(key, records[key], args.seq_lens, diff, keys[0][1]))
+        for key in plan:
+            ref_key = reference or next(k for k in plan if k[0] == key[0])
+            ref, got = dict(np.load(outs[ref_key])), dict(np.load(outs[key]))
+            common = [n for n in ref if n in got]
+            diff = max((float(np.abs(got[n] - ref[n]).max()) for n in common), default=float("nan"))
+            rows.append(_row(key, records[key], args.seq_lens, diff, f"{ref_key[1]} {ref_key[0].name}"))
     return rows
 
 
 def _row(key, records: list[dict], seq_lens: list[int], diff: float, versus: str) -> dict:
     path, route = key
-    row = {"file": path.name, "route": route, "bytes": path.stat().st_size,
+    row = {"file": path.name, "route": route, "bytes": path.stat().st_size if path.is_file() else None,
            "peak_rss_mib": round(statistics.median(r["end"]["VmHWM"] for r in records), 1),
            "peak_rss_range": [round(min(r["end"]["VmHWM"] for r in records), 1),
                               round(max(r["end"]["VmHWM"] for r in records), 1)],

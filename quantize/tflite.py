@@ -61,7 +61,9 @@ def rebuild_model(source: ModelFile):
     if config.to_hf_dict() != source.config.to_hf_dict():
         raise ConversionError(f"{source.checkpoint} no longer has the config recorded in the manifest "
                               f"of {source.path.name}")
-    return model
+    from albert_edge.converters.export import select_outputs
+
+    return select_outputs(model, source.output_names)  # the outputs the parent was converted with
 
 
 def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,

@@ -80,3 +80,16 @@ def test_cli_outputs(tmp_path):
     assert bad.exit_code == 2
     assert "has outputs last_hidden_state, pooler_output" in bad.output and "Traceback" not in bad.output
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "tflite"])
+def test_quantized_files_keep_the_chosen_outputs(tmp_path, fmt):
+    """A TFLite scheme rebuilds the graph from the checkpoint: with the parent's outputs."""
+    from albert_edge.quantize import QuantizeConfig, quantize
+
+    ckpt = checkpoints.save(tiny_model(), tmp_path / "ckpt")
+    convert(ckpt, tmp_path / "lean", targets=(fmt,), seq_len=8, outputs=["last_hidden_state"])
+    out = tmp_path / "lean" / f"model.int8.{fmt}"
+    result = quantize(tmp_path / "lean" / f"model.{fmt}", QuantizeConfig("int8-dynamic", num_samples=4, eval_samples=4), out)
+    assert result.check.ok
+    assert Session(out).output_names == ["last_hidden_state"]

@@ -1,0 +1,218 @@
+"""albert-edge's files against what the standard tools make of the same checkpoint, in one
+interleaved run: latency p50/p90 at each length, peak RSS, load time and file size, with
+ratios to PyTorch eager and to the peers' files.
+
+Contestants (every file keeps the one output ``last_hidden_state``, so sizes compare like for like):
+
+    pytorch eager fp32      albert_edge.model from the checkpoint
+    ort quantize_dynamic    transformers' AlbertModel -> torch.onnx.export -> onnxruntime's
+                            quant_pre_process -> quantize_dynamic(QInt8); run with onnxruntime's defaults
+    tf TFLiteConverter      TensorFlow's TFLiteConverter with Optimize.DEFAULT (dynamic-range int8)
+                            from a SavedModel of ALBERT in TensorFlow; transformers 5 ships no
+                            TFAlbertModel, so the graph is albert_edge.converters.tf_albert's (one
+                            variable per shared weight), converted without albert-edge's settings;
+                            run with ai-edge-litert's Interpreter (XNNPACK on)
+    albert-edge             `convert --outputs last_hidden_state` + `quantize --scheme int8-dynamic`,
+                            ONNX and TFLite, run through albert_edge.runtime.Session's defaults
+
+Each (file, route) runs in a fresh process (benchmarks/memory.py's child), ``--rounds`` times,
+interleaved. Timings on a shared machine are noisy: repeat with more --rounds before quoting.
+
+    python benchmarks/peers.py                                  # ALBERT-base shape, random init
+    python benchmarks/peers.py --set vocab_size=8000 --rounds 5 --json
+    python benchmarks/peers.py --checkpoint path/to/hf-albert --work /tmp/peers
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measurement)
+
+log = logging.getLogger("peers")
+INPUTS = memory.INPUTS
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--checkpoint", help="A Hugging Face ALBERT directory (default: --preset, random init).")
+    p.add_argument("--preset", default="albert-base-v2", help="Config preset when no --checkpoint.")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="Override a preset config field (e.g. vocab_size=8000); repeatable.")
+    p.add_argument("--seq-lens", nargs="+", type=int, default=[32, 128], help="Sequence lengths timed.")
+    p.add_argument("--batch", type=int, default=1, help="Batch size of the timed calls.")
+    p.add_argument("--threads", type=int, default=2, help="Runtime threads.")
+    p.add_argument("--runs", type=int, default=10, help="Timed calls per length per child.")
+    p.add_argument("--rounds", type=int, default=3, help="Fresh children per contestant, interleaved.")
+    p.add_argument("--work", help="Directory for the checkpoint and files (default: a temporary one); "
+                                  "files already there are reused.")
+    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
+    return p.parse_args(argv)
+
+
+def _checkpoint(args, work: Path) -> Path:
+    if args.checkpoint:
+        return Path(args.checkpoint)
+    out = work / "checkpoint"
+    if not (out / "config.json").is_file():
+        import torch
+
+        from albert_edge import checkpoints
+        from albert_edge.config import AlbertConfig
+        from albert_edge.model import build_model
+
+        config = AlbertConfig.preset(args.preset)
+        changes = {}
+        for item in args.overrides:
+            key, _, value = item.partition("=")
+            changes[key] = type(getattr(config, key))(value)
+        torch.manual_seed(0)
+        model = build_model(config.replace(**changes), "base")
+        with torch.no_grad():  # no zero biases or unit LayerNorms that a converter could fold away
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.02)
+        checkpoints.save(model, out)
+    return out
+
+
+def ours(ckpt: Path, work: Path) -> dict[str, Path]:
+    """albert-edge's int8-dynamic ONNX and TFLite files with last_hidden_state only."""
+    from albert_edge.converters.export import convert
+    from albert_edge.quantize import QuantizeConfig, quantize
+
+    out = work / "albert-edge"
+    if not (out / "manifest.json").is_file():
+        convert(ckpt, out, targets=("onnx", "tflite"), head="base", outputs=["last_hidden_state"], force=True)
+    files = {}
+    for fmt in ("onnx", "tflite"):
+        path = out / f"model.int8.{fmt}"
+        if not path.is_file():
+            quantize(out / f"model.{fmt}", QuantizeConfig("int8-dynamic", num_samples=8, eval_samples=8), path)
+        files[f"albert-edge {fmt} int8"] = path
+    return files
+
+
+def _peer_dir(out: Path, name: str) -> tuple[Path, Path]:
+    """A peer's directory (made) and its int8 file (there already when a --work run made it)."""
+    out.mkdir(parents=True, exist_ok=True)
+    return out, out / name
+
+
+def onnx_peer(ckpt: Path, work: Path) -> Path:
+    """onnxruntime's own recipe: export transformers' AlbertModel, pre-process, quantize_dynamic."""
+    import torch
+    import transformers
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    out, int8 = _peer_dir(work / "ort-peer", "model.int8.onnx")
+    if int8.is_file():
+        return int8
+    hf = transformers.AlbertModel.from_pretrained(str(ckpt), add_pooling_layer=False).eval()
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    ids = torch.randint(5, hf.config.vocab_size, (2, 16))
+    dynamic = {n: {0: "batch", 1: "sequence"} for n in (*INPUTS, "last_hidden_state")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(LastHidden(hf), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(out / "model.onnx"),
+                          dynamo=False, opset_version=17, input_names=list(INPUTS),
+                          output_names=["last_hidden_state"], dynamic_axes=dynamic)
+    quant_pre_process(str(out / "model.onnx"), str(out / "model.pre.onnx"))
+    quantize_dynamic(str(out / "model.pre.onnx"), str(int8), weight_type=QuantType.QInt8)
+    return int8
+
+
+def tflite_peer(ckpt: Path, work: Path) -> Path:
+    """TensorFlow's TFLiteConverter, dynamic-range int8, with its default settings."""
+    out, int8 = _peer_dir(work / "tf-peer", "model.int8.tflite")
+    if int8.is_file():
+        return int8
+    import tensorflow as tf
+
+    from albert_edge import checkpoints
+    from albert_edge.converters.export import select_outputs
+    from albert_edge.converters.tf_albert import TFAlbert
+
+    _, model = checkpoints.load_model(ckpt, "base")
+    module = TFAlbert(select_outputs(model, ["last_hidden_state"]))
+    saved = out / "saved_model"
+    tf.saved_model.save(module, str(saved), signatures={"serving_default": module.trace()})
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    int8.write_bytes(converter.convert())
+    return int8
+
+
+def run(args: argparse.Namespace, work: Path) -> dict:
+    ckpt = _checkpoint(args, work)
+    files = ours(ckpt, work)
+    plan = [(ckpt, "pytorch"), (onnx_peer(ckpt, work), "onnx-plain"), (tflite_peer(ckpt, work), "tflite-interpreter"),
+            (files["albert-edge onnx int8"], "session"), (files["albert-edge tflite int8"], "session")]
+    names = ["pytorch eager fp32", "ort quantize_dynamic", "tf TFLiteConverter int8", "albert-edge onnx int8",
+             "albert-edge tflite int8"]
+    measured = memory.measure(argparse.Namespace(**vars(args), child=None), plan=plan, reference=plan[0])
+    rows = [{"name": name, **row} for name, row in zip(names, measured)]
+    return {"setup": {k: v for k, v in vars(args).items()} | {"checkpoint": str(ckpt)}, "rows": rows,
+            "ratios": _ratios(rows, args.seq_lens)}
+
+
+def _ratios(rows: list[dict], seq_lens: list[int]) -> list[dict]:
+    """Each albert-edge file over PyTorch eager and over the peer on its runtime."""
+    by = {r["name"]: r for r in rows}
+    peer_of = {"albert-edge onnx int8": "ort quantize_dynamic", "albert-edge tflite int8": "tf TFLiteConverter int8"}
+    out = []
+    for mine, peer in peer_of.items():
+        for versus in ("pytorch eager fp32", peer):
+            a, b = by[mine], by[versus]
+            ratio = {"file": mine, "versus": versus,
+                     "peak_rss": round(a["peak_rss_mib"] / b["peak_rss_mib"], 3),
+                     "load": round(a["load_s"] / b["load_s"], 3) if b["load_s"] else None,
+                     "size": round(a["bytes"] / b["bytes"], 4) if b["bytes"] else None}
+            for T in seq_lens:
+                ratio[f"p50@{T}"] = round(a[f"p50_ms@{T}"] / b[f"p50_ms@{T}"], 3)
+            out.append(ratio)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="albert-peers-") as tmp:
+        work = Path(args.work or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        result = run(args, work)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    cols = ["name", "bytes", "peak_rss_mib", "load_s",
+            *[f"{p}_ms@{T}" for T in args.seq_lens for p in ("p50", "p90")], "max_abs_diff"]
+    print("  ".join(cols))
+    for row in result["rows"]:
+        print("  ".join(str(row[c]) for c in cols))
+    print()
+    for r in result["ratios"]:
+        print(f"{r['file']} / {r['versus']}: " + ", ".join(f"{k} {v}" for k, v in r.items() if k not in ("file", "versus")))
+    print(f"(medians over {args.rounds} fresh processes x {args.runs} calls; "
+          f"spread of peak RSS: {statistics.mean(r['peak_rss_range'][1] - r['peak_rss_range'][0] for r in result['rows']):.1f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
