@@ -8,8 +8,8 @@ not an operator uses it. Each (operator, version) pair first appeared in one Ten
 tflite-runtime shares (2.14.0 is the last tflite-runtime release); ai-edge-litert, its
 successor, numbers its own releases and supports every version listed here.
 
-Reading the operator codes needs only the standard library (the flatbuffer is walked by hand),
-so ``albert-edge inspect`` and the checks here run on a device with nothing but tflite-runtime.
+Reading the operator codes needs only the standard library and numpy (``tflite_schema``), so
+the checks here run on a device with nothing but tflite-runtime.
 """
 
 from __future__ import annotations
@@ -269,68 +269,27 @@ def too_new_for(ops: list[OpVersion], runtime: str) -> list[OpVersion]:
     return [o for o in ops if o.min_runtime is None or version_key(o.min_runtime) > limit]
 
 
-# -- a flatbuffer walk of Model.operator_codes and the operators that use them --------------------
-# Field numbers come from TFLite's schema.fbs: Model {version, operator_codes, subgraphs, ...},
-# OperatorCode {deprecated_builtin_code: byte, custom_code, version = 1, builtin_code},
-# SubGraph {tensors, inputs, outputs, operators, ...}, Operator {opcode_index, ...}.
-
 def _read_codes(raw: bytes) -> tuple[list[tuple[str, int]], Counter]:
+    from .tflite_schema import Model
+
     if len(raw) < 8 or raw[4:8] != b"TFL3":
         raise ValueError("not a TFLite flatbuffer (no TFL3 identifier)")
-    model = _u32(raw, 0)
+    model = Model.GetRootAs(raw, 0)
     codes = []
-    for table in _tables(raw, _field(raw, model, 1)):
-        deprecated = _scalar(raw, table, 0, "<b", 0)
-        version = _scalar(raw, table, 2, "<i", 1)
-        builtin = max(_scalar(raw, table, 3, "<i", 0), deprecated)
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
         if builtin == _CUSTOM:
-            custom = _field(raw, table, 1)
-            name = "CUSTOM:" + (_string(raw, custom) if custom else "?")
+            name = "CUSTOM:" + (code.CustomCode() or b"?").decode("utf-8", "replace")
         else:
             name = _NAMES.get(builtin, f"BUILTIN_{builtin}")
-        codes.append((name, version))
+        codes.append((name, code.Version()))
     counts: Counter = Counter()
-    for subgraph in _tables(raw, _field(raw, model, 2)):
-        for op in _tables(raw, _field(raw, subgraph, 3)):
-            counts[_scalar(raw, op, 0, "<I", 0)] += 1
+    for s in range(model.SubgraphsLength()):
+        subgraph = model.Subgraphs(s)
+        for o in range(subgraph.OperatorsLength()):
+            counts[subgraph.Operators(o).OpcodeIndex()] += 1
     return codes, counts
-
-
-def _u32(raw: bytes, at: int) -> int:
-    return struct.unpack_from("<I", raw, at)[0]
-
-
-def _slot(raw: bytes, table: int, field: int) -> int:
-    """Where ``field`` of the table at ``table`` is stored, or 0 when it holds its default."""
-    vtable = table - struct.unpack_from("<i", raw, table)[0]
-    vtable_size = struct.unpack_from("<H", raw, vtable)[0]
-    entry = 4 + 2 * field
-    if entry >= vtable_size:
-        return 0
-    offset = struct.unpack_from("<H", raw, vtable + entry)[0]
-    return table + offset if offset else 0
-
-
-def _scalar(raw: bytes, table: int, field: int, fmt: str, default: int) -> int:
-    at = _slot(raw, table, field)
-    return struct.unpack_from(fmt, raw, at)[0] if at else default
-
-
-def _field(raw: bytes, table: int, field: int) -> int:
-    """The position of the table, vector or string that an offset field points at (0: absent)."""
-    at = _slot(raw, table, field)
-    return at + _u32(raw, at) if at else 0
-
-
-def _tables(raw: bytes, vector: int) -> list[int]:
-    if not vector:
-        return []
-    start = vector + 4
-    return [start + 4 * i + _u32(raw, start + 4 * i) for i in range(_u32(raw, vector))]
-
-
-def _string(raw: bytes, at: int) -> str:
-    return raw[at + 4:at + 4 + _u32(raw, at)].decode("utf-8", "replace")
 
 
 def runtime_report(path: str | os.PathLike) -> dict:

@@ -2,8 +2,9 @@
 buffer, once each.
 
 Uses the flatbuffer schema bindings that ai-edge-litert ships (``schema_py_generated``, on top
-of the ``flatbuffers`` package it depends on), so it runs where the interpreter runs: numpy
-and ai-edge-litert, no torch, no tensorflow.
+of the ``flatbuffers`` package it depends on), or where only tflite-runtime is installed (it
+ships no bindings) their standard-library stand-in ``tflite_schema``: numpy and an interpreter,
+no torch, no tensorflow.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-
-from albert_edge.errors import RuntimeUnavailable
 
 from .graph import GraphContents, StoredTensor, TensorSpec
 
@@ -48,9 +47,7 @@ def _schema():
     try:
         from ai_edge_litert import schema_py_generated as schema
     except ImportError:
-        raise RuntimeUnavailable(
-            "reading .tflite files needs ai-edge-litert (pip install 'albert-edge[tflite]')"
-        ) from None
+        from . import tflite_schema as schema
     return schema
 
 

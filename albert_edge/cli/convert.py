@@ -73,12 +73,16 @@ def inspect(model_file: Path, as_json: bool) -> None:
     whose manifest names its fp32 parent, each parent weight is also looked for by value, so an
     int8 copy made twice with different scales shows too."""
     from ..converters.op_versions import runtime_report
+    from ..errors import RuntimeUnavailable
     from ..converters.weights import inspect_file
     from ..quantize import describe
 
     with err_console.status(f"reading {model_file.name}"):
         contents, report = inspect_file(model_file)
-        precision = describe(model_file)
+        try:
+            precision = describe(model_file)
+        except RuntimeUnavailable as exc:  # its TFLite analysis reads with ai-edge-litert's bindings
+            precision = {"unavailable": str(exc)}
         runtime = runtime_report(model_file) if contents.format == "tflite" else None
     if as_json:
         print_json({
@@ -102,7 +106,10 @@ def inspect(model_file: Path, as_json: bool) -> None:
     if report.duplicates:
         print_table("Duplicated weights", ["tensor", "copy of", "kind", "bytes"],
                     [(d.name, d.original, d.kind, f"{d.nbytes:,}") for d in report.duplicates], right=(3,))
-    _print_precision(precision)
+    if "unavailable" in precision:
+        console.print(f"weight precision not analysed: {precision['unavailable']}")
+    else:
+        _print_precision(precision)
     if runtime is not None:
         _print_runtime(runtime)
 

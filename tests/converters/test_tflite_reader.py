@@ -143,14 +143,18 @@ def test_not_a_tflite_file_is_a_value_error(tmp_path, data):
         read(path)
 
 
-def test_reads_without_torch_or_tensorflow(mlm_file):
+@pytest.mark.parametrize("blocked", [("torch", "tensorflow"), ("torch", "tensorflow", "ai_edge_litert", "flatbuffers")],
+                         ids=["no-torch-tensorflow", "tflite-runtime-only"])
+def test_reads_without_torch_or_tensorflow(mlm_file, blocked):
+    """On a device: without ai-edge-litert (tflite-runtime ships no schema bindings) the reader
+    reads the same through its standard-library stand-in."""
     script = textwrap.dedent(
         """
         import importlib.abc, json, sys
 
         class Blocked(importlib.abc.MetaPathFinder):
             def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in ("torch", "tensorflow"):
+                if name.split(".")[0] in sys.argv[2].split(","):
                     raise ImportError(name + " is not installed on this device")
 
         sys.meta_path.insert(0, Blocked())
@@ -165,12 +169,52 @@ def test_reads_without_torch_or_tensorflow(mlm_file):
             "weights": [[w.name, w.dtype, list(w.shape), float(np.asarray(w.data, np.float64).sum())]
                         for w in c.weights],
             "stored": c.stored_weight_bytes,
-            "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "tensorflow")),
+            "modules": sorted(m for m in sys.modules if m.split(".")[0] in sys.argv[2].split(",")),
         }))
         """
     )
-    done = subprocess.run([sys.executable, "-c", script, str(mlm_file)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script, str(mlm_file), ",".join(blocked)], capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen.pop("modules") == []
     assert seen == json.loads(json.dumps(_summary(read(mlm_file))))
+
+
+@pytest.fixture(params=["inline", "offset"])
+def any_layout(request, mlm, mlm_file, tmp_path):
+    if request.param == "inline":
+        return mlm_file
+    path = tmp_path / "offset.tflite"
+    path.write_bytes(tflite.convert(mlm, seq_len=12, buffer_offset=True))
+    return path
+
+
+def test_the_standard_library_schema_reads_what_the_bindings_read(any_layout, monkeypatch):
+    """Every value the reader takes from the file, through tflite_schema and through
+    ai-edge-litert's generated bindings."""
+    from albert_edge.converters import tflite_reader, tflite_schema
+
+    assert {k: v for k, v in vars(tflite_schema.TensorType).items() if not k.startswith("_")} == {
+        k: v for k, v in vars(schema.TensorType).items() if not k.startswith("_") and v <= 18}
+    assert all(getattr(schema.BuiltinOperator, k) == v
+               for k, v in vars(tflite_schema.BuiltinOperator).items() if not k.startswith("_"))
+    bindings = read(any_layout)
+    monkeypatch.setattr(tflite_reader, "_schema", lambda: tflite_schema)
+    stand_in = read(any_layout)
+    assert stand_in.inputs == bindings.inputs and stand_in.outputs == bindings.outputs
+    assert stand_in.ops == bindings.ops and stand_in.metadata == bindings.metadata
+    assert [(w.name, w.dtype, w.shape, w.consumers) for w in stand_in.weights] == [
+        (w.name, w.dtype, w.shape, w.consumers) for w in bindings.weights]
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(stand_in.weights, bindings.weights))
+
+
+@pytest.mark.parametrize("cut", [12, 100, 1000])
+def test_the_standard_library_schema_refuses_a_cut_file(mlm_file, tmp_path, monkeypatch, cut):
+    from albert_edge.converters import tflite_reader, tflite_schema
+
+    monkeypatch.setattr(tflite_reader, "_schema", lambda: tflite_schema)
+    path = tmp_path / "cut.tflite"
+    path.write_bytes(mlm_file.read_bytes()[:cut])
+    with pytest.raises(ValueError, match="cut.tflite"):
+        read(path)

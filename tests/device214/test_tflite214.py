@@ -96,3 +96,22 @@ def test_tokenizer_gives_the_build_side_ids(references):
     assert set(encoded) == {k.split("/")[1] for k in references if k.startswith("tokens/")}
     for key, value in encoded.items():
         np.testing.assert_array_equal(np.asarray(value), references[f"tokens/{key}"])
+
+
+@pytest.mark.parametrize("name", LOADABLE[:2] + REFUSED)
+def test_info_and_inspect_read_the_file(name):
+    """With only tflite-runtime (no schema bindings), `info` reads the file and `inspect`
+    reports the runtime it needs."""
+    from click.testing import CliRunner
+
+    from albert_edge.cli import main
+
+    path = str(FILES / "files" / name)
+    info = CliRunner().invoke(main, ["info", path])
+    assert info.exit_code == 0, info.output
+    assert "tflite" in info.output
+    shown = CliRunner().invoke(main, ["inspect", "--json", path])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.output)
+    assert report["min_runtime"] == INDEX["files"][name]["min_runtime"]
+    assert report["loads_in_tflite_runtime"] == {"2.14.0": name in LOADABLE}
