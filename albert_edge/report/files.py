@@ -42,7 +42,7 @@ def file_row(item: ModelFileInput) -> dict[str, Any]:
         "format": inspected["format"],
         "scheme": scheme,
         "bytes": item.path.stat().st_size + sum(d["size"] for d in (entry.data_files if entry else [])),
-        "sha256": entry.sha256 if entry is not None else None,
+        "sha256": item.sha256,
         "stored_weight_bytes": inspected["stored_bytes"],
         "unique_weight_bytes": inspected["unique_bytes"],
         "model_param_bytes": inspected["model_param_bytes"],

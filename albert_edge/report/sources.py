@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PRESETS, AlbertConfig, load_config
+from ..converters.manifest import sha256_of
 from ..errors import AlbertEdgeError, ConfigError
 from ..profile.record import SCHEMA as PROFILE_SCHEMA
 
@@ -31,6 +32,7 @@ class ReportError(AlbertEdgeError):
 @dataclass
 class ModelFileInput:
     path: Path
+    sha256: str
     entry: Any = None  # converters.manifest.FileEntry when a manifest lists the file
     manifest_dir: Path | None = None
     random_weights: bool = False
@@ -139,10 +141,11 @@ def _read_manifest(path: Path, inputs: Inputs) -> None:
         if not file_path.is_file():
             raise ReportError(f"{directory}/manifest.json lists {entry.name}, which is missing: "
                               "convert again or give the files that are there")
-        if file_path.stat().st_size != entry.size or _sha256(file_path) != entry.sha256:
+        sha = sha256_of(file_path) if file_path.stat().st_size == entry.size else None
+        if sha != entry.sha256:
             raise ReportError(f"{file_path} changed since {directory}/manifest.json was written "
                               "(size or sha256 differ): convert again")
-        _add_file(inputs, ModelFileInput(file_path, entry, directory, random))
+        _add_file(inputs, ModelFileInput(file_path, sha, entry, directory, random))
     if inputs.manifest is None:
         inputs.manifest = manifest
     inputs.sources.append({"kind": "conversion", "source": str(directory)})
@@ -152,21 +155,22 @@ def _read_model_file(path: Path, inputs: Inputs) -> None:
     from ..converters import manifest as manifest_io
 
     directory = path.parent
+    sha = sha256_of(path)
     if (directory / manifest_io.MANIFEST_NAME).is_file():
         try:
             manifest = manifest_io.read(directory)
             entry = manifest.file(path.name)
         except (AlbertEdgeError, KeyError):
             entry = None
-        if entry is not None and _sha256(path) == entry.sha256:
+        if entry is not None and sha == entry.sha256:
             checkpoint = manifest.source.get("checkpoint")
             _set_config(inputs, AlbertConfig.from_hf_dict(manifest.config),
                         Path(checkpoint).name if checkpoint else directory.name, str(directory))
             random = weights_note(checkpoint).get("weights") == "random-init" if checkpoint else False
-            _add_file(inputs, ModelFileInput(path, entry, directory, random))
+            _add_file(inputs, ModelFileInput(path, sha, entry, directory, random))
             inputs.sources.append({"kind": "model-file", "source": str(path)})
             return
-    _add_file(inputs, ModelFileInput(path))
+    _add_file(inputs, ModelFileInput(path, sha))
     inputs.sources.append({"kind": "model-file", "source": str(path)})
 
 
@@ -223,7 +227,7 @@ def _match_profile(inputs: Inputs) -> None:
         inputs.notes.append("profile results not checked against model files (none given): "
                             "their file names and sha256 are shown as recorded")
         return
-    known = {_sha256(f.path): f for f in inputs.files}
+    known = {f.sha256: f for f in inputs.files}
     names = {f.path.name for f in inputs.files}
     for record in inputs.profile:
         if record["estimated"] and not record["sha256"] and record["file_name"] in names:
@@ -234,19 +238,6 @@ def _match_profile(inputs: Inputs) -> None:
                    "or of an older file") if same_name else "no file given has its sha256: a profile of another model"
             raise ReportError(f"profile result for {record['file_name']} (sha256 {record['sha256'][:12]}...): "
                               f"{why}")
-
-
-_SHA_CACHE: dict[tuple[str, int, float], str] = {}
-
-
-def _sha256(path: Path) -> str:
-    from ..converters.manifest import sha256_of
-
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime)
-    if key not in _SHA_CACHE:
-        _SHA_CACHE[key] = sha256_of(path)
-    return _SHA_CACHE[key]
 
 
 def weights_note(checkpoint: str | Path) -> dict:
