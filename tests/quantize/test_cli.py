@@ -92,7 +92,7 @@ def _rename_input(path):
     (path.parent / "manifest.json").write_text(json.dumps(data))
 
 
-def _bad_cases(workdir, tmp_path, small_spiece):
+def _bad_cases(workdir, tmp_path, big_spiece):
     lonely = tmp_path / "lonely"
     lonely.mkdir()
     (lonely / "model.onnx").write_bytes((workdir / "model.onnx").read_bytes())
@@ -111,8 +111,8 @@ def _bad_cases(workdir, tmp_path, small_spiece):
         "changed file": ([changed / "model.onnx", "--scheme", "int8-dynamic"], "has changed", changed),
         "empty text": ([model, "--scheme", "int8-static", "--calibration", empty], "is empty", workdir),
         "latin-1 text": ([model, "--scheme", "int8-dynamic", "--calibration", latin], "not UTF-8", workdir),
-        "tokenizer vocab": ([model, "--scheme", "int8-dynamic", "--tokenizer", small_spiece],
-                            "300 pieces but the model's vocab_size is 400", workdir),
+        "tokenizer vocab": ([model, "--scheme", "int8-dynamic", "--tokenizer", big_spiece],
+                            "430 pieces but the model's vocab_size is 400", workdir),
         "onnx int8-full": ([model, "--scheme", "int8-full"], "does not exist for onnx", workdir),
         "tflite int8-static": ([workdir / "model.tflite", "--scheme", "int8-static"], "does not exist for tflite",
                                workdir),
@@ -125,10 +125,11 @@ def _bad_cases(workdir, tmp_path, small_spiece):
 
 
 @pytest.fixture(scope="module")
-def small_spiece(tmp_path_factory):
+def big_spiece(tmp_path_factory):
     from albert_edge.tokenizer import train_spiece
 
-    return train_spiece([CORPUS], tmp_path_factory.mktemp("spiece300"), vocab_size=300)
+    # More pieces than the model's 400 ids: fewer would be fine (every id it gives is in range).
+    return train_spiece([CORPUS], tmp_path_factory.mktemp("spiece430"), vocab_size=430)
 
 
 CASE_NAMES = ["no manifest", "unknown inputs", "changed file", "empty text", "latin-1 text", "tokenizer vocab",
@@ -137,8 +138,8 @@ CASE_NAMES = ["no manifest", "unknown inputs", "changed file", "empty text", "la
 
 
 @pytest.mark.parametrize("case", CASE_NAMES)
-def test_bad_input_is_one_line_exit_2_and_nothing_written(workdir, tmp_path, small_spiece, case):
-    args, message, directory = _bad_cases(workdir, tmp_path, small_spiece)[case]
+def test_bad_input_is_one_line_exit_2_and_nothing_written(workdir, tmp_path, big_spiece, case):
+    args, message, directory = _bad_cases(workdir, tmp_path, big_spiece)[case]
     if args[-1] == "":  # no tokenizer at all: the checkpoint's spiece.model is hidden
         args = args[:-2]
         (workdir / "manifest.json").write_text((workdir / "manifest.json").read_text().replace(
