@@ -75,6 +75,18 @@ def test_rerun_skips_what_is_up_to_date_and_redoes_what_changed(ran):
         "profile": "ran", "report": "ran"}
 
 
+def test_a_file_the_manifest_no_longer_vouches_for_is_made_again(ran):
+    from albert_edge.converters.manifest import read, write
+
+    files = ran / "ckpt" / "files"
+    manifest = read(files)
+    manifest.files = [e for e in manifest.files if e.name != "model.int8-dynamic.onnx"]
+    write(manifest, files)
+    steps = statuses("--out", ran, *FAST, "--skip", "profile,report", *_source(ran))
+    assert steps["convert"] == "skipped (up to date)" and steps["quantize"] == "ran"
+    assert read(files).file("model.int8-dynamic.onnx")
+
+
 def _source(out: Path) -> list[str]:
     return [json.loads((out / "pipeline.json").read_text())["source"]["source"]]
 

@@ -184,7 +184,7 @@ def _run_step(name: str, model: _Model, options: PipelineOptions, state: State,
         return StepResult(model.name, name, "left out")
     inputs = _INPUTS[name](model, options, state)
     key = f"{model.name}/{name}"
-    if state.is_done(key, inputs):
+    if state.is_done(key, inputs) and _in_manifest(model, state.outputs(key), state.root):
         model.context.update(state.steps[key].get("context", {}))
         return StepResult(model.name, name, "skipped (up to date)")
     t0 = time.perf_counter()
@@ -192,6 +192,22 @@ def _run_step(name: str, model: _Model, options: PipelineOptions, state: State,
     model.context.update(context)
     state.record(key, inputs, digest(outputs, state.root), context=context)
     return StepResult(model.name, name, "ran", time.perf_counter() - t0, detail)
+
+
+def _in_manifest(model: _Model, outputs: dict[str, str], root: Path) -> bool:
+    """Model files a step wrote must also be in the conversion's manifest with the same sha256."""
+    from ..converters import manifest as manifest_io
+    from ..errors import AlbertEdgeError
+
+    files = {Path(rel).name: sha for rel, sha in outputs.items()
+             if (root / rel).parent == model.files and Path(rel).suffix in (".onnx", ".tflite")}
+    if not files:
+        return True
+    try:
+        listed = {e.name: e.sha256 for e in manifest_io.read(model.files).files}
+    except AlbertEdgeError:
+        return False
+    return all(listed.get(name) == sha for name, sha in files.items())
 
 
 # -- what each step reads ---------------------------------------------------------------------
@@ -274,7 +290,7 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
             config = QuantizeConfig(scheme, calibration=("builtin",) if tokenizer.is_file() else (),
                                     tokenizer=tokenizer if tokenizer.is_file() else None,
                                     eval_samples=8 if model.random_weights else 64, num_threads=options.threads)
-            result = quantize(parent, config)
+            result = quantize(parent, config, force=True)  # the files directory is the pipeline's own
             made.append(result.out_path)
     return made, f"{len(made)} files", {}
 
