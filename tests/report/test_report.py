@@ -285,3 +285,18 @@ def test_quantize_json_result(tmp_path, conversion):
     assert row["parent"] == printed["parent"]
     lone = CliRunner().invoke(main, ["report", "tiny", str(saved), "--out", str(tmp_path / "r2")])
     assert lone.exit_code == 2 and "names no file given" in lone.output
+
+
+def test_cli_in_a_real_process(tmp_path):
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "albert_edge", "report", "tiny", "--out", str(tmp_path / "r"),
+                         "--seq-len", "16,32", "--no-charts", "--json"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    data = json.loads(ok.stdout)
+    assert [r["seq_len"] for r in data["compute"]] == [16, 32] and data["charts"] == []
+    assert data == report_json(tmp_path / "r")
+    bad = subprocess.run([sys.executable, "-m", "albert_edge", "report", "tiny", "--out", str(tmp_path / "s"),
+                          "--seq-len", "sixteen"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and not (tmp_path / "s").exists()
