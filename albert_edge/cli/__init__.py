@@ -76,8 +76,9 @@ class _Group(click.Group):
 @contextlib.contextmanager
 def _terminate_as_interrupt():
     """SIGTERM (a timeout, a service manager, `kill`) unwinds like Ctrl-C instead of killing the
-    process mid-write."""
+    process mid-write. A second SIGTERM while that cleanup runs is ignored, so it can finish."""
     def terminate(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Terminated
 
     try:
