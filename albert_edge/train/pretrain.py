@@ -232,6 +232,7 @@ def check_out(opts: PretrainOptions) -> Path:
 
 def _prepare(opts: PretrainOptions, ctx: DistContext) -> _Run:
     check_out(opts)
+    barrier(ctx)  # every process looks at --out before the main one writes there
     vocab = Vocabulary(opts.tokenizer)
     vocab.check_matches(opts.config.vocab_size)
     files = resolve_corpus(opts.corpus)
