@@ -123,9 +123,13 @@ def quantize_tied_table(model: onnx.ModelProto, table: TiedTable) -> list[str]:
     init = _initializer(graph, table.name)
     q, scale = _per_row_int8(numpy_helper.to_array(init).astype(np.float32))
     qname, sname = f"{table.name}_int8", f"{table.name}_row_scale"
-    graph.initializer.extend([numpy_helper.from_array(q, qname), numpy_helper.from_array(scale, sname)])
-    graph.initializer.extend([numpy_helper.from_array(np.asarray([-1], dtype=np.int64), f"{sname}_axes")])
-    made: list[str] = []
+    # The scales are stored float16 (half the bytes: 59 KB of ALBERT-base's 30000 rows; 2^-11
+    # relative error beside int8's 2^-8) and cast once, which onnxruntime folds at load.
+    graph.initializer.extend([numpy_helper.from_array(q, qname),
+                              numpy_helper.from_array(scale.astype(np.float16), f"{sname}_fp16"),
+                              numpy_helper.from_array(np.asarray([-1], dtype=np.int64), f"{sname}_axes")])
+    made: list[str] = [f"{sname}__cast"]
+    graph.node.insert(0, helper.make_node("Cast", [f"{sname}_fp16"], [sname], to=TensorProto.FLOAT, name=made[0]))
     by_name = {n.name: n for n in graph.node}
     for gname in table.gathers:
         made += _rewrite_gather(graph, by_name[gname], qname, sname)
