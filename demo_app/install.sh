@@ -132,8 +132,8 @@ if ! id -u "$SERVICE_USER" >/dev/null 2>&1; then
     useradd --system --user-group --home-dir "$PREFIX" --no-create-home --shell /usr/sbin/nologin "$SERVICE_USER"
 fi
 mkdir -p "$PREFIX"
-say "creating the venv $PREFIX/venv"
-"$PYTHON" -m venv "$PREFIX/venv"
+say "creating the venv $PREFIX/venv (a fresh one: it holds exactly the runtimes asked for)"
+"$PYTHON" -m venv --clear "$PREFIX/venv"
 PIP=("$PREFIX/venv/bin/python" -m pip --disable-pip-version-check --no-input)
 # A wheel or a directory gets the [demo] extra here; a requirement names it itself.
 if [ -d "$SOURCE" ] || [ -f "$SOURCE" ]; then SPEC="$SOURCE[demo]"; else SPEC="$SOURCE"; fi
