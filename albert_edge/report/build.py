@@ -49,6 +49,9 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
         data["files"].append(file_row(item))
     if not inputs.files:
         data["missing"].append("no model files or conversion directory: file sizes and accuracy are not shown")
+    elif all(f["random_weights"] for f in data["files"]):
+        data["missing"].append("no accuracy figures: the weights are random, so agreement with the fp32 parent "
+                               "means nothing (a trained model's files show it)")
     elif not any(f["accuracy"] and not f["accuracy"]["random_ids"] for f in data["files"]):
         data["missing"].append("no accuracy figures: no quantized file of trained weights measured on real text "
                                "(quantize with --tokenizer and --calibration)")

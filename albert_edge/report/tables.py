@@ -105,23 +105,26 @@ def _files(data) -> Table | None:
     if not files:
         return None
     rows = []
-    notes = []
+    notes: dict[str, list[str]] = {}  # note -> the files it is about
     for f in files:
         by = ", ".join(f"{d} {fmt_bytes(n)}" for d, n in sorted(f["bytes_by_precision"].items(), key=lambda kv: -kv[1]))
         if f["accuracy"]:
             acc = f"{100 * f['accuracy']['headline']:.2f}% ({f['accuracy']['headline_of']})"
             if f["accuracy"]["random_ids"]:
                 acc += " on random ids"
+        elif f["scheme"] == "fp32":
+            acc = "fp32 (parent)"
         else:
-            acc = "fp32 (parent)" if f["scheme"] == "fp32" else "-"
+            acc = "not shown (random weights)" if f["random_weights"] else "-"
         if f["accuracy_note"]:
-            notes.append(f"{f['name']}: {f['accuracy_note']}")
+            notes.setdefault(f["accuracy_note"], []).append(f["name"])
         rows.append((f["name"], f["format"], f["scheme"] or "?", fmt_bytes(f["bytes"]),
                      fmt_bytes(f["stored_weight_bytes"]), fmt_bytes(f["unique_weight_bytes"]), str(f["duplicates"]),
                      by, acc))
     return Table("files", "Model files", ("file", "format", "scheme", "size", "stored weights", "unique weights",
                                           "duplicates", "bytes by precision", "vs fp32 parent"),
-                 tuple(rows), (3, 4, 5, 6), tuple(notes), "file_sizes")
+                 tuple(rows), (3, 4, 5, 6), tuple(f"{', '.join(names)}: {note}" for note, names in notes.items()),
+                 "file_sizes")
 
 
 def _profile(data) -> Table | None:

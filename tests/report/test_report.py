@@ -118,6 +118,7 @@ def test_random_weights_never_show_accuracy(tmp_path, conversion):
     assert data["model"]["weights"] == "random-init"
     int8 = next(f for f in data["files"] if f["scheme"] == "int8-dynamic")
     assert int8["accuracy"] is None and "random weights" in int8["accuracy_note"]
+    assert any("the weights are random" in m for m in data["missing"])
     md = (tmp_path / "r" / "report.md").read_text()
     assert "Weights: random" in md and "% (" not in md.split("## Model files")[1].split("##")[0]
 
