@@ -180,12 +180,12 @@ def _run_step(name: str, model: _Model, options: PipelineOptions, state: State,
               progress: Callable[[str], None]) -> StepResult:
     if name == "checkpoint" and model.make is None:
         return StepResult(model.name, name, "given", detail=str(model.checkpoint))
+    key = f"{model.name}/{name}"
+    model.context.update(state.steps.get(key, {}).get("context", {}))  # what an earlier run of it learned
     if not options.wants(name):
         return StepResult(model.name, name, "left out")
     inputs = _INPUTS[name](model, options, state)
-    key = f"{model.name}/{name}"
     if state.is_done(key, inputs) and _in_manifest(model, state.outputs(key), state.root):
-        model.context.update(state.steps[key].get("context", {}))
         return StepResult(model.name, name, "skipped (up to date)")
     t0 = time.perf_counter()
     outputs, detail, context = _RUN[name](model, options, state, progress)
