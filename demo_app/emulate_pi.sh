@@ -85,7 +85,7 @@ cp /etc/ssl/certs/ca-certificates.crt "$ROOTFS/etc/ssl/certs/host-ca-certificate
 say "building the albert-edge wheel and copying it, install.sh and the bundle into the root file system"
 STAGE="$ROOTFS/tmp/albert-edge-demo"
 rm -rf "$STAGE" && mkdir -p "$STAGE/wheels"
-python3 -m pip wheel --quiet --no-deps --no-build-isolation -w "$STAGE/wheels" "$REPO" >/dev/null
+python3 -m pip wheel --quiet --no-deps -w "$STAGE/wheels" "$REPO" >/dev/null
 WHEEL=$(basename "$(ls "$STAGE"/wheels/albert_edge-*.whl | head -1)")
 cp -r "$BUNDLE" "$STAGE/bundle"
 cp "$REPO/demo_app/install.sh" "$REPO/demo_app/albert-edge-demo.service" "$STAGE/"
