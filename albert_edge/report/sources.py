@@ -88,7 +88,9 @@ def _read_source(source: str, inputs: Inputs) -> None:
     elif path.suffix.lower() in (".onnx", ".tflite"):
         _read_model_file(path, inputs)
     elif path.suffix.lower() == ".jsonl":
-        _read_profile(path, _load_jsonl(path), inputs)
+        from ..profile.output import load_records
+
+        _read_profile(path, load_records(path), inputs)
     elif path.suffix.lower() == ".json":
         _read_json(path, inputs)
     else:
@@ -256,18 +258,3 @@ def _load_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(f"{path}: not readable JSON: {exc}") from None
-
-
-def _load_jsonl(path: Path) -> list:
-    records = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: not readable: {exc}") from None
-    for n, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ReportError(f"{path}:{n}: not JSON: {exc}") from None
-    return records
