@@ -208,6 +208,7 @@ def _row(key, records: list[dict], seq_lens: list[int], diff: float, versus: str
            "import_rss_mib": round(statistics.median(r["before"]["VmRSS"] for r in records), 1),
            "end_pss_mib": round(statistics.median(r["end"].get("Pss", 0.0) for r in records), 1),
            "load_s": round(statistics.median(r["load_s"] for r in records), 3),
+           "first_call_s": round(statistics.median(r["first_call_s"] for r in records), 3),
            "max_abs_diff": diff, "diff_versus": versus}
     for T in seq_lens:
         times = [t for r in records for t in r["latency_ms"][str(T)]]
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"setup": {k: v for k, v in vars(args).items() if k not in ("child", "files")}
                           | {"files": [str(f) for f in args.files]}, "rows": rows}, indent=2))
         return 0
-    cols = ["file", "route", "peak_rss_mib", "peak_rss_range", "end_pss_mib", "load_s",
+    cols = ["file", "route", "peak_rss_mib", "peak_rss_range", "end_pss_mib", "load_s", "first_call_s",
             *[f"{p}_ms@{T}" for T in args.seq_lens for p in ("p50", "p90")], "max_abs_diff"]
     print("  ".join(cols))
     for row in rows:

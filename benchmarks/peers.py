@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    cols = ["name", "bytes", "peak_rss_mib", "load_s",
+    cols = ["name", "bytes", "peak_rss_mib", "load_s", "first_call_s",
             *[f"{p}_ms@{T}" for T in args.seq_lens for p in ("p50", "p90")], "max_abs_diff"]
     print("  ".join(cols))
     for row in result["rows"]:
