@@ -26,12 +26,14 @@ interleaved. Timings on a shared machine are noisy: repeat with more --rounds be
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import statistics
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -195,12 +197,21 @@ def _ratios(rows: list[dict], seq_lens: list[int]) -> list[dict]:
     return out
 
 
+@contextlib.contextmanager
+def _work_dir(given: str | None) -> Iterator[Path]:
+    """--work (kept, its files reused) or a temporary directory (removed)."""
+    if given:
+        Path(given).mkdir(parents=True, exist_ok=True)
+        yield Path(given)
+        return
+    with tempfile.TemporaryDirectory(prefix="albert-peers-") as tmp:
+        yield Path(tmp)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="albert-peers-") as tmp:
-        work = Path(args.work or tmp)
-        work.mkdir(parents=True, exist_ok=True)
+    with _work_dir(args.work) as work:
         result = run(args, work)
     if args.json:
         print(json.dumps(result, indent=2))
