@@ -201,7 +201,7 @@ def measure(args: argparse.Namespace, plan: list[tuple[Path, str]] | None = None
 
 def _row(key, records: list[dict], seq_lens: list[int], diff: float, versus: str) -> dict:
     path, route = key
-    row = {"file": path.name, "route": route, "bytes": path.stat().st_size if path.is_file() else None,
+    row = {"file": f"{path.parent.name}/{path.name}", "route": route, "bytes": path.stat().st_size if path.is_file() else None,
            "peak_rss_mib": round(statistics.median(r["end"]["VmHWM"] for r in records), 1),
            "peak_rss_range": [round(min(r["end"]["VmHWM"] for r in records), 1),
                               round(max(r["end"]["VmHWM"] for r in records), 1)],
