@@ -151,3 +151,16 @@ def test_default_small_model_is_cached_keyed_and_verified(tmp_path, monkeypatch)
     monkeypatch.setattr(default, "SMALL_RECIPE", dict(tiny, seed=1))
     default.make_small(tmp_path / "d")
     assert len(trained) == 3 and len(list((tmp_path / "cache").glob(f"{default.SMALL_NAME}-*"))) == 2
+
+
+def test_rerun_in_a_real_process(ran):
+    import subprocess
+    import sys
+
+    statuses("--out", ran, *FAST, *_source(ran))  # whatever earlier tests changed is made again
+    proc = subprocess.run([sys.executable, "-m", "albert_edge", "pipeline", *_source(ran), "--out", str(ran), *FAST,
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert {s["status"] for s in data["steps"]} <= {"given", "skipped (up to date)"}
+    assert data["reports"] == {"ckpt": str(ran / "ckpt" / "report" / "report.html")}
