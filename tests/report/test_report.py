@@ -141,17 +141,23 @@ def test_profile_figures_are_the_records(tmp_path, conversion, profile_json, jso
 
 
 def test_estimates_are_marked_and_never_measurements(tmp_path, conversion, profile_json):
-    records = json.loads(profile_json.read_text())
-    estimate = dict(records[0], estimated=True, latency=None, memory=None,
-                    estimate={"device": "rpi4", "device_title": "Raspberry Pi 4", "ms": 123.0})
+    """Records of the profiler's own estimate for a Raspberry Pi 4, scaled by this machine's
+    measurements (and one for a length not measured here, which carries no sha256)."""
+    from albert_edge.profile.estimate import estimate
+
+    measured = json.loads(profile_json.read_text())
+    onnx = [r for r in measured if r["file_name"] == "model.onnx"]
+    estimates = [r.to_dict() for r in estimate([conversion / "model.onnx"], "pi4", (8, SEQ, 12), 1, onnx)]
     path = tmp_path / "mixed.json"
-    path.write_text(json.dumps([records[0], estimate]))
+    path.write_text(json.dumps(onnx + estimates))
     data = report_json(write(tmp_path, conversion, path))
-    measured, estimated = data["profile_rows"]
-    assert not measured["estimated"] and estimated["estimated"]
-    assert estimated["device"] == "Raspberry Pi 4" and estimated["p50_ms"] == 123.0 and estimated["p90_ms"] is None
+    rows = data["profile_rows"]
+    assert [r["estimated"] for r in rows] == [False] * len(onnx) + [True] * len(estimates)
+    for row, record in zip(rows[len(onnx):], estimates):
+        assert row["device"] == record["estimate"]["device_title"] and row["p50_ms"] == record["estimate"]["ms"]
+        assert row["p90_ms"] is None and row["peak_rss"] is None  # no measured field carries an estimate
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "| ESTIMATE |" in md and "never shown as measurements" in md
+    assert md.count("| ESTIMATE |") == len(estimates) and "never shown as measurements" in md
 
 
 def test_profile_of_another_model_is_refused(tmp_path, conversion, profile_json):
