@@ -186,6 +186,7 @@ def _run_step(name: str, model: _Model, options: PipelineOptions, state: State,
         return StepResult(model.name, name, "left out")
     inputs = _INPUTS[name](model, options, state)
     if state.is_done(key, inputs) and _in_manifest(model, state.outputs(key), state.root):
+        log.info("%s: up to date, skipped", key)
         return StepResult(model.name, name, "skipped (up to date)")
     t0 = time.perf_counter()
     outputs, detail, context = _RUN[name](model, options, state, progress)

@@ -93,6 +93,7 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
         raise ReportError(f"writing the report to {out} failed: {exc}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    log.info("wrote the report of %s into %s (%d charts)", inputs.name, out, len(data["charts"]))
     files = [out / name for name in REPORT_FILES]
     files += [out / "charts" / c[k] for c in data["charts"] for k in ("png", "svg")]
     return ReportResult(out, data, files)

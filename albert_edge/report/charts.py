@@ -48,6 +48,7 @@ def draw_all(data: dict[str, Any], out_dir: Path) -> list[dict[str, str]]:
         fig.savefig(svg, metadata={"Date": None})
         plt.close(fig)
         charts.append({"name": name, "title": title, "png": png.name, "svg": svg.name})
+        log.debug("drew %s", png)
     return charts
 
 

@@ -183,6 +183,7 @@ def _read_profile(path: Path, records: list, inputs: Inputs) -> None:
         for key in ("file_name", "sha256", "format", "estimated"):
             if key not in record:
                 raise ReportError(f"{path}: record {i + 1} lacks {key!r}")
+    log.info("%s: %d profile records", path, len(records))
     inputs.profile.extend(records)
     inputs.profile_from.append(str(path))
     inputs.sources.append({"kind": "profile", "source": str(path)})
