@@ -5,6 +5,8 @@ ratios to PyTorch eager and to the peers' files.
 Contestants (every file keeps the one output ``last_hidden_state``, so sizes compare like for like):
 
     pytorch eager fp32      albert_edge.model from the checkpoint
+    torch.onnx.export fp32  the peers' unquantized files below, on the same runtimes
+    tf TFLiteConverter fp32
     ort quantize_dynamic    transformers' AlbertModel -> torch.onnx.export -> onnxruntime's
                             quant_pre_process -> quantize_dynamic(QInt8); run with onnxruntime's defaults
     tf TFLiteConverter      TensorFlow's TFLiteConverter with Optimize.DEFAULT (dynamic-range int8)
@@ -86,14 +88,14 @@ def _checkpoint(args, work: Path) -> Path:
 
 
 def ours(ckpt: Path, work: Path) -> dict[str, Path]:
-    """albert-edge's int8-dynamic ONNX and TFLite files with last_hidden_state only."""
+    """albert-edge's fp32 and int8-dynamic ONNX and TFLite files, last_hidden_state only."""
     from albert_edge.converters.export import convert
     from albert_edge.quantize import QuantizeConfig, quantize
 
     out = work / "albert-edge"
     if not (out / "manifest.json").is_file():
         convert(ckpt, out, targets=("onnx", "tflite"), head="base", outputs=["last_hidden_state"], force=True)
-    files = {}
+    files = {f"albert-edge {fmt} fp32": out / f"model.{fmt}" for fmt in ("onnx", "tflite")}
     for fmt in ("onnx", "tflite"):
         path = out / f"model.int8.{fmt}"
         if not path.is_file():
@@ -145,11 +147,12 @@ def onnx_peer(ckpt: Path, work: Path) -> Path:
     return int8
 
 
-def tflite_peer(ckpt: Path, work: Path) -> Path:
-    """TensorFlow's TFLiteConverter, dynamic-range int8, with its default settings."""
+def tflite_peer(ckpt: Path, work: Path) -> tuple[Path, Path]:
+    """TensorFlow's TFLiteConverter with its default settings: (fp32 file, dynamic-range int8 file)."""
     out, int8 = _peer_dir(work / "tf-peer", "model.int8.tflite")
-    if int8.is_file():
-        return int8
+    fp32 = out / "model.tflite"
+    if int8.is_file() and fp32.is_file():
+        return fp32, int8
     import tensorflow as tf
 
     from albert_edge import checkpoints
@@ -160,19 +163,27 @@ def tflite_peer(ckpt: Path, work: Path) -> Path:
     module = TFAlbert(select_outputs(model, ["last_hidden_state"]))
     saved = out / "saved_model"
     tf.saved_model.save(module, str(saved), signatures={"serving_default": module.trace()})
-    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    int8.write_bytes(converter.convert())
-    return int8
+    for path, optimizations in ((fp32, []), (int8, [tf.lite.Optimize.DEFAULT])):
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
+        converter.optimizations = optimizations
+        path.write_bytes(converter.convert())
+    return fp32, int8
 
 
 def run(args: argparse.Namespace, work: Path) -> dict:
     ckpt = _checkpoint(args, work)
     files = ours(ckpt, work)
-    plan = [(ckpt, "pytorch"), (onnx_peer(ckpt, work), "onnx-plain"), (tflite_peer(ckpt, work), "tflite-interpreter"),
-            (files["albert-edge onnx int8"], "session"), (files["albert-edge tflite int8"], "session")]
-    names = ["pytorch eager fp32", "ort quantize_dynamic", "tf TFLiteConverter int8", "albert-edge onnx int8",
-             "albert-edge tflite int8"]
+    ort_int8 = onnx_peer(ckpt, work)
+    tf_fp32, tf_int8 = tflite_peer(ckpt, work)
+    contestants = {
+        "pytorch eager fp32": (ckpt, "pytorch"),
+        "torch.onnx.export fp32": (ort_int8.parent / "model.onnx", "onnx-plain"),
+        "ort quantize_dynamic": (ort_int8, "onnx-plain"),
+        "tf TFLiteConverter fp32": (tf_fp32, "tflite-interpreter"),
+        "tf TFLiteConverter int8": (tf_int8, "tflite-interpreter"),
+        **{name: (path, "session") for name, path in sorted(files.items())},
+    }
+    names, plan = list(contestants), list(contestants.values())
     measured = memory.measure(argparse.Namespace(**vars(args), child=None), plan=plan, reference=plan[0])
     rows = [{"name": name, **row} for name, row in zip(names, measured)]
     return {"setup": {k: v for k, v in vars(args).items()} | {"checkpoint": str(ckpt)}, "rows": rows,
@@ -182,7 +193,8 @@ def run(args: argparse.Namespace, work: Path) -> dict:
 def _ratios(rows: list[dict], seq_lens: list[int]) -> list[dict]:
     """Each albert-edge file over PyTorch eager and over the peer on its runtime."""
     by = {r["name"]: r for r in rows}
-    peer_of = {"albert-edge onnx int8": "ort quantize_dynamic", "albert-edge tflite int8": "tf TFLiteConverter int8"}
+    peer_of = {"albert-edge onnx int8": "ort quantize_dynamic", "albert-edge tflite int8": "tf TFLiteConverter int8",
+               "albert-edge onnx fp32": "torch.onnx.export fp32", "albert-edge tflite fp32": "tf TFLiteConverter fp32"}
     out = []
     for mine, peer in peer_of.items():
         for versus in ("pytorch eager fp32", peer):
