@@ -154,6 +154,7 @@ def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
         random = _Model(default.RANDOM_NAME, root / default.RANDOM_NAME, root / default.RANDOM_NAME / "checkpoint",
                         recipe="albert-base-v2 seed 0 v1", random_weights=True, shape="albert-base-v2")
         random.make = lambda progress: (default.make_random(random.checkpoint), {"weights": "random-init"})[1]
+        random.context["accuracy_in"] = f"../../{default.SMALL_NAME}/report/report.html"
         small = _Model(default.SMALL_NAME, root / default.SMALL_NAME, root / default.SMALL_NAME / "checkpoint",
                        recipe=json.dumps(default.SMALL_RECIPE, sort_keys=True))
         small.make = lambda progress: {"pretraining": default.make_small(small.checkpoint, _training(progress))[1]}

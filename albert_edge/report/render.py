@@ -40,7 +40,9 @@ def _summary(data: dict[str, Any]) -> list[str]:
                          + (f", sentence-order accuracy {100 * evaluation['sop_acc']:.1f}%" if "sop_acc" in evaluation
                             else "") + ".")
         if model.get("weights") == "random-init":
-            lines.append("Weights: random (sizes and latency only; no accuracy is shown for these files).")
+            lines.append("Weights: random (sizes and latency only; no accuracy is shown for these files"
+                         + (f": the trained model's report has it, {context['accuracy_in']}" if context.get("accuracy_in")
+                            else "") + ").")
     return lines
 
 
