@@ -21,6 +21,7 @@ import importlib.util
 import logging
 import mmap
 import os
+import platform
 import struct
 import sys
 from pathlib import Path
@@ -30,7 +31,8 @@ import numpy as np
 from .converters.graph import TensorSpec
 from .errors import RuntimeUnavailable
 
-__all__ = ["CompiledTFLite", "WEIGHT_CACHE", "available", "read_signature", "output_shape"]
+__all__ = ["CompiledTFLite", "WEIGHT_CACHE", "available", "cpu_runs_compiled_model", "read_signature",
+           "output_shape"]
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +45,41 @@ _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "INT64"
            "INT8": "int8", "UINT8": "uint8", "INT16": "int16", "BOOL": "bool"}
 
 
-def available() -> bool:
-    """Whether LiteRT's CompiledModel (ai-edge-litert 2.x) is installed."""
-    try:
-        return importlib.util.find_spec("ai_edge_litert.compiled_model") is not None
-    except ImportError:
+# On 64-bit Arm, LiteRT's CompiledModel (ai-edge-litert 2.3) dies with SIGILL on a Cortex-A72
+# (Raspberry Pi 4: ARMv8.0, Features "fp asimd evtstrm crc32 cpuid"), found on an emulated Pi 4,
+# while the classic Interpreter runs; a signal no Python code can catch. So on Arm the route is
+# taken only on CPUs with the ARMv8.2 half-precision and dot-product extensions (Cortex-A76 and
+# newer: Raspberry Pi 5, recent phones and Jetsons); elsewhere the Interpreter packs per layer.
+_ARM_FEATURES = frozenset({"asimdhp", "asimddp"})
+
+
+def cpu_runs_compiled_model(machine: str | None = None, cpuinfo: str | None = None) -> bool:
+    """Whether this CPU (``platform.machine()``, /proc/cpuinfo) is one LiteRT's CompiledModel runs on."""
+    machine = (machine or platform.machine()).lower()
+    if machine in ("x86_64", "amd64"):
+        return True
+    if machine not in ("aarch64", "arm64"):
         return False
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return False
+    features = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "features":
+            features.update(value.split())
+    return _ARM_FEATURES <= features
+
+
+def available() -> bool:
+    """Whether LiteRT's CompiledModel (ai-edge-litert 2.x) is installed and runs on this CPU."""
+    try:
+        installed = importlib.util.find_spec("ai_edge_litert.compiled_model") is not None
+    except ImportError:
+        installed = False
+    return installed and cpu_runs_compiled_model()
 
 
 def read_signature(path: str | os.PathLike) -> tuple[str, list[TensorSpec], list[TensorSpec]] | None:
@@ -147,7 +178,8 @@ class CompiledTFLite:
 
     def __init__(self, path: str | os.PathLike, num_threads: int | None = None):
         if not available():
-            raise RuntimeUnavailable("LiteRT's CompiledModel needs ai-edge-litert 2 or newer")
+            raise RuntimeUnavailable("LiteRT's CompiledModel needs ai-edge-litert 2 or newer, and on Arm a CPU "
+                                     "with the ARMv8.2 fp16 and dot-product extensions")
         signature = read_signature(path)
         if signature is None:
             raise RuntimeUnavailable(f"{path}: no signature; CompiledModel runs signatures only")

@@ -177,3 +177,18 @@ def test_a_damaged_file_is_one_clear_error(tmp_path):
     assert runtime_memory.open_tflite(bad, 1) is None  # the caller falls back to the Interpreter
     with pytest.raises(RuntimeUnavailable):
         Session(bad)
+
+
+PI4 = "processor\t: 0\nFeatures\t: fp asimd evtstrm crc32 cpuid\nCPU part\t: 0xd08\n"
+PI5 = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp\n"
+
+
+@pytest.mark.parametrize("machine, cpuinfo, runs", [
+    ("x86_64", "", True),
+    ("aarch64", PI4, False),  # Cortex-A72: CompiledModel dies with SIGILL there
+    ("aarch64", PI5, True),  # Cortex-A76
+    ("aarch64", "", False),
+    ("armv7l", PI4, False),
+])
+def test_the_route_is_taken_only_on_cpus_it_runs_on(machine, cpuinfo, runs):
+    assert runtime_memory.cpu_runs_compiled_model(machine, cpuinfo) is runs
