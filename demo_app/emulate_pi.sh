@@ -3,14 +3,15 @@
 # system (Python 3.11, as on Raspberry Pi OS bookworm) run through qemu-user-static and
 # binfmt_misc, with a Pi 4's /proc/cpuinfo. Inside it, install.sh installs the demo with
 # systemd start disabled and makes a classify request; then `albert-edge demo classify` and
-# `fill-mask` run on the TFLite int8 files, once with tflite-runtime 2.14 (numpy<2) and once
-# with ai-edge-litert. It checks that things load and answer, not speed.
+# `fill-mask` run on the TFLite files, and `demo serve` answers web requests, once with
+# tflite-runtime 2.14 (numpy<2) and once with ai-edge-litert. It checks that things load and
+# answer, not speed.
 #
 #   sudo demo_app/emulate_pi.sh BUNDLE_DIR
 #
 # Environment: ROOTFS (/var/tmp/albert-edge-pi/rootfs; made by debootstrap on first use and
 # reused), MIRROR (the Debian mirror; default: the first one in apt's sources), RUNTIMES
-# ("tflite-runtime litert").
+# ("tflite-runtime litert"), PORT (8799: the server started inside, asked from outside).
 # Needs: debootstrap, qemu-user-static, root, and binfmt_misc writable (a privileged container).
 set -euo pipefail
 
@@ -21,6 +22,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 QEMU=/usr/bin/qemu-aarch64-static
 WORK=$(dirname "$ROOTFS")
 SENTENCE="Create a new event loop and run the coroutine until it is complete."
+
+PORT=${PORT:-8799}
 
 die() { echo "emulate_pi.sh: $*" >&2; exit 2; }
 say() { echo "==> $*"; }
@@ -90,6 +93,10 @@ WHEEL=$(basename "$(ls "$STAGE"/wheels/albert_edge-*.whl | head -1)")
 cp -r "$BUNDLE" "$STAGE/bundle"
 cp "$REPO/demo_app/install.sh" "$REPO/demo_app/albert-edge-demo.service" "$STAGE/"
 
+summary() {  # one line out of an answer: the label or the filled-in text, and the latency
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(repr(d.get("label") or d.get("filled")), d["latency_ms"], "ms", d["model"])' "$1" 2>/dev/null || head -c 200 "$1"
+}
+
 inside() {
     chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         HOME=/root LANG=C.UTF-8 QEMU_CPU=cortex-a72 PIP_CERT=/etc/ssl/certs/host-ca-certificates.crt \
@@ -112,11 +119,37 @@ for rt in $RUNTIMES; do
         [ "$cmd" = fill-mask ] && text="Create a new event ___ and run the coroutine."
         if inside runuser -u albert-demo -- /opt/albert-edge-demo/venv/bin/albert-edge demo "$cmd" \
                 /opt/albert-edge-demo/bundle "$text" "$model_opt" "$model" --json > "$WORK/answer.json"; then
-            say "[$rt] demo $cmd $model: $(head -c 300 "$WORK/answer.json" | tr -d '\n')"
+            say "[$rt] demo $cmd $model: $(summary "$WORK/answer.json")"
         else
             say "[$rt] FAILED: demo $cmd $model"; status=1
         fi
     done
+    say "[$rt] demo serve as the service would run it, and requests from outside the root file system"
+    inside runuser -u albert-demo -- /opt/albert-edge-demo/venv/bin/albert-edge demo serve \
+        /opt/albert-edge-demo/bundle --port "$PORT" > "$WORK/serve-$rt.log" 2>&1 &
+    up=0
+    for _ in $(seq 1 150); do
+        if curl -sf "http://127.0.0.1:$PORT/api/status" > "$WORK/status.json"; then up=1; break; fi
+        sleep 2
+    done
+    if [ "$up" -eq 1 ]; then
+        ok=1
+        for route in classify fill-mask; do
+            text=$SENTENCE
+            [ "$route" = fill-mask ] && text="Create a new event [MASK] and run the coroutine."
+            curl -sf -X POST -H 'Content-Type: application/json' -d "{\"text\": \"$text\"}" \
+                "http://127.0.0.1:$PORT/api/$route" > "$WORK/answer.json" || ok=0
+            say "[$rt] POST /api/$route: $(summary "$WORK/answer.json")"
+        done
+        curl -sf -o /dev/null "http://127.0.0.1:$PORT/" || ok=0
+        curl -sf "http://127.0.0.1:$PORT/api/status" > "$WORK/status.json" || ok=0
+        say "[$rt] /api/status: $(python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); c = s["models"]["classifier"]; print(s["model"], c["runtime"], c["runtime_version"], "weights_once", c["weights_once"], "rss", s["memory"]["rss"] // 2**20, "MiB", "board", s["device"]["board"], "cpu", s["device"]["cpu_model"])' "$WORK/status.json")"
+        [ "$ok" -eq 1 ] || { say "[$rt] FAILED: a web request"; status=1; }
+        kill "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$WORK/status.json")" || true
+    else
+        say "[$rt] FAILED: demo serve did not answer within 300 s: $(tail -3 "$WORK/serve-$rt.log")"; status=1
+    fi
+    wait || true
     say "[$rt] install.sh --uninstall"
     inside env SYSTEMCTL= bash /tmp/albert-edge-demo/install.sh --uninstall || status=1
 done
