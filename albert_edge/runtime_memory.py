@@ -187,15 +187,17 @@ class CompiledTFLite:
         if len({len(s.shape) for s in self.inputs}) != 1 or any(
                 output_shape(s, (1,) * len(self.inputs[0].shape)) is None for s in self.outputs):
             raise RuntimeUnavailable(f"{path}: output shapes do not follow from the input shapes")
-        from ai_edge_litert.compiled_model import CompiledModel
-        from ai_edge_litert.options import CpuOptions, Options
-
-        cpu = CpuOptions(num_threads=int(num_threads or 0), xnnpack_weight_cache_path=WEIGHT_CACHE)
         try:
+            from ai_edge_litert.compiled_model import CompiledModel
+            from ai_edge_litert.options import CpuOptions, Options
+
+            # An ai-edge-litert older than 2.3 has no weight-cache option (TypeError) or no options module.
+            cpu = CpuOptions(num_threads=int(num_threads or 0), xnnpack_weight_cache_path=WEIGHT_CACHE)
             with _quiet_native_stderr():
                 self._model = CompiledModel.from_file(str(path), options=Options(cpu_options=cpu))
-        except (ValueError, RuntimeError) as exc:
-            raise RuntimeUnavailable(f"{path}: LiteRT cannot compile it: {str(exc).strip().splitlines()[0]}") from None
+        except (ImportError, TypeError, ValueError, RuntimeError) as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RuntimeUnavailable(f"{path}: LiteRT's CompiledModel cannot run it: {text}") from None
         self._index = {name: i for i, name in enumerate(self._model.get_signature_list()[self._key]["inputs"])}
         self._shape: tuple[int, ...] | None = None
         self._buffers: tuple[dict, dict, dict[str, np.ndarray]] | None = None
