@@ -10,7 +10,7 @@ from typing import Any
 
 from .errors import AlbertEdgeError
 
-__all__ = ["describe"]
+__all__ = ["describe", "inspect_model"]
 
 MODEL_SUFFIXES = (".onnx", ".tflite")
 
@@ -101,3 +101,27 @@ def _shape(config: dict[str, Any]) -> str:
     keys = (("V", "vocab_size"), ("E", "embedding_size"), ("H", "hidden_size"), ("L", "num_hidden_layers"),
             ("G", "num_hidden_groups"), ("inner", "inner_group_num"))
     return " ".join(f"{k}={config[n]}" for k, n in keys if n in config)
+
+
+def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
+    """What `albert-edge inspect --json` prints for one .onnx/.tflite file (and what the report
+    shows of it): inputs, outputs, op histogram, stored vs unique weight bytes and every duplicated
+    weight, the weight precision analysis, and for TFLite the operator versions with the first
+    runtime that has each."""
+    from .converters.op_versions import runtime_report
+    from .converters.weights import inspect_file
+    from .errors import RuntimeUnavailable
+    from .quantize import describe as describe_precision
+
+    contents, report = inspect_file(path)
+    try:
+        precision = describe_precision(path)
+    except RuntimeUnavailable as exc:  # its TFLite analysis reads with ai-edge-litert's bindings
+        precision = {"unavailable": str(exc)}
+    runtime = runtime_report(path) if contents.format == "tflite" else None
+    return {
+        "path": str(path), "format": contents.format,
+        "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],
+        "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
+        "precision": precision, **(runtime or {}),
+    }

@@ -72,46 +72,35 @@ def inspect(model_file: Path, as_json: bool) -> None:
     and every matrix product that reads a float weight, with the reason; for a quantized file
     whose manifest names its fp32 parent, each parent weight is also looked for by value, so an
     int8 copy made twice with different scales shows too."""
-    from ..converters.op_versions import runtime_report
-    from ..errors import RuntimeUnavailable
-    from ..converters.weights import inspect_file
-    from ..quantize import describe
+    from ..info import inspect_model
 
     with err_console.status(f"reading {model_file.name}"):
-        contents, report = inspect_file(model_file)
-        try:
-            precision = describe(model_file)
-        except RuntimeUnavailable as exc:  # its TFLite analysis reads with ai-edge-litert's bindings
-            precision = {"unavailable": str(exc)}
-        runtime = runtime_report(model_file) if contents.format == "tflite" else None
+        data = inspect_model(model_file)
     if as_json:
-        print_json({
-            "path": str(model_file), "format": contents.format,
-            "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],
-            "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
-            "precision": precision, **(runtime or {}),
-        })
+        print_json(data)
         return
-    io_rows = [("input", s.name, s.dtype, list(s.shape)) for s in contents.inputs]
-    io_rows += [("output", s.name, s.dtype, list(s.shape)) for s in contents.outputs]
-    print_table(f"{model_file.name} ({contents.format})", ["", "name", "dtype", "shape"], io_rows)
-    print_table("Ops", ["op", "count"], contents.ops.most_common(), right=(1,))
+    io_rows = [("input", s["name"], s["dtype"], list(s["shape"])) for s in data["inputs"]]
+    io_rows += [("output", s["name"], s["dtype"], list(s["shape"])) for s in data["outputs"]]
+    print_table(f"{model_file.name} ({data['format']})", ["", "name", "dtype", "shape"], io_rows)
+    print_table("Ops", ["op", "count"], data["ops"].items(), right=(1,))
+    duplicates = data["duplicates"]
     summary = [
-        ("weight tensors", f"{report.num_tensors} (+ {report.num_constants} small constants)"),
-        ("stored weight bytes", f"{fmt_bytes(report.stored_bytes)} ({report.stored_bytes:,})"),
-        ("unique weight bytes", f"{fmt_bytes(report.unique_bytes)} ({report.unique_bytes:,})"),
-        ("duplicates", len(report.duplicates)),
+        ("weight tensors", f"{data['num_tensors']} (+ {data['num_constants']} small constants)"),
+        ("stored weight bytes", f"{fmt_bytes(data['stored_bytes'])} ({data['stored_bytes']:,})"),
+        ("unique weight bytes", f"{fmt_bytes(data['unique_bytes'])} ({data['unique_bytes']:,})"),
+        ("duplicates", len(duplicates)),
     ]
     print_table("Weights", ["", ""], summary)
-    if report.duplicates:
+    if duplicates:
         print_table("Duplicated weights", ["tensor", "copy of", "kind", "bytes"],
-                    [(d.name, d.original, d.kind, f"{d.nbytes:,}") for d in report.duplicates], right=(3,))
+                    [(d["name"], d["original"], d["kind"], f"{d['nbytes']:,}") for d in duplicates], right=(3,))
+    precision = data["precision"]
     if "unavailable" in precision:
         console.print(f"weight precision not analysed: {precision['unavailable']}")
     else:
         _print_precision(precision)
-    if runtime is not None:
-        _print_runtime(runtime)
+    if "op_versions" in data:
+        _print_runtime(data)
 
 
 def _print_runtime(runtime: dict) -> None:

@@ -6,32 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..info import inspect_model
 from .sources import ModelFileInput
 
-__all__ = ["inspect_dict", "file_row"]
-
-
-def inspect_dict(path) -> dict[str, Any]:
-    """Exactly what `albert-edge inspect --json PATH` prints (tests/report checks they are equal;
-    the inspect command can print this dict instead of building its own)."""
-    from ..converters.op_versions import runtime_report
-    from ..converters.weights import inspect_file
-    from ..quantize import describe
-
-    contents, report = inspect_file(path)
-    precision = describe(path)
-    runtime = runtime_report(path) if contents.format == "tflite" else None
-    return {
-        "path": str(path), "format": contents.format,
-        "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],
-        "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
-        "precision": precision, **(runtime or {}),
-    }
+__all__ = ["file_row"]
 
 
 def file_row(item: ModelFileInput) -> dict[str, Any]:
     """The report's figures of one file; ``inspect`` holds the inspect analysis unchanged."""
-    inspected = inspect_dict(item.path)
+    inspected = inspect_model(item.path)
     entry = item.entry
     scheme = entry.precision if entry is not None else None
     if scheme is None and item.quantize_result is not None:
