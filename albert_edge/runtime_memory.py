@@ -45,11 +45,12 @@ _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "INT64"
            "INT8": "int8", "UINT8": "uint8", "INT16": "int16", "BOOL": "bool"}
 
 
-# On 64-bit Arm, LiteRT's CompiledModel (ai-edge-litert 2.3) dies with SIGILL on a Cortex-A72
-# (Raspberry Pi 4: ARMv8.0, Features "fp asimd evtstrm crc32 cpuid"), found on an emulated Pi 4,
-# while the classic Interpreter runs; a signal no Python code can catch. So on Arm the route is
-# taken only on CPUs with the ARMv8.2 half-precision and dot-product extensions (Cortex-A76 and
-# newer: Raspberry Pi 5, recent phones and Jetsons); elsewhere the Interpreter packs per layer.
+# On 64-bit Arm, LiteRT's CompiledModel (ai-edge-litert 2.3, aarch64 wheel) dies with SIGILL
+# while loading a model on a Cortex-A72 (Raspberry Pi 4) and a Cortex-A53 (Pi 3), both ARMv8.0,
+# and loads on a Cortex-A76 (Pi 5) (qemu-aarch64 -cpu each; the classic Interpreter runs on all
+# three). SIGILL is a signal no Python code can catch, so on Arm the route is taken only on CPUs
+# with the ARMv8.2 half-precision and dot-product extensions the A76 has; elsewhere the
+# Interpreter runs the file, packing shared weights per layer.
 _ARM_FEATURES = frozenset({"asimdhp", "asimddp"})
 
 
