@@ -70,16 +70,11 @@ def _checkpoint(args, work: Path) -> Path:
         import torch
 
         from albert_edge import checkpoints
-        from albert_edge.config import AlbertConfig
         from albert_edge.model import build_model
+        from quantize_speed import _config  # --preset with its --set overrides, read one way
 
-        config = AlbertConfig.preset(args.preset)
-        changes = {}
-        for item in args.overrides:
-            key, _, value = item.partition("=")
-            changes[key] = type(getattr(config, key))(value)
         torch.manual_seed(0)
-        model = build_model(config.replace(**changes), "base")
+        model = build_model(_config(args), "base")
         with torch.no_grad():  # no zero biases or unit LayerNorms that a converter could fold away
             for p in model.parameters():
                 p.add_(torch.randn_like(p) * 0.02)
