@@ -5,15 +5,12 @@ runtime, the tokenizer, the device description): no torch, no tensorflow.
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata
 import importlib.util
 import json
 import logging
 import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -190,10 +187,9 @@ class Engine:
     def _load(self, variant: Variant, tasks: list[str]) -> None:
         sessions, load_seconds = {}, {}
         for task in tasks:
-            path = self.bundle.file(task, variant)
             start = time.perf_counter()
-            sessions[task] = Session(path, num_threads=self.num_threads,
-                                     weights_once=variant.format != "tflite" or _weights_once_survives(path))
+            # The runtime picks the TFLite route this CPU runs (weights packed once where it can).
+            sessions[task] = Session(self.bundle.file(task, variant), num_threads=self.num_threads)
             load_seconds[task] = time.perf_counter() - start
         with self._state_lock:
             self._sessions, self._load_seconds, self.variant = sessions, load_seconds, variant
@@ -295,25 +291,6 @@ class Engine:
                 }
         return {"model": variant.key if variant else None, "available": self.available(), "models": models,
                 "threads": self.num_threads, "seq_len": self.bundle.seq_len, "labels": self.bundle.labels}
-
-
-_WEIGHTS_ONCE_PROBE = "import sys; from albert_edge.runtime import Session; Session(sys.argv[1], weights_once=True)"
-
-
-@functools.lru_cache(maxsize=None)
-def _weights_once_survives(path: Path) -> bool:
-    """Whether the runtime's weights-once TFLite route (LiteRT's CompiledModel) can open ``path``
-    on this CPU, tried in a child process. On an emulated Cortex-A72 (a Raspberry Pi 4) it dies
-    with SIGILL, which no Python code could catch; then the interpreter's own route is used."""
-    try:
-        proc = subprocess.run([sys.executable, "-c", _WEIGHTS_ONCE_PROBE, str(path)], capture_output=True,
-                              timeout=300)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    if proc.returncode != 0:
-        log.warning("%s: the weights-once TFLite route fails on this CPU (exit %d); using the plain "
-                    "interpreter, which packs shared weights per layer", path.name, proc.returncode)
-    return proc.returncode == 0
 
 
 def _bounded(text: Any) -> tuple[str, bool]:

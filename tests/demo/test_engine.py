@@ -122,20 +122,3 @@ def test_a_file_that_fails_to_load_leaves_the_old_one_serving(tiny_bundle, tmp_p
         engine.select("tflite-fp32")
     assert engine.variant.key == "onnx-int8" and engine.classify("still here")["model"] == "onnx-int8"
 
-
-def test_tflite_weights_once_route_is_tried_in_a_child_first(tiny_bundle, tmp_path, monkeypatch):
-    """Where LiteRT's weights-once route dies with SIGILL (an emulated Cortex-A72), the child
-    dies instead of the server, and the engine opens the file with the plain interpreter."""
-    import shutil
-
-    from albert_edge.demo import engine as engine_module
-
-    path = tiny_bundle / "classifier" / "model.int8-dynamic.tflite"
-    assert engine_module._weights_once_survives(path)  # x86 with ai-edge-litert: the route works
-    copy = tmp_path / "bundle"
-    shutil.copytree(tiny_bundle, copy)  # a new path, not in the probe's cache
-    monkeypatch.setattr(engine_module, "_WEIGHTS_ONCE_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGILL)")
-    e = Engine(Bundle(copy), "tflite-int8", num_threads=1)
-    models = e.status()["models"]
-    assert not models["classifier"]["weights_once"] and not models["mlm"]["weights_once"]
-    assert e.classify("still answers")["model"] == "tflite-int8"
