@@ -82,14 +82,15 @@ def _checkpoint(args, work: Path) -> Path:
     return out
 
 
-def ours(ckpt: Path, work: Path) -> dict[str, Path]:
+def ours(ckpt: Path, work: Path, seq_len: int) -> dict[str, Path]:
     """albert-edge's fp32 and int8-dynamic ONNX and TFLite files, last_hidden_state only."""
     from albert_edge.converters.export import convert
     from albert_edge.quantize import QuantizeConfig, quantize
 
     out = work / "albert-edge"
     if not (out / "manifest.json").is_file():
-        convert(ckpt, out, targets=("onnx", "tflite"), head="base", outputs=["last_hidden_state"], force=True)
+        convert(ckpt, out, targets=("onnx", "tflite"), head="base", seq_len=seq_len, outputs=["last_hidden_state"],
+                force=True)
     files = {f"albert-edge {fmt} fp32": out / f"model.{fmt}" for fmt in ("onnx", "tflite")}
     for fmt in ("onnx", "tflite"):
         path = out / f"model.int8.{fmt}"
@@ -167,7 +168,7 @@ def tflite_peer(ckpt: Path, work: Path) -> tuple[Path, Path]:
 
 def run(args: argparse.Namespace, work: Path) -> dict:
     ckpt = _checkpoint(args, work)
-    files = ours(ckpt, work)
+    files = ours(ckpt, work, max(args.seq_lens))
     ort_int8 = onnx_peer(ckpt, work)
     tf_fp32, tf_int8 = tflite_peer(ckpt, work)
     contestants = {
