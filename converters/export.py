@@ -89,11 +89,15 @@ class ConversionResult:
 
 def head_of(model) -> str:
     """The --head name of a model object."""
-    from albert_edge.model import HEADS
+    from albert_edge.model import CHOICE_HEADS, HEADS
 
     for name, cls in HEADS.items():
         if isinstance(model, cls):
             return name
+    for name, cls in CHOICE_HEADS.items():
+        if isinstance(model, cls):
+            raise ConversionError(f"the {name} head (inputs of shape batch x choices x sequence) cannot be "
+                                  "converted yet; it loads and runs in PyTorch")
     raise ConversionError(f"{type(model).__name__} is not an albert-edge model")
 
 

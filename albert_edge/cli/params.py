@@ -6,7 +6,7 @@ import click
 
 from ._output import console, fmt_count, print_json, print_table
 
-HEAD_CHOICES = ["base", "mlm", "pretraining", "classification", "token-classification", "qa"]
+HEAD_CHOICES = ["base", "mlm", "pretraining", "classification", "token-classification", "qa", "multiple-choice"]
 
 
 @click.command("params", short_help="Where the parameters are, beside BERT of the same shape.")

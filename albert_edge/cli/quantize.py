@@ -32,7 +32,8 @@ _METHODS = ", ".join(m.value for m in CalibrationMethod)
 @click.option("--eval-samples", type=POSITIVE_INT, default=64, show_default=True,
               help="Held-out sentences the accuracy is measured on.")
 @click.option("--embeddings/--no-embeddings", default=True, show_default=True,
-              help="Quantize the word-embedding table (and the MLM decoder tied to it) to int8.")
+              help="Quantize the embedding tables to int8, one scale per row: words (and the MLM decoder "
+                   "tied to it), and for ONNX also positions and token types.")
 @click.option("--per-channel/--per-tensor", default=True, show_default=True,
               help="One weight scale per output channel, or one per tensor.")
 @click.option("--tflite-compat", type=click.Choice(TFLITE_COMPAT), default=TFLITE_COMPAT[0], show_default=True,

@@ -19,8 +19,8 @@ def tokenizer() -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory to write spiece.model into (created if missing).")
-@click.option("--vocab-size", default=8000, show_default=True, type=click.IntRange(min=6),
-              help="Number of pieces, the 5 special tokens included.")
+@click.option("--vocab-size", default=8000, show_default=True, type=click.IntRange(min=14),
+              help="Number of pieces, the 5 special tokens and ALBERT's 8 user-defined pieces included.")
 @click.option("--character-coverage", default=0.99995, show_default=True,
               type=click.FloatRange(0.9, 1.0),
               help="Share of characters the vocabulary must cover; rarer ones become <unk>.")
