@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from . import runtime_memory
+from .tflite_check import check_tflite
 from .converters.graph import TensorSpec
 from .errors import RuntimeUnavailable
 
@@ -86,6 +87,7 @@ class Session:
         if self.format == "onnx":
             self._backend = _OnnxBackend(self.path, num_threads, provider, ops_trace)
         else:
+            check_tflite(self.path)  # a damaged file can crash the interpreter, not just fail to load
             if ops_trace is not None:
                 raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
             self._backend = None
