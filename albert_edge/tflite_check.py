@@ -119,12 +119,13 @@ def check_tflite(path: str | os.PathLike) -> None:
             raise DamagedModel(f"{path}: cannot load it: not a TFLite model ({size} bytes; damaged or truncated?)")
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             if buf[4:8] != _IDENTIFIER:
-                raise DamagedModel(f"{path}: cannot load it: not a TFLite model (identifier {bytes(buf[4:8])!r}, expected "
-                                   f"{_IDENTIFIER!r}; damaged, or another format with a .tflite name?)")
+                raise DamagedModel(f"{path}: cannot load it: not a TFLite model (identifier {bytes(buf[4:8])!r}, "
+                                   f"expected {_IDENTIFIER!r}; damaged, or another format with a .tflite name?)")
             try:
                 _walk(_Walker(buf, size))
             except _Broken as exc:
-                raise DamagedModel(f"{path}: cannot load it: damaged TFLite file ({exc}); convert it again or copy it again") from None
+                raise DamagedModel(f"{path}: cannot load it: damaged TFLite file ({exc}); "
+                                   "convert it again or copy it again") from None
 
 
 def _walk(w: _Walker) -> None:

@@ -69,8 +69,9 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
 @click.option("--max-sentences", type=int, default=200, show_default=True, help="Sentences fed with --text.")
 @click.option("--fixed/--no-fixed", default=True, show_default=True,
               help="Run the fixed-length sweep (--no-fixed with --text: real text only).")
-@click.option("--ops", is_flag=True, help="Per-operator breakdown (ONNX: onnxruntime's profiler, after the "
-                                          "timed calls so they are not slowed by it).")
+@click.option("--ops", is_flag=True, help="Per-operator breakdown after the timed calls, so they are not slowed "
+                                          "by it: time per op type, top nodes, time per shared-layer application "
+                                          "(ONNX: onnxruntime's profiler; TFLite with xnnpack: LiteRT's profiler).")
 @click.option("--baseline", type=click.Path(path_type=Path), default=None, metavar="OLD.json",
               help="Earlier results (--json output or --append file): print new/old ratios, mark regressions.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when --baseline finds a regression.")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import device
-from ..errors import AlbertEdgeError
+from ..errors import AlbertEdgeError, RuntimeUnavailable
 from ..runtime import Session
 from . import ops as ops_mod
 from .inputs import fixed_feeds, model_limits, text_feeds
@@ -156,8 +156,8 @@ def pass_spread(times: list[float], per_pass: int) -> float | None:
 def _ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
     """Per-operator cost from a second session with the profiler on, so the latency above was
     measured without the profiler's overhead. The trace is deleted."""
-    if not path.suffix.lower() == ".onnx":
-        return ops_mod.tflite_unavailable()
+    if path.suffix.lower() == ".tflite":
+        return _tflite_ops(path, job, feeds)
     prefix = Path(job["workdir"]) / "ort-trace"
     session = Session(path, num_threads=job["threads"], provider=job["provider"], ops_trace=prefix)
     try:
@@ -169,6 +169,17 @@ def _ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
     finally:
         for leftover in Path(job["workdir"]).glob("ort-trace*"):
             leftover.unlink(missing_ok=True)
+
+
+def _tflite_ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
+    if job["delegate"] != "xnnpack":
+        return ops_mod.tflite_unavailable(ops_mod.TFLITE_NONE_NOTE)
+    from .tflite_ops import tflite_breakdown
+
+    try:
+        return tflite_breakdown(path, job["threads"], feeds, OPS_CALLS)
+    except RuntimeUnavailable as exc:
+        return ops_mod.tflite_unavailable(f"{exc}; {ops_mod.TFLITE_NOTE}")
 
 
 def _version(suffix: str) -> dict[str, str]:

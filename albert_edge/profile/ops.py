@@ -1,6 +1,6 @@
 """Per-operator cost: onnxruntime's profiler trace read into time per op type, the costliest nodes
-and the time of each application of ALBERT's shared layers. The TFLite interpreters' Python API
-has no per-operator profiler, which the breakdown says instead of guessing."""
+and the time of each application of ALBERT's shared layers. TFLite files are profiled by
+``tflite_ops`` (LiteRT's profiler); where it cannot run, the breakdown says so instead of guessing."""
 
 from __future__ import annotations
 
@@ -21,8 +21,12 @@ _KERNEL = "_kernel_time"
 _GROUP = re.compile(r"albert_layer_groups\.(\d+)/albert_layers\.(\d+)")
 _APPLICATION = re.compile(r"_(\d+)$")
 
-TFLITE_NOTE = ("per-operator profiling is not offered by the installed TFLite interpreter's Python API; "
-               "use TFLite's benchmark_model --enable_op_profiling=true for it")
+TFLITE_NOTE = ("per-operator profiling of .tflite files needs ai-edge-litert 2.3 or newer (LiteRT's profiler "
+               "in its libLiteRt.so; the TFLite interpreters' Python APIs have none); TFLite's benchmark_model "
+               "--enable_op_profiling=true gives it elsewhere")
+TFLITE_NONE_NOTE = ("per-operator times come from LiteRT's CompiledModel, which always runs XNNPACK on the CPU; "
+                    "the builtin kernels alone (--delegate none) cannot be profiled from Python: see the "
+                    "xnnpack rows")
 
 
 def layer_of(node_name: str) -> tuple[int, int, int] | None:
@@ -90,5 +94,5 @@ def onnx_breakdown(trace: Path) -> dict[str, Any]:
     }
 
 
-def tflite_unavailable() -> dict[str, Any]:
-    return {"available": False, "source": None, "note": TFLITE_NOTE}
+def tflite_unavailable(note: str = TFLITE_NOTE) -> dict[str, Any]:
+    return {"available": False, "source": None, "note": note}

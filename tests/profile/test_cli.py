@@ -62,7 +62,34 @@ def test_ops_breakdown_per_layer_application(onnx_file, tflite_file):
     # tiny: L=4 layers over G=2 groups, each group applied twice, in depth order
     assert [(o["group"], o["application"]) for o in ops["layers"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert all(o["ms"] > 0 for o in ops["layers"])
-    assert not tflite["ops"]["available"] and "benchmark_model" in tflite["ops"]["note"]
+    ops = tflite["ops"]  # LiteRT's profiler, XNNPACK operators and builtin kernels in execution order
+    assert ops["available"] and ops["source"].startswith("LiteRT") and ops["calls"] == 10 and ops["total_ms"] > 0
+    assert any(o["op"].startswith("Fully Connected") for o in ops["op_types"])
+    assert {"GATHER", "RESHAPE"} <= {o["op"] for o in ops["op_types"]}  # builtin kernels beside XNNPACK's
+    assert abs(sum(o["share"] for o in ops["op_types"]) - 1) < 0.01
+    assert [(o["group"], o["application"]) for o in ops["layers"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert sum(o["ms"] for o in ops["layers"]) > 0 and len(ops["outside_layers"]) == 2
+    assert any(o["node"].startswith("layer ") for o in ops["top_nodes"])
+
+
+def test_ops_tflite_builtin_kernels_say_why_not(tflite_file):
+    (record,) = profile_json(tflite_file, "--seq-len", "8", "--delegate", "none", "--ops")
+    assert not record["ops"]["available"] and "always runs XNNPACK" in record["ops"]["note"]
+
+
+@pytest.mark.parametrize("order_of_layer_2", [None, [0, 1, 3, 2, 4, 5]])
+def test_tflite_layer_blocks_by_their_operators(order_of_layer_2):
+    """Four layers of the same operators (one layer's independent ops scheduled differently),
+    between embedding and head operators: each block is one layer, however it is ordered."""
+    from albert_edge.profile.tflite_ops import layer_blocks
+
+    layer = ["FC", "FC", "Softmax", "Add", "GELU", "LN"]
+    layers = [list(layer) for _ in range(4)]
+    if order_of_layer_2:
+        layers[2] = [layer[i] for i in order_of_layer_2]
+    ops = ["GATHER", "Add", "LN", "FC"] + sum(layers, []) + ["SLICE", "FC", "TanH"]
+    assert layer_blocks(ops, 4) == [(4, 10), (10, 16), (16, 22), (22, 28)]
+    assert layer_blocks(ops, 3) is None  # nothing runs once per layer for three layers
 
 
 def test_real_text_at_its_own_lengths(onnx_file, tflite_file, spiece_model):

@@ -1,0 +1,292 @@
+"""Per-operator time of a .tflite file from LiteRT's own profiler.
+
+ai-edge-litert's Python API offers no per-operator profiler: the classic ``Interpreter`` has no
+profiler hook (``experimental_force_delegate_node_profiling`` only matters to a profiler set from
+C++), the Python ``CompiledModel`` cannot switch profiling on, ``profiling_info_pb2`` and
+``model_runtime_info_pb2`` are output formats of the C++ benchmark tool (not in the wheel), and
+``tools/benchmark_litert_model.py`` times whole calls. The ``libLiteRt.so`` the wheel ships,
+however, exports LiteRT's C API with the profiler (``LiteRtCompiledModelGetProfiler``,
+``LiteRtGetProfilerEvents``), and profiling is switched on by the runtime options payload
+(``enable_profiling = true``). This module calls that C API through ctypes: one CompiledModel on
+the CPU (XNNPACK, as ``Session`` runs the file), its profiler events read per call. Each event is
+a builtin kernel (tagged with the TFLite op name, node index in ``event_metadata1``) or an
+XNNPACK operator inside a delegated partition (tagged with XNNPACK's name, e.g. "Fully
+Connected (NC, QD8, F32, QC8W) GEMM"), in execution order.
+
+TFLite files carry no module path in their node names, so the time per shared-layer application
+comes from the execution order: the encoder's L layers run the same operators L times (see
+``layer_blocks``).
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import runtime_memory
+from ..converters import tflite_schema
+from ..errors import RuntimeUnavailable
+from .inputs import _manifest
+
+__all__ = ["tflite_breakdown", "SOURCE", "layer_blocks"]
+
+SOURCE = "LiteRT CompiledModel profiler (libLiteRt.so C API through ctypes)"
+TOP_NODES = 15
+_ELEMENT_TYPES = {"float32": 1, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int16": 7, "int8": 9, "float16": 10}
+_CPU = 1  # kLiteRtHwAcceleratorCpu
+_INVOKE_TAG = b"Invoke"
+_OPERATOR_EVENTS = (2, 4, 8)  # operator, delegate operator, delegate-profiled operator (tflite::Profiler::EventType)
+_ALIGN = 64
+
+
+class _Memory(C.Structure):
+    _fields_ = [("total", C.c_size_t), ("in_use", C.c_size_t), ("private", C.c_size_t)]
+
+
+class _Event(C.Structure):  # ProfiledEventData (litert/c/litert_profiler_event.h)
+    _fields_ = [("tag", C.c_char_p), ("event_type", C.c_int), ("start_us", C.c_uint64), ("elapsed_us", C.c_uint64),
+                ("begin_mem", _Memory), ("end_mem", _Memory), ("metadata1", C.c_int64), ("metadata2", C.c_int64),
+                ("source", C.c_int)]
+
+
+class _RankedType(C.Structure):  # LiteRtRankedTensorType: element type, then LiteRtLayout (72 bytes)
+    _fields_ = [("element_type", C.c_int), ("rank_bits", C.c_uint32), ("dims", C.c_int32 * 8),
+                ("strides", C.c_uint32 * 8)]
+
+
+def _library() -> C.CDLL:
+    try:
+        import ai_edge_litert
+    except ImportError:
+        raise RuntimeUnavailable("per-operator TFLite profiling needs ai-edge-litert (its libLiteRt.so)") from None
+    path = Path(ai_edge_litert.__file__).parent / "libLiteRt.so"
+    try:
+        lib = C.CDLL(str(path))
+        lib.LiteRtCompiledModelGetProfiler  # noqa: B018 - absent in releases without the profiler
+    except (OSError, AttributeError):
+        raise RuntimeUnavailable(f"{path}: no LiteRT profiler C API in this ai-edge-litert") from None
+    return lib
+
+
+class _Profiled:
+    """One CompiledModel with profiling on, owning the C objects it made."""
+
+    def __init__(self, path: Path, threads: int | None):
+        self.lib = lib = _library()
+        self._keep: list[Any] = []
+        self._buffers: list[int] = []
+        self.env, self.model, options, self.compiled, self.profiler = (C.c_void_p() for _ in range(5))
+        self._call("LiteRtCreateEnvironment", 0, None, C.byref(self.env))
+        self._call("LiteRtCreateModelFromFile", self.env, str(path).encode(), C.byref(self.model))
+        self._call("LiteRtCreateOptions", C.byref(options))
+        self._call("LiteRtSetOptionsHardwareAccelerators", options, C.c_int(_CPU))
+        libc = C.CDLL(None)
+        libc.strdup.restype, libc.strdup.argtypes = C.c_void_p, [C.c_char_p]
+        payloads = [(b"runtime_options_string", b"enable_profiling = true\n")]
+        if threads:
+            payloads.append((b"xnnpack", f"num_threads = {int(threads)}\n".encode()))
+        for identifier, toml in payloads:  # each payload is freed by LiteRT with free()
+            opaque = C.c_void_p()
+            self._call("LiteRtCreateOpaqueOptions", C.c_char_p(identifier), C.c_void_p(libc.strdup(toml)),
+                       C.cast(libc.free, C.c_void_p), C.byref(opaque))
+            self._call("LiteRtAddOpaqueOptions", options, opaque)
+        self._call("LiteRtCreateCompiledModel", self.env, self.model, options, C.byref(self.compiled))
+        lib.LiteRtDestroyOptions(options)
+        self._call("LiteRtCompiledModelGetProfiler", self.compiled, C.byref(self.profiler))
+        if not self.profiler:
+            raise RuntimeUnavailable(f"{path}: LiteRT made no profiler for it")
+
+    def _call(self, name: str, *args) -> None:
+        status = getattr(self.lib, name)(*args)
+        if status != 0:
+            raise RuntimeUnavailable(f"LiteRT profiler: {name} failed (status {status})")
+
+    def buffers(self, arrays: list[np.ndarray]) -> C.Array:
+        """LiteRT tensor buffers over these (64-byte aligned) arrays, kept alive with them."""
+        handles = []
+        for array in arrays:
+            kind = _RankedType(element_type=_ELEMENT_TYPES[array.dtype.name], rank_bits=array.ndim)
+            kind.dims[:array.ndim] = array.shape
+            handle = C.c_void_p()
+            self._call("LiteRtCreateTensorBufferFromHostMemory", C.byref(kind), C.c_void_p(array.ctypes.data),
+                       C.c_size_t(array.nbytes), None, C.byref(handle))
+            handles.append(handle.value)
+        self._keep += arrays
+        self._buffers += handles
+        return (C.c_void_p * len(handles))(*handles)
+
+    def events(self) -> list[tuple[bytes, int, int, int]]:
+        """(tag, event type, microseconds, node index) of every event since the last reset."""
+        count = C.c_int()
+        self._call("LiteRtGetNumProfilerEvents", self.profiler, C.byref(count))
+        events = (_Event * count.value)()
+        self._call("LiteRtGetProfilerEvents", self.profiler, count, events)
+        return [(e.tag or b"?", e.event_type, e.elapsed_us, e.metadata1) for e in events]
+
+    def close(self) -> None:
+        for handle in self._buffers:
+            self.lib.LiteRtDestroyTensorBuffer(C.c_void_p(handle))
+        for name, handle in (("LiteRtDestroyCompiledModel", self.compiled), ("LiteRtDestroyModel", self.model),
+                             ("LiteRtDestroyEnvironment", self.env)):
+            if handle:
+                getattr(self.lib, name)(handle)
+
+
+def _aligned(value: np.ndarray) -> np.ndarray:
+    raw = np.zeros(value.nbytes + _ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % _ALIGN
+    out = raw[start:start + value.nbytes].view(value.dtype).reshape(value.shape)
+    out[...] = value
+    return out
+
+
+def _signature_index(path: Path, key: str) -> int:
+    model = tflite_schema.Model.GetRootAs(path.read_bytes())
+    keys = [model.SignatureDefs(i).SignatureKey() for i in range(model.SignatureDefsLength())]
+    return keys.index(key.encode()) if key.encode() in keys else 0
+
+
+def tflite_breakdown(path: str | os.PathLike, threads: int | None, feeds: dict[str, np.ndarray],
+                     calls: int) -> dict[str, Any]:
+    """Time per op type, the costliest operators and the time per shared-layer application of
+    ``path`` run on ``feeds`` (int32 ids), in ms per call: the mean of each operator over
+    ``calls`` profiled calls after one unprofiled call that allocates."""
+    path = Path(path)
+    signature = runtime_memory.read_signature(path)
+    if signature is None:
+        raise RuntimeUnavailable(f"{path}: no signature; LiteRT's CompiledModel runs signatures only")
+    key, inputs, outputs = signature
+    shape = next(iter(feeds.values())).shape
+    out_shapes = [runtime_memory.output_shape(s, shape) for s in outputs]
+    if any(s is None for s in out_shapes):
+        raise RuntimeUnavailable(f"{path}: output shapes do not follow from the input shapes")
+    session = _Profiled(path, threads)
+    try:
+        index = _signature_index(path, key)
+        for i, spec in enumerate(inputs):
+            dims = (C.c_int * len(shape))(*shape)
+            session._call("LiteRtCompiledModelResizeInputTensorNonStrict", session.compiled, C.c_size_t(index),
+                          C.c_size_t(i), dims, C.c_size_t(len(shape)))
+        ins = session.buffers([_aligned(np.asarray(feeds[s.name], dtype=s.dtype)) for s in inputs])
+        outs = session.buffers([_aligned(np.zeros(sh, dtype=s.dtype)) for s, sh in zip(outputs, out_shapes)])
+
+        def run() -> None:
+            session._call("LiteRtRunCompiledModel", session.compiled, C.c_size_t(index), C.c_size_t(len(inputs)), ins,
+                          C.c_size_t(len(outputs)), outs)
+
+        run()  # allocates and packs weights: not profiled
+        session._call("LiteRtResetProfiler", session.profiler)
+        session._call("LiteRtStartProfiler", session.profiler)
+        for _ in range(calls):
+            run()
+        session._call("LiteRtStopProfiler", session.profiler)
+        events = session.events()
+    finally:
+        session.close()
+    return summarize(events, _layer_config(path))
+
+
+def _layer_config(path: Path) -> tuple[int, int] | None:
+    """(L, G) from the manifest beside the file, when it says."""
+    config = _manifest(path.parent / "manifest.json").get("config") or {}
+    layers, groups = config.get("num_hidden_layers"), config.get("num_hidden_groups", 1)
+    return (layers, groups) if isinstance(layers, int) and isinstance(groups, int) and layers > 1 else None
+
+
+def _per_call(events: list[tuple[bytes, int, int, int]]) -> list[list[tuple[str, str, float]]]:
+    """The operator events of each call as (node, op type, ms), split at each top-level Invoke."""
+    per_call: list[list[tuple[str, str, float]]] = []
+    for tag, kind, micros, node in events:
+        if tag == _INVOKE_TAG and kind == 1:
+            per_call.append([])
+        elif kind in _OPERATOR_EVENTS and per_call:
+            op = tag.decode(errors="replace")
+            name = f"{op} [node {node}]" if kind == 2 else f"{op} [XNNPACK op {node}]"
+            per_call[-1].append((name, op, micros / 1000.0))
+    return [c for c in per_call if c]
+
+
+def layer_blocks(ops: list[str], layers: int) -> list[tuple[int, int]] | None:
+    """(start, end) of each of the ``layers`` layer applications in ``ops`` (op types in execution
+    order), or None when they cannot be told apart.
+
+    Every application runs the same operators, though not always in the same order (independent
+    reshapes and transposes are scheduled differently from layer to layer). An op type that runs
+    exactly once per layer (softmax, GELU; the most evenly spaced one) marks each application; the
+    blocks start a fixed number of operators before each mark, that number being the smallest for
+    which every block holds the same operators: a later start would pull the head's operators
+    into the last block.
+    """
+    positions: dict[str, list[int]] = defaultdict(list)
+    for i, op in enumerate(ops):
+        positions[op].append(i)
+    # Marks at the most even spacing first: an op scheduled at the same place in every layer.
+    candidates = sorted((m for m in positions.values() if len(m) == layers), key=lambda m: np.ptp(np.diff(m)))
+    for marks in candidates:
+        period = int(np.median(np.diff(marks)))
+        for back in range(period):
+            starts = [m - back for m in marks]
+            if starts[0] < 0 or starts[-1] + period > len(ops):
+                continue
+            bounds = list(zip(starts, starts[1:] + [starts[-1] + period]))
+            first = Counter(ops[bounds[0][0]:bounds[0][1]])
+            if all(Counter(ops[a:b]) == first for a, b in bounds[1:]):
+                return bounds
+    return None
+
+
+def summarize(events: list[tuple[bytes, int, int, int]], config: tuple[int, int] | None) -> dict[str, Any]:
+    calls = _per_call(events)
+    if not calls:
+        return {"available": False, "source": SOURCE, "note": "LiteRT's profiler recorded no operator events"}
+    # Calls run the same operators in the same order: position j of each call is one operator.
+    width = min(len(c) for c in calls)
+    names = [calls[0][j][0] for j in range(width)]
+    kinds = [calls[0][j][1] for j in range(width)]
+    # The mean, not the median: LiteRT reports whole microseconds, and short operators round to 0 or 1.
+    ms = [float(np.mean([c[j][2] for c in calls])) for j in range(width)]
+    total = sum(ms)
+
+    def share(value: float) -> float:
+        return round(value / total, 4) if total else 0.0
+
+    by_type: dict[str, float] = defaultdict(float)
+    count_type: dict[str, int] = defaultdict(int)
+    for op, value in zip(kinds, ms):
+        by_type[op] += value
+        count_type[op] += 1
+    layers, outside = [], []
+    blocks = layer_blocks(kinds, config[0]) if config else None
+    depth_of: dict[int, int] = {}
+    if blocks:
+        count, groups = config
+        for depth, (a, b) in enumerate(blocks):
+            value = sum(ms[a:b])
+            depth_of.update((j, depth) for j in range(a, b))
+            group = depth * groups // count  # the group whose weights this depth uses
+            first = next(d for d in range(count) if d * groups // count == group)
+            layers.append({"depth": depth, "group": group, "inner": 0, "application": depth - first,
+                           "ms": value, "share": share(value)})
+        before, after = sum(ms[:blocks[0][0]]), sum(ms[blocks[-1][1]:])
+        outside = [{"part": "before the layers (embeddings)", "ms": before, "share": share(before)},
+                   {"part": "after the layers (pooler, head)", "ms": after, "share": share(after)}]
+        names = [f"layer {depth_of[j]}: {name}" if j in depth_of else name for j, name in enumerate(names)]
+    order = sorted(range(width), key=lambda j: -ms[j])[:TOP_NODES]
+    return {
+        "available": True,
+        "source": SOURCE,
+        "calls": len(calls),
+        "total_ms": total,
+        "resolution_ms": 0.001,  # LiteRT reports whole microseconds per operator
+        "op_types": [{"op": op, "ms": v, "share": share(v), "nodes": count_type[op]}
+                     for op, v in sorted(by_type.items(), key=lambda kv: -kv[1])],
+        "top_nodes": [{"node": names[j], "op": kinds[j], "ms": ms[j], "share": share(ms[j])} for j in order],
+        "layers": layers,
+        "layers_from": "execution order: blocks of the same operators, one per layer" if layers else None,
+        "outside_layers": outside,
+    }
