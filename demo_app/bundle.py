@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
-from albert_edge.files import atomic_write
+from albert_edge.files import atomic_write, check_output_dir, missing_root
 
 from .engine import BUNDLE_FILE, LABELS_FILE, TASK_DIRS, Bundle, Engine, Variant
 
@@ -88,8 +88,12 @@ def make_bundle(opts: BundleOptions, on_step: Step | None = None) -> dict[str, A
     in a temporary directory beside it and moved into place only when complete."""
     step = on_step or (lambda *_: None)
     out = Path(opts.out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not opts.force:
+    if out.exists() and not out.is_dir():
+        raise AlbertEdgeError(f"--out {out} already exists and is a file, not a directory; choose another path")
+    if out.exists() and any(out.iterdir()) and not opts.force:
         raise AlbertEdgeError(f"{out} already exists and is not empty (use --force to replace it)")
+    check_output_dir(out, force=True)  # under a file, or not writable
+    made = missing_root(out.parent)
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
@@ -100,6 +104,10 @@ def make_bundle(opts: BundleOptions, on_step: Step | None = None) -> dict[str, A
         if out.exists():
             shutil.rmtree(out)
         os.replace(work / "bundle", out)
+    except BaseException:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return info

@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
@@ -220,11 +221,36 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 
 
 def serve(bundle_dir: str | os.PathLike, host: str = "127.0.0.1", port: int = 8000,
-          options: ServerOptions = ServerOptions()) -> None:
-    """Serve the demo with uvicorn until interrupted."""
+          options: ServerOptions = ServerOptions(), on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve the demo with uvicorn until interrupted. The bundle is loaded and the address
+    checked first, so a bad bundle or a port in use is one error before anything is announced;
+    ``on_ready`` then gets the URL."""
     import uvicorn
 
     app = create_app(bundle_dir, options)
-    log.info("serving %s on http://%s:%d", bundle_dir, host, port)
+    _check_address(host, port)
+    url = f"http://{host}:{port}/"
+    log.info("serving %s on %s", bundle_dir, url)
+    if on_ready is not None:
+        on_ready(url)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
                 limit_concurrency=options.queue * 8 + 16, timeout_keep_alive=5)
+
+
+def _check_address(host: str, port: int) -> None:
+    """Raise AlbertEdgeError when ``host``:``port`` cannot be listened on (an unknown name, an
+    address of another machine, a port in use or reserved)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError, OverflowError) as exc:
+        raise AlbertEdgeError(f"cannot listen on {host}:{port}: {exc}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            raise AlbertEdgeError(f"cannot listen on {host}:{port}: {exc.strerror or exc} "
+                                  "(choose another --port or --host)") from None

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
-__all__ = ["POSITIVE_INT", "COUNT", "threads_option", "force_option"]
+__all__ = ["POSITIVE_INT", "COUNT", "PORT", "SECONDS", "POSITIVE_SECONDS", "threads_option", "force_option"]
 
 POSITIVE_INT = click.IntRange(min=1)  # sizes, steps, samples: 0 or less is never meant
 COUNT = click.IntRange(min=0)  # "every N" / "keep N" options where 0 means none or all
+PORT = click.IntRange(min=1, max=65535)  # a TCP port to listen on
+
+
+class _Seconds(click.ParamType):
+    """A finite number of seconds, at least 0 (or above 0 with ``positive``): click's FloatRange
+    lets nan and inf through, which then fail deep inside the work."""
+
+    name = "seconds"
+
+    def __init__(self, positive: bool = False):
+        self.positive = positive
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(number) or number < 0 or (self.positive and number == 0):
+            self.fail(f"{value!r} is not a finite number of seconds {'above' if self.positive else 'from'} 0",
+                      param, ctx)
+        return number
+
+
+SECONDS = _Seconds()
+POSITIVE_SECONDS = _Seconds(positive=True)
 
 
 def threads_option(help: str = "Runtime threads (at least 1; default: the runtime's choice).", **kwargs):

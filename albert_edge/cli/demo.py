@@ -9,13 +9,14 @@ from pathlib import Path
 import click
 
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
+from ._types import PORT, POSITIVE_INT, POSITIVE_SECONDS, threads_option
 
 _BUNDLE = click.argument("bundle", type=click.Path(path_type=Path))
 _TEXT = click.argument("text", required=False)
 _MODEL = click.option("--model", default=None, metavar="FORMAT-SCHEME",
                       help="Which files to run: onnx-int8, tflite-int8, onnx-fp32 or tflite-fp32 "
                            "[default: int8, ONNX first, of what this machine can run].")
-_THREADS = click.option("--threads", type=int, default=None, help="Runtime threads [default: the runtime's choice].")
+_THREADS = threads_option("Runtime threads, at least 1 [default: the runtime's choice].")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON (at the prompt: one object per line).")
 
 
@@ -43,7 +44,8 @@ def classify(bundle: Path, text: str | None, model: str | None, threads: int | N
 @demo.command("fill-mask")
 @_BUNDLE
 @_TEXT
-@click.option("--top-k", default=5, show_default=True, help="Predictions shown per [MASK].")
+@click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 20),
+              help="Predictions shown per [MASK] (1-20).")
 @_MODEL
 @_THREADS
 @_JSON
@@ -106,14 +108,14 @@ def _show_note(result: dict) -> None:
 @_BUNDLE
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on (0.0.0.0 to let other machines on the network in).")
-@click.option("--port", default=8000, show_default=True, help="TCP port.")
+@click.option("--port", default=8000, show_default=True, type=PORT, help="TCP port (1-65535).")
 @_MODEL
 @_THREADS
-@click.option("--queue", default=4, show_default=True,
+@click.option("--queue", default=4, show_default=True, type=POSITIVE_INT,
               help="Requests running or waiting for the model; more get HTTP 503 with Retry-After.")
-@click.option("--timeout", "timeout_s", default=10.0, show_default=True,
+@click.option("--timeout", "timeout_s", default=10.0, show_default=True, type=POSITIVE_SECONDS,
               help="Seconds a request may take, waiting included; then HTTP 504.")
-@click.option("--max-body", "max_body_bytes", default=16384, show_default=True,
+@click.option("--max-body", "max_body_bytes", default=16384, show_default=True, type=POSITIVE_INT,
               help="Largest request body in bytes; larger get HTTP 413.")
 def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | None, queue: int, timeout_s: float,
           max_body_bytes: int) -> None:
@@ -123,8 +125,8 @@ def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | 
 
     options = ServerOptions(max_body_bytes=max_body_bytes, queue=queue, timeout_s=timeout_s, threads=threads,
                             model=model)
-    err_console.print(f"albert-edge demo on http://{host}:{port}/  (Ctrl-C stops it)")
-    run_server(bundle, host=host, port=port, options=options)
+    run_server(bundle, host=host, port=port, options=options,
+               on_ready=lambda url: err_console.print(f"albert-edge demo on {url}  (Ctrl-C stops it)"))
 
 
 @demo.command("bundle")
@@ -132,8 +134,10 @@ def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | 
               help="The bundle directory to write (bundle.json, spiece.model, labels.json, classifier/, mlm/).")
 @click.option("--preset", default="demo", show_default=True,
               help="Size of the run: 'demo' (about 10 minutes on two cores) or 'tiny' (seconds; accuracy is meaningless).")
-@click.option("--threads", type=int, default=None, help="CPU threads for training [default: torch's choice].")
-@click.option("--seed", default=0, show_default=True, help="Seed of the tokenizer sample, the weights and the data split.")
+@click.option("--threads", type=POSITIVE_INT, default=None,
+              help="CPU threads for training, at least 1 [default: torch's choice].")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1),
+              help="Seed of the tokenizer sample, the weights and the data split.")
 @click.option("--force", is_flag=True, help="Replace --out when it already holds files.")
 @click.option("--json", "as_json", is_flag=True, help="Print bundle.json's contents as JSON.")
 def bundle(out_dir: Path, preset: str, threads: int | None, seed: int, force: bool, as_json: bool) -> None:
