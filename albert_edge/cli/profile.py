@@ -11,6 +11,7 @@ from ..errors import AlbertEdgeError
 from ..profile.remote import DEFAULT_PYTHON, DEFAULT_REMOTE_DIR
 from ..runtime import PROVIDERS
 from ._output import console, err_console, print_json, print_table
+from ._types import COUNT, POSITIVE_INT, SECONDS
 
 
 def _int_list(text: str, option: str) -> tuple[int, ...]:
@@ -56,17 +57,17 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
               help="TFLite files: 'xnnpack' (the interpreter's default delegate) and/or 'none' (builtin kernels).")
 @click.option("--provider", default="cpu", show_default=True, metavar="NAME,...",
               help="ONNX files: onnxruntime execution providers, cpu, cuda and/or tensorrt (GPU builds only).")
-@click.option("--runs", type=int, default=50, show_default=True,
+@click.option("--runs", type=POSITIVE_INT, default=50, show_default=True,
               help="Timed calls at least (timing stops when both --runs and --min-seconds are reached).")
-@click.option("--min-seconds", type=float, default=1.0, show_default=True, help="Seconds of timed calls at least.")
-@click.option("--warmup", type=int, default=5, show_default=True, help="Untimed calls before timing.")
+@click.option("--min-seconds", type=SECONDS, default=1.0, show_default=True, help="Seconds of timed calls at least.")
+@click.option("--warmup", type=COUNT, default=5, show_default=True, help="Untimed calls before timing.")
 @click.option("--mlperf", is_flag=True, help="MLPerf single-stream minimums: 1024 calls and 60 s per setting.")
 @click.option("--text", default=None, metavar="FILE|builtin",
               help="Also time real sentences at their own lengths (no padding): a UTF-8 text file, or "
                    "'builtin' for the builtin English corpus. Needs --tokenizer.")
 @click.option("--tokenizer", type=click.Path(path_type=Path), default=None, metavar="SPIECE",
               help="spiece.model (or a directory with one) for --text.")
-@click.option("--max-sentences", type=int, default=200, show_default=True, help="Sentences fed with --text.")
+@click.option("--max-sentences", type=POSITIVE_INT, default=200, show_default=True, help="Sentences fed with --text.")
 @click.option("--fixed/--no-fixed", default=True, show_default=True,
               help="Run the fixed-length sweep (--no-fixed with --text: real text only).")
 @click.option("--ops", is_flag=True, help="Per-operator breakdown after the timed calls, so they are not slowed "
@@ -121,9 +122,10 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
         threads=_int_list(threads, "--threads"), delegates=_name_list(delegate), providers=_name_list(provider),
         runs=runs, min_seconds=min_seconds, warmup=warmup, text=text, tokenizer=tokenizer,
         max_sentences=max_sentences, ops=ops, fixed=fixed)
+    if fail_on_regression and baseline is None:
+        raise click.UsageError("--fail-on-regression needs --baseline")
     old = load_records(baseline) if baseline else None
-    if csv_path and csv_path.exists() and not force:
-        raise AlbertEdgeError(f"{csv_path} exists; pass --force to overwrite it")
+    _check_outputs(csv_path, append_path, force)
     try:
         with err_console.status("profiling") as status:
             local = [] if remote else run_profile(model_files, settings, progress=_shown(status, "profiling"))
@@ -156,6 +158,23 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
     if fail_on_regression and any(c.regression for c in comparisons):
         click.echo("Error: regression against the baseline", err=True)
         sys.exit(1)
+
+
+def _check_outputs(csv_path: Path | None, append_path: Path | None, force: bool) -> None:
+    """Refuse outputs that cannot be written before anything is measured: a --csv that exists
+    (without --force) or lies under a file, an --append file that holds something other than
+    profile records (appending to it would bury them in a file nothing reads)."""
+    from ..files import check_new_file
+    from ..profile.output import load_records
+
+    if csv_path:
+        if csv_path.exists() and not csv_path.is_dir() and not force:
+            raise AlbertEdgeError(f"{csv_path} exists; pass --force to overwrite it")
+        check_new_file(csv_path, force=True, option="--csv")
+    if append_path:
+        check_new_file(append_path, force=True, option="--append")
+        if append_path.exists() and append_path.stat().st_size:
+            load_records(append_path)
 
 
 def _shown(status, what: str):
