@@ -10,10 +10,16 @@ length up to max_position_embeddings.
 
 from __future__ import annotations
 
+import json
 import logging
+import mmap
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +41,11 @@ SIGNATURE = "serving_default"
 # graph) the converter writes the weights after the flatbuffer and points at them by offset;
 # the reader follows both layouts.
 _BUFFER_OFFSET_ABOVE = 1 << 30
+# ``export`` stores weights that way from a smaller size on: the converter then appends them to
+# the flatbuffer instead of growing its builder around them, which takes ~1 GiB less at the
+# peak for ALBERT-xxlarge (890 MB of fp32 weights). Every runtime albert-edge supports, down to
+# tflite-runtime 2.14, reads both layouts; ALBERT-base and -large files keep the inline one.
+_EXPORT_BUFFER_OFFSET_ABOVE = 256 << 20
 
 
 def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128) -> Path:
@@ -55,18 +66,119 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128)
         raise ConversionError(f"cannot write {out_path}: {out_path.parent} is not a directory")
 
     start = time.perf_counter()
-    flatbuffer = convert(model, seq_len=seq_len)
-    log.info("converted to TFLite in %.1f s (%d bytes)", time.perf_counter() - start, len(flatbuffer))
-
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_bytes(flatbuffer)
+        if _converts_in_child():
+            _convert_in_children(model, tmp, seq_len)
+        else:
+            tmp.write_bytes(convert(model, seq_len=seq_len))
+        log.info("converted to TFLite in %.1f s (%d bytes)", time.perf_counter() - start, tmp.stat().st_size)
         os.replace(tmp, out_path)
     except OSError as exc:
         raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
     return out_path
+
+
+def _convert_in_children(model: nn.Module, path: Path, seq_len: int) -> None:
+    """What ``convert`` does, in two child processes: a forked one writes the SavedModel (it
+    reads the weights this process holds, copy-on-write), a fresh Python converts it and writes
+    ``path`` (it needs nothing of this process, so it maps none of it). TensorFlow gives little
+    of its memory back: in one process the converter's peak came on top of the SavedModel's and
+    stayed through verification. ALBERT-xxlarge ``convert --to tflite``, peak: 7.81 GiB in one
+    process; 5.88 GiB largest process and 5.74 GiB proportional sum so (benchmarks/convert_sizes.py)."""
+    with tempfile.TemporaryDirectory(prefix="albert-edge-tflite-") as saved:
+        _in_child(_save, model, saved)
+        offset = _param_bytes(model) > _EXPORT_BUFFER_OFFSET_ABOVE
+        _in_fresh_process(saved, offset, tuple(model.output_names), path, seq_len)
+
+
+def _convert_saved(saved: str, buffer_offset: bool, output_names: tuple[str, ...], path: Path, seq_len: int) -> None:
+    """The SavedModel converted, checked and written to ``path``, holding one copy of the
+    flatbuffer: checked as the converter returned it, written, then its input shapes set in
+    the file."""
+    flatbuffer = _run_converter(saved, buffer_offset)
+    _check(flatbuffer, output_names, TFLITE_RUNTIME_LAST)
+    try:
+        with open(path, "wb") as f:
+            f.write(flatbuffer)
+        del flatbuffer
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as view:
+            _set_input_shapes(view, seq_len)
+    except OSError as exc:
+        raise ConversionError(f"cannot write {path.name}: {exc.strerror or exc}") from None
+
+
+_FRESH_PROCESS_MAIN = "import sys; from albert_edge.converters.tflite import _fresh_process_main; _fresh_process_main(sys.argv[1:])"
+
+
+def _in_fresh_process(saved: str, buffer_offset: bool, output_names: tuple[str, ...], path: Path,
+                      seq_len: int) -> None:
+    """:func:`_convert_saved` in a new Python process; its errors raised here as ConversionError."""
+    with tempfile.NamedTemporaryFile(prefix="albert-edge-tflite-", suffix=".error") as error:
+        args = json.dumps([saved, buffer_offset, list(output_names), str(path), seq_len, error.name])
+        # The same albert_edge as here, wherever it was imported from.
+        env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_MAIN, args], env=env, stdin=subprocess.DEVNULL)
+        _raise_for(done.returncode, Path(error.name).read_text(errors="replace").strip())
+
+
+def _fresh_process_main(argv: list[str]) -> None:
+    saved, buffer_offset, output_names, path, seq_len, error = json.loads(argv[0])
+    _report_to(error, _convert_saved, saved, buffer_offset, tuple(output_names), Path(path), seq_len)
+
+
+def _converts_in_child() -> bool:
+    """Whether ``export`` converts in forked children (:func:`_convert_in_children`): only where
+    fork is safe for it, on Linux with TensorFlow not yet imported here (its thread pools do not
+    survive a fork); otherwise in this process."""
+    return sys.platform.startswith("linux") and "tensorflow" not in sys.modules
+
+
+def _in_child(work, *args) -> None:
+    """``work(*args)`` in a forked child, which shares this process's weights copy-on-write;
+    its errors raised here as ConversionError."""
+    with tempfile.NamedTemporaryFile(prefix="albert-edge-tflite-", suffix=".error") as error:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the caller's stack
+            _report_to(error.name, work, *args)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except BaseException:  # an interrupt: the child goes with us
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
+        _raise_for(os.waitstatus_to_exitcode(status), Path(error.name).read_text(errors="replace").strip())
+
+
+def _report_to(error_file: str, work, *args) -> None:
+    """Run ``work(*args)`` as a child's whole life: exit 0, or write the error to ``error_file``
+    and exit 2 (a ConversionError: its message) or 1 (anything else: its type and message)."""
+    code = 0
+    try:
+        work(*args)
+    except BaseException as exc:  # noqa: BLE001 (everything goes back to the parent)
+        code = 2 if isinstance(exc, ConversionError) else 1
+        message = str(exc) if code == 2 else "".join(traceback.format_exception_only(exc)).strip()
+        with open(error_file, "w") as f:
+            f.write(message)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(code)
+
+
+def _raise_for(code: int, message: str) -> None:
+    """The ConversionError for a child's exit ``code`` (negative: killed by that signal)."""
+    if code < 0:
+        sig = signal.Signals(-code)
+        hint = " (out of memory?)" if sig == signal.SIGKILL else ""
+        raise ConversionError(f"the TFLite converter process was killed by {sig.name}{hint}")
+    if code == 2:
+        raise ConversionError(message)
+    if code != 0:
+        raise ConversionError(f"TFLite conversion failed: {message or f'exit status {code}'}")
 
 
 def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None = None,
@@ -80,27 +192,42 @@ def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None 
     TFLiteConverter and returns the flatbuffer in place of ``converter.convert()``, so a
     quantization scheme can add its settings and rewrite the result before the checks here.
     """
-    tf = _import_tensorflow()
-    from .tf_albert import TFAlbert
-
-    if buffer_offset is None:
-        buffer_offset = sum(p.numel() * 4 for p in model.parameters()) > _BUFFER_OFFSET_ABOVE
-    with tempfile.TemporaryDirectory(prefix="albert-edge-tflite-") as saved:
-        # Through a SavedModel: its weights are variables, which the converter freezes once
-        # each; weights captured as graph constants cost several times the memory and time.
-        module = TFAlbert(model)
-        try:
-            tf.saved_model.save(module, saved, signatures={SIGNATURE: module.trace()})
-        except OSError as exc:
-            raise ConversionError(f"cannot write the intermediate SavedModel: {exc.strerror or exc}") from None
-        del module
-        flatbuffer = _run_converter(tf, saved, buffer_offset, run_converter)
+    flatbuffer = bytearray(_converted(model, buffer_offset, run_converter))
     _set_input_shapes(flatbuffer, seq_len)
     _check(flatbuffer, tuple(model.output_names), runtime)
     return flatbuffer
 
 
-def _run_converter(tf, saved_model: str, buffer_offset: bool, run=None) -> bytearray:
+def _converted(model: nn.Module, buffer_offset: bool | None = None, run_converter=None) -> bytes:
+    """The converter's flatbuffer for ``model``, as it returned it."""
+    with tempfile.TemporaryDirectory(prefix="albert-edge-tflite-") as saved:
+        _save(model, saved)
+        return _run_converter(saved, _buffer_offset(model, buffer_offset), run_converter)
+
+
+def _buffer_offset(model: nn.Module, asked: bool | None) -> bool:
+    return asked if asked is not None else _param_bytes(model) > _BUFFER_OFFSET_ABOVE
+
+
+def _param_bytes(model: nn.Module) -> int:
+    return sum(p.numel() * 4 for p in model.parameters())
+
+
+def _save(model: nn.Module, saved: str) -> None:
+    """``model`` as a SavedModel in ``saved``: its weights are variables, which the converter
+    freezes once each; weights captured as graph constants cost several times the memory and time."""
+    tf = _import_tensorflow()
+    from .tf_albert import TFAlbert
+
+    module = TFAlbert(model)
+    try:
+        tf.saved_model.save(module, saved, signatures={SIGNATURE: module.trace()})
+    except OSError as exc:
+        raise ConversionError(f"cannot write the intermediate SavedModel: {exc.strerror or exc}") from None
+
+
+def _run_converter(saved_model: str, buffer_offset: bool, run=None) -> bytes:
+    tf = _import_tensorflow()
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model, signature_keys=[SIGNATURE])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     # Folding a LayerNorm scale into the next layer's weight makes a copy of that weight per
@@ -109,7 +236,7 @@ def _run_converter(tf, saved_model: str, buffer_offset: bool, run=None) -> bytea
     converter._experimental_disable_fuse_mul_and_fc = True
     converter._experimental_use_buffer_offset = buffer_offset
     try:
-        return bytearray(converter.convert() if run is None else run(converter))
+        return converter.convert() if run is None else run(converter)
     except Exception as exc:  # the converter raises its own error types with pages of MLIR
         raise ConversionError(f"TFLite conversion failed: {_first_line(exc)}") from None
 

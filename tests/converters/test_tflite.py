@@ -239,3 +239,86 @@ def test_operator_versions_newer_than_the_runtime_are_refused(tmp_path):
         tflite.convert(model, seq_len=BUILT, run_converter=fc_version_12)
     flatbuffer = tflite.convert(model, seq_len=BUILT, run_converter=fc_version_12, runtime=None)
     assert min_runtime(op_versions(flatbuffer)) == "2.17.0"
+
+
+_EXPORT_IN_FRESH_PROCESS = """
+import sys
+import torch
+from albert_edge.config import AlbertConfig
+from albert_edge.converters import tflite
+from albert_edge.errors import ConversionError
+from albert_edge.model import build_model
+
+torch.manual_seed(0)
+model = build_model(AlbertConfig.preset("tiny"), "base")
+with torch.no_grad():
+    for p in model.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+tflite.export(model, sys.argv[1] + "/model.tflite", seq_len=16)
+assert "tensorflow" not in sys.modules, "the conversion ran in this process"
+torch.save(model.state_dict(), sys.argv[1] + "/state.pt")
+tflite._EXPORT_BUFFER_OFFSET_ABOVE = 0  # the layout export picks for ALBERT-xxlarge
+tflite.export(model, sys.argv[1] + "/offset.tflite", seq_len=16)
+other = torch.nn.Linear(2, 2)
+other.config, other.output_names = model.config, ("logits",)
+try:
+    tflite.export(other, sys.argv[1] + "/other.tflite", seq_len=16)
+except ConversionError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_export_converts_in_a_child_process(tmp_path):
+    """In a process that has not imported TensorFlow, the conversion runs in a forked child (its
+    memory goes back before verification): TensorFlow never enters the parent, the file agrees
+    with PyTorch, and the child's ConversionError reaches the caller as one line."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _EXPORT_IN_FRESH_PROCESS, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: Linear is not one of albert_edge.model's ALBERT models" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.tflite", "offset.tflite", "state.pt"]
+    model = build_model(TINY, "base")
+    model.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
+    inputs = _inputs(1, 16, seed=3)
+    for name, offsets in (("model.tflite", False), ("offset.tflite", True)):
+        assert _has_offset_buffers(tmp_path / name) is offsets, name
+        runner = litert.Interpreter(model_path=str(tmp_path / name)).get_signature_runner(tflite.SIGNATURE)
+        _assert_close(runner(**inputs), _torch_outputs(model.eval(), inputs))
+        unique_bytes = sum(p.numel() * 4 for p in model.parameters())
+        assert unique_bytes <= read(tmp_path / name).stored_weight_bytes <= 1.005 * unique_bytes + 64 * 1024
+
+
+def _has_offset_buffers(path) -> bool:
+    """Whether the file keeps its weights after the flatbuffer (buffers with an offset)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    model = schema.Model.GetRootAs(path.read_bytes(), 0)
+    return any(model.Buffers(i).Offset() > 1 for i in range(model.BuffersLength()))
+
+
+def _raises_conversion_error():
+    raise ConversionError("the converter said no")
+
+
+def _raises_value_error():
+    raise ValueError("a bug")
+
+
+def _killed():
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("work, message", [
+    (_raises_conversion_error, r"^the converter said no$"),
+    (_raises_value_error, r"^TFLite conversion failed: ValueError: a bug$"),
+    (_killed, r"^the TFLite converter process was killed by SIGKILL \(out of memory\?\)$"),
+])
+def test_a_failing_child_is_one_conversion_error(work, message):
+    with pytest.raises(ConversionError, match=message):
+        tflite._in_child(work)
