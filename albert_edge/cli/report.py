@@ -45,6 +45,10 @@ def report(sources: tuple[str, ...], out_dir: Path, seq_lens: tuple[int, ...], t
     """
     from ..report import tables, write_report
 
+    for option, value in (("--title", title), ("--name", name)):
+        if value is not None and not value.strip():
+            raise click.BadParameter("give some text, or leave the option out", param_hint=option)
+
     with err_console.status("report") as status:
         result = write_report(sources, out_dir, force=force, seq_lens=seq_lens, title=title, name=name,
                               charts=not no_charts,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import check_output_dir, missing_root, write_failure
 from .build import SCHEMA, build_data
 from .charts import MAIN_CHART, NO_MATPLOTLIB, available, draw_all
 from .compute import DEFAULT_SEQ_LENS, compute_rows
@@ -71,11 +72,20 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     _check_out(out, force)
     step("read sources")
     inputs = gather([str(s) for s in sources], name)
-    data = build_data(inputs, tuple(seq_lens), on_file=lambda name: step(f"inspect {name}"))
+    seq_lens, beyond = _within_model(tuple(seq_lens), inputs)
+    data = build_data(inputs, seq_lens, on_file=lambda name: step(f"inspect {name}"))
+    if beyond:
+        data["missing"].append(f"compute at sequence length {', '.join(map(str, beyond))}: above the model's "
+                               f"maximum {inputs.config.max_position_embeddings} (max_position_embeddings)")
     if extra:
         data["context"] = extra
     title = title or (f"albert-edge report: {inputs.name}" if inputs.name else "albert-edge report")
-    tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=out.parent))
+    made = missing_root(out.parent)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=out.parent))
+    except OSError as exc:
+        raise ReportError(f"cannot create {out.parent}: {exc.strerror or exc}") from None
     try:
         chart_dir = tmp / "charts"
         chart_dir.mkdir()
@@ -89,8 +99,15 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
         (tmp / "report.md").write_text(markdown(data, title), encoding="utf-8")
         (tmp / "report.html").write_text(html_page(data, title, chart_dir), encoding="utf-8")
         _install(tmp, out)
-    except OSError as exc:
-        raise ReportError(f"writing the report to {out} failed: {exc}") from None
+    except BaseException as exc:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        reason = write_failure(exc, out.parent)
+        if reason is not None:
+            raise ReportError(f"cannot write the report to {out}: {reason} ({out} was left as it was)") from None
+        if isinstance(exc, OSError):
+            raise ReportError(f"writing the report to {out} failed: {exc}") from None
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("wrote the report of %s into %s (%d charts)", inputs.name, out, len(data["charts"]))
@@ -99,18 +116,27 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     return ReportResult(out, data, files)
 
 
+def _within_model(seq_lens: tuple[int, ...], inputs) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The sequence lengths the model takes, and those above its maximum (left out of the
+    compute table); none it takes is an error."""
+    if inputs.config is None:
+        return seq_lens, ()
+    longest = inputs.config.max_position_embeddings
+    kept = tuple(n for n in seq_lens if n <= longest)
+    if not kept:
+        raise ReportError(f"--seq-len {','.join(map(str, seq_lens))}: every length is above the model's maximum "
+                          f"{longest} (max_position_embeddings)")
+    return kept, tuple(n for n in seq_lens if n > longest)
+
+
 def _check_out(out: Path, force: bool) -> None:
+    """Refuse an --out that is a file, lies under a file, cannot be written or holds files
+    (without ``force``), before any source is read or any directory is made."""
     if out.exists() and not out.is_dir():
         raise ReportError(f"--out {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ReportError(f"--out {out} already holds files; pass --force to replace it")
-    parent = out.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ReportError(f"cannot create {parent}: {exc.strerror or exc}") from None
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ReportError(f"--out {out}: directory {parent} is not writable")
+    check_output_dir(out, force=True)
 
 
 def _install(tmp: Path, out: Path) -> None:

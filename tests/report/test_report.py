@@ -197,7 +197,7 @@ def test_unwritable_out(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     result = CliRunner().invoke(main, ["report", "tiny", "--out", str(blocker / "r")])
-    assert result.exit_code == 2 and "cannot create" in result.output
+    assert result.exit_code == 2 and "is a file, not a directory" in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
