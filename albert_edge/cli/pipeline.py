@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ._output import console, print_json, print_table, progress
+from ._types import POSITIVE_INT, SECONDS
 
 
 def _steps(ctx, param, value: str | None) -> tuple[str, ...]:
@@ -32,13 +33,13 @@ def _ints(ctx, param, value: str) -> tuple[int, ...]:
               help="Target format, repeatable (default: onnx and tflite).")
 @click.option("--scheme", "schemes", multiple=True, metavar="SCHEME",
               help="Quantization scheme, repeatable (default: int8-dynamic and fp16 for each format).")
-@click.option("--seq-len", type=int, default=128, show_default=True,
+@click.option("--seq-len", type=POSITIVE_INT, default=128, show_default=True,
               help="Sequence length to convert for (TFLite files are built for it).")
 @click.option("--profile-seq-len", "profile_seq_lens", default="32,128", show_default=True, callback=_ints,
               help="Sequence lengths to profile at (comma-separated, at most --seq-len).")
-@click.option("--threads", type=int, default=2, show_default=True, help="Runtime threads for quantize checks and profiling.")
-@click.option("--runs", type=int, default=20, show_default=True, help="Timed calls per file and setting (at least).")
-@click.option("--min-seconds", type=float, default=0.5, show_default=True,
+@click.option("--threads", type=POSITIVE_INT, default=2, show_default=True, help="Runtime threads for quantize checks and profiling.")
+@click.option("--runs", type=POSITIVE_INT, default=20, show_default=True, help="Timed calls per file and setting (at least).")
+@click.option("--min-seconds", type=SECONDS, default=0.5, show_default=True,
               help="Timed seconds per file and setting (at least).")
 @click.option("--only", callback=_steps, default=None, metavar="STEPS",
               help="Run only these steps (comma-separated): checkpoint, convert, quantize, profile, report.")

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import missing_root
 from .state import PipelineError, State, digest
 
 __all__ = ["PipelineOptions", "PipelineResult", "StepResult", "PipelineError", "run_pipeline", "STEPS",
@@ -131,17 +132,25 @@ def run_pipeline(options: PipelineOptions, on_step: Step | None = None) -> Pipel
     step = on_step or (lambda *_: None)
     if options.source is not None and not Path(options.source).exists():
         raise PipelineError(f"SOURCE {options.source}: no such checkpoint")
-    state = State.open(Path(options.out_dir), options.force)
-    models, description = _models(options, state.root)
-    state.source = {"source": options.source, "description": description}
-    result = PipelineResult(state.root, description)
-    plan = [(m, s) for m in models for s in STEPS]
-    for done, (model, name) in enumerate(plan):
-        step(f"{model.name}: {name}", done, len(plan))
-        result.steps.append(_run_step(name, model, options, state, lambda what: step(f"{model.name}: {what}",
-                                                                                      done, len(plan))))
-        if (model.dir / "report" / "report.html").is_file():
-            result.reports[model.name] = model.dir / "report" / "report.html"
+    made = missing_root(options.out_dir)  # removed again when the run fails before any step ran
+    ran: list[StepResult] = []
+    try:
+        state = State.open(Path(options.out_dir), options.force)
+        models, description = _models(options, state.root)
+        state.source = {"source": options.source, "description": description}
+        result = PipelineResult(state.root, description)
+        plan = [(m, s) for m in models for s in STEPS]
+        for done, (model, name) in enumerate(plan):
+            step(f"{model.name}: {name}", done, len(plan))
+            ran.append(_run_step(name, model, options, state,
+                                 lambda what: step(f"{model.name}: {what}", done, len(plan))))
+            result.steps.append(ran[-1])
+            if (model.dir / "report" / "report.html").is_file():
+                result.reports[model.name] = model.dir / "report" / "report.html"
+    except BaseException:
+        if made is not None and not any(s.status == "ran" for s in ran):
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     step("done", len(plan), len(plan))
     result.seconds = time.perf_counter() - start
     return result
