@@ -21,6 +21,7 @@ comes from the execution order: the encoder's L layers run the same operators L 
 from __future__ import annotations
 
 import ctypes as C
+import mmap
 import os
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -41,7 +42,6 @@ _ELEMENT_TYPES = {"float32": 1, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "
 _CPU = 1  # kLiteRtHwAcceleratorCpu
 _INVOKE_TAG = b"Invoke"
 _OPERATOR_EVENTS = (2, 4, 8)  # operator, delegate operator, delegate-profiled operator (tflite::Profiler::EventType)
-_ALIGN = 64
 
 
 class _Memory(C.Structure):
@@ -60,10 +60,11 @@ class _RankedType(C.Structure):  # LiteRtRankedTensorType: element type, then Li
 
 
 def _library() -> C.CDLL:
-    try:
-        import ai_edge_litert
-    except ImportError:
-        raise RuntimeUnavailable("per-operator TFLite profiling needs ai-edge-litert (its libLiteRt.so)") from None
+    if not runtime_memory.available():  # on an ARMv8.0 CPU (Raspberry Pi 4) CompiledModel dies with SIGILL
+        raise RuntimeUnavailable("LiteRT's CompiledModel, which the profiler belongs to, needs ai-edge-litert 2 "
+                                 "and, on Arm, a CPU with the ARMv8.2 fp16 and dot-product extensions")
+    import ai_edge_litert
+
     path = Path(ai_edge_litert.__file__).parent / "libLiteRt.so"
     try:
         lib = C.CDLL(str(path))
@@ -138,16 +139,15 @@ class _Profiled:
 
 
 def _aligned(value: np.ndarray) -> np.ndarray:
-    raw = np.zeros(value.nbytes + _ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % _ALIGN
-    out = raw[start:start + value.nbytes].view(value.dtype).reshape(value.shape)
+    out = runtime_memory._aligned(value.shape, value.dtype.name)  # LiteRT's host buffers: 64-byte aligned
     out[...] = value
     return out
 
 
 def _signature_index(path: Path, key: str) -> int:
-    model = tflite_schema.Model.GetRootAs(path.read_bytes())
-    keys = [model.SignatureDefs(i).SignatureKey() for i in range(model.SignatureDefsLength())]
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as raw:
+        model = tflite_schema.Model.GetRootAs(raw)
+        keys = [model.SignatureDefs(i).SignatureKey() for i in range(model.SignatureDefsLength())]
     return keys.index(key.encode()) if key.encode() in keys else 0
 
 
