@@ -7,6 +7,8 @@ Every command keeps one contract, enforced here and nowhere else:
 - an error the user can fix (``albert_edge.errors.user_message``) is one line on stderr, exit 2;
 - Ctrl-C (SIGINT) exits 130 and SIGTERM exits 143, the shell's codes for those signals; both
   unwind the command like an exception, so every temporary file is removed on the way out;
+- output cut off by its reader (``albert-edge params albert-base-v2 | head -1``) ends the
+  command quietly with exit 141, the code of a program that SIGPIPE stops;
 - any other exception is a bug: one line saying so and how to report it, exit 1, with the
   traceback only under ``-v``.
 """
@@ -17,6 +19,7 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 import sys
 import traceback
 import warnings
@@ -28,6 +31,7 @@ from ..errors import user_message
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what `cmd | head -1` reports for any program the pipe stops
 
 
 class Terminated(KeyboardInterrupt):
@@ -46,9 +50,20 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         verbose = ctx.params.get("verbose", 0) or 0
         _quiet_native_logs(verbose)
+        piped = _stdout_is_pipe()
         with _terminate_as_interrupt():
             try:
-                return super().invoke(ctx)
+                result = super().invoke(ctx)
+                sys.stdout.flush()  # a closed pipe shows here, not while the interpreter exits
+                return result
+            except BrokenPipeError:
+                if not _stdout_closed():
+                    raise
+                raise click.exceptions.Exit(EXIT_PIPE_CLOSED) from None
+            except SystemExit as exc:  # rich ends a closed pipe with exit 1, its output sent to /dev/null
+                if exc.code == 1 and piped and _stdout_is_devnull():
+                    raise click.exceptions.Exit(EXIT_PIPE_CLOSED) from None
+                raise
             except click.UsageError as exc:  # one line too, naming the help to read
                 where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
                 raise _fail(f"{exc.format_message()} (see '{where} --help')", EXIT_USER_ERROR) from None
@@ -71,6 +86,36 @@ class _Group(click.Group):
                             f"{' '.join(str(exc).split())[:300]}). This is a bug: please report it with the "
                             "command you ran and the output of the same command with -v",
                             1) from None
+
+
+def _stdout_is_pipe() -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(sys.__stdout__.fileno()).st_mode)
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        return os.path.samestat(os.fstat(sys.__stdout__.fileno()), os.stat(os.devnull))
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``| head -1``). If so it is
+    pointed at /dev/null, so that nothing more written, nor the interpreter's last flush,
+    raises again; the command then ends quietly, as a program stopped by SIGPIPE does."""
+    if not _stdout_is_pipe():
+        return False
+    try:
+        fd = sys.__stdout__.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (AttributeError, ValueError, OSError):
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -139,7 +184,7 @@ def main(verbose: int) -> None:
     once, quantize it, and measure size and latency on the device.
 
     Exit codes: 0 done, 1 a check failed (or a bug), 2 bad input or an output that cannot be
-    written, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+    written, 130 interrupted (Ctrl-C), 141 output pipe closed (| head), 143 terminated (SIGTERM).
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
