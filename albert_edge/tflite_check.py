@@ -31,7 +31,7 @@ _OPTION_VECTORS = {3: ((1, 4), (2, 4)),  # ConcatEmbeddingsOptions
                    30: ((0, 4),),  # SqueezeOptions.squeeze_dims
                    115: ((0, 4),)}  # BucketizeOptions.boundaries
 _I32, _U32, _U16, _I64 = struct.Struct("<i"), struct.Struct("<I"), struct.Struct("<H"), struct.Struct("<q")
-_U16x2 = struct.Struct("<HH")
+_U16x2, _U8, _I8 = struct.Struct("<HH"), struct.Struct("<B"), struct.Struct("<b")
 
 
 class DamagedModel(RuntimeUnavailable):
@@ -56,28 +56,33 @@ class _Walker:
             raise _Broken("an offset points past the end of the file")
         return _U32.unpack_from(self.buf, pos)[0]
 
-    def table(self, pos: int, what: str) -> tuple[int, int, int]:
-        """(position, vtable, vtable bytes) of a table after checking it lies inside the file."""
+    def table(self, pos: int, what: str, index: int | None = None) -> tuple[int, tuple[int, ...]]:
+        """(position, field offsets) of a table after checking it and its vtable lie inside the file.
+        ``what`` (and ``index``) name it in the error; the name is formatted only then."""
         buf, size = self.buf, self.size
+        problem = None
         if pos % 4 or pos <= 0 or pos + 4 > size:
-            raise _Broken(f"{what}: table outside the file")
-        vtable = pos - _I32.unpack_from(buf, pos)[0]
-        if vtable % 2 or vtable < 0 or vtable + 4 > size:
-            raise _Broken(f"{what}: vtable outside the file")
-        vt_bytes, table_bytes = _U16x2.unpack_from(buf, vtable)
-        if vt_bytes < 4 or vt_bytes % 2 or vtable + vt_bytes > size or table_bytes < 4 or pos + table_bytes > size:
-            raise _Broken(f"{what}: table runs past the end of the file")
-        if vt_bytes > 4 and max(struct.unpack_from(f"<{vt_bytes // 2 - 2}H", buf, vtable + 4)) >= table_bytes:
-            raise _Broken(f"{what}: a field lies outside its table")
-        return pos, vtable, vt_bytes
+            problem = "table outside the file"
+        else:
+            vtable = pos - _I32.unpack_from(buf, pos)[0]
+            if vtable % 2 or vtable < 0 or vtable + 4 > size:
+                problem = "vtable outside the file"
+            else:
+                vt_bytes, table_bytes = _U16x2.unpack_from(buf, vtable)
+                if (vt_bytes < 4 or vt_bytes % 2 or vtable + vt_bytes > size or table_bytes < 4
+                        or pos + table_bytes > size):
+                    problem = "table runs past the end of the file"
+                else:
+                    offsets = struct.unpack_from(f"<{vt_bytes // 2 - 2}H", buf, vtable + 4)
+                    if not offsets or max(offsets) < table_bytes:
+                        return pos, offsets
+                    problem = "a field lies outside its table"
+        raise _Broken(f"{what}{'' if index is None else f' {index}'}: {problem}")
 
-    def field(self, table: tuple[int, int, int], number: int) -> int:
-        pos, vtable, vt_bytes = table
-        entry = 4 + 2 * number
-        if entry >= vt_bytes:
-            return 0
-        offset = _U16.unpack_from(self.buf, vtable + entry)[0]
-        return pos + offset if offset else 0
+    @staticmethod
+    def field(table: tuple[int, tuple[int, ...]], number: int) -> int:
+        pos, offsets = table
+        return pos + offsets[number] if number < len(offsets) and offsets[number] else 0
 
     def scalar(self, table, number: int, fmt: struct.Struct, default: int = 0) -> int:
         at = self.field(table, number)
@@ -88,13 +93,18 @@ class _Walker:
 
     def vector(self, table, number: int, element_bytes: int, what: str) -> tuple[int, int]:
         """(first element, length) of a vector field; (0, 0) when absent."""
-        at = self.field(table, number)
-        if not at:
+        pos, offsets = table
+        if number >= len(offsets) or not offsets[number]:
             return 0, 0
-        start = at + self.u32(at)
-        length = self.u32(start)
+        at, buf, size = pos + offsets[number], self.buf, self.size
+        if at + 4 > size:
+            raise _Broken(f"{what}: an offset points past the end of the file")
+        start = at + _U32.unpack_from(buf, at)[0]
+        if start + 4 > size:
+            raise _Broken(f"{what}: an offset points past the end of the file")
+        length = _U32.unpack_from(buf, start)[0]
         # Strings (element_bytes 1) also hold a terminating zero.
-        if start + 4 + length * element_bytes + (element_bytes == 1) > self.size:
+        if start + 4 + length * element_bytes + (element_bytes == 1) > size:
             raise _Broken(f"{what}: a vector of {length} runs past the end of the file")
         return start + 4, length
 
@@ -102,9 +112,9 @@ class _Walker:
         start, length = self.vector(table, number, struct.calcsize(fmt), what)
         return struct.unpack_from(f"<{length}{fmt}", self.buf, start) if length else ()
 
-    def tables(self, table, number: int, what: str) -> list[tuple[int, int, int]]:
+    def tables(self, table, number: int, what: str) -> list[tuple[int, tuple[int, ...]]]:
         start, length = self.vector(table, number, 4, what)
-        return [self.table(e + self.u32(e), f"{what} {i}") for i, e in enumerate(range(start, start + 4 * length, 4))]
+        return [self.table(e + self.u32(e), what, i) for i, e in enumerate(range(start, start + 4 * length, 4))]
 
     def string(self, table, number: int, what: str) -> None:
         self.vector(table, number, 1, what)
@@ -137,10 +147,10 @@ def _walk(w: _Walker) -> None:
         w.string(code, 1, "custom op name")
     buffers = w.tables(model, 4, "buffer")
     for i, buffer in enumerate(buffers):
-        w.vector(buffer, 0, 1, f"buffer {i}")
+        w.vector(buffer, 0, 1, "buffer")
         offset, size = w.scalar(buffer, 1, _I64), w.scalar(buffer, 2, _I64)
-        w.need(offset <= 1 or (offset > 0 and size >= 0 and offset + size <= w.size),
-               f"buffer {i}: stored at {offset}+{size}, outside the file")
+        if offset > 1 and (size < 0 or offset + size > w.size):  # weights stored after the flatbuffer (> 2 GB)
+            raise _Broken(f"buffer {i}: stored at {offset}+{size}, outside the file")
     subgraphs = w.tables(model, 2, "subgraph")
     tensor_counts = [_subgraph(w, g, i, len(codes), buffers) for i, g in enumerate(subgraphs)]
     w.string(model, 3, "description")
@@ -165,13 +175,16 @@ def _subgraph(w: _Walker, graph, index: int, n_codes: int, buffers) -> int:
         _tensor(w, tensor, f"{where} tensor {t}", buffers)
     n = len(tensors)
     for i in w.ints(graph, 1, f"{where} inputs") + w.ints(graph, 2, f"{where} outputs"):
-        w.need(0 <= i < n, f"{where}: input/output tensor {i} of {n}")
+        if not 0 <= i < n:
+            raise _Broken(f"{where}: input/output tensor {i} of {n}")
     for o, op in enumerate(w.tables(graph, 3, f"{where} operator")):
         what = f"{where} operator {o}"
-        w.need(w.scalar(op, 0, _U32) < n_codes, f"{what}: operator code out of range")
+        if w.scalar(op, 0, _U32) >= n_codes:
+            raise _Broken(f"{what}: operator code out of range")
         for i in w.ints(op, 1, what) + w.ints(op, 2, what) + w.ints(op, 8, what):
-            w.need(-1 <= i < n, f"{what}: tensor {i} of {n}")
-        kind = w.scalar(op, 3, struct.Struct("<B"))
+            if not -1 <= i < n:
+                raise _Broken(f"{what}: tensor {i} of {n}")
+        kind = w.scalar(op, 3, _U8)
         if w.field(op, 4):
             options = w.table(w.field(op, 4) + w.u32(w.field(op, 4)), f"{what} options")
             for number, element in _OPTION_VECTORS.get(kind, ()):
@@ -186,28 +199,32 @@ def _subgraph(w: _Walker, graph, index: int, n_codes: int, buffers) -> int:
 
 def _tensor(w: _Walker, tensor, what: str, buffers) -> None:
     shape = w.ints(tensor, 0, what)
-    w.need(all(d >= 0 for d in shape), f"{what}: negative dimension in {list(shape)}")
-    w.need(all(d >= -1 for d in w.ints(tensor, 7, what)), f"{what}: bad shape signature")
-    kind = w.scalar(tensor, 1, struct.Struct("<b"))
-    w.need(0 <= kind < len(_ELEMENT_BYTES), f"{what}: unknown tensor type {kind}")
+    if min(shape, default=0) < 0:
+        raise _Broken(f"{what}: negative dimension in {list(shape)}")
+    if min(w.ints(tensor, 7, what), default=0) < -1:
+        raise _Broken(f"{what}: bad shape signature")
+    kind = w.scalar(tensor, 1, _I8)
+    if not 0 <= kind < len(_ELEMENT_BYTES):
+        raise _Broken(f"{what}: unknown tensor type {kind}")
     buffer = w.scalar(tensor, 2, _U32)
-    w.need(buffer < max(len(buffers), 1), f"{what}: buffer {buffer} of {len(buffers)}")
+    if buffer >= max(len(buffers), 1):
+        raise _Broken(f"{what}: buffer {buffer} of {len(buffers)}")
     w.string(tensor, 3, what)
-    sparse = bool(w.field(tensor, 6))
+    sparse = w.field(tensor, 6)
     if sparse:
-        w.table(w.field(tensor, 6) + w.u32(w.field(tensor, 6)), f"{what} sparsity")
-    if w.field(tensor, 4):
-        quant = w.table(w.field(tensor, 4) + w.u32(w.field(tensor, 4)), f"{what} quantization")
+        w.table(sparse + w.u32(sparse), f"{what} sparsity")
+    quantization = w.field(tensor, 4)
+    if quantization:  # the interpreters read its scales and zero points (min and max they do not)
+        quant = w.table(quantization + w.u32(quantization), f"{what} quantization")
         _, scales = w.vector(quant, 2, 4, what)
         _, zero_points = w.vector(quant, 3, 8, what)
-        w.vector(quant, 0, 4, what)
-        w.vector(quant, 1, 4, what)
         if scales > 1:
             axis = w.scalar(quant, 6, _I32)
-            w.need(zero_points in (0, scales) and 0 <= axis < len(shape) and shape[axis] == scales,
-                   f"{what}: {scales} scales do not match dimension {axis} of {list(shape)}")
+            if not (zero_points in (0, scales) and 0 <= axis < len(shape) and shape[axis] == scales):
+                raise _Broken(f"{what}: {scales} scales do not match dimension {axis} of {list(shape)}")
     if buffers and buffer and not sparse and _ELEMENT_BYTES[kind]:
         _, stored = w.vector(buffers[buffer], 0, 1, what)
         if stored:
             needed = math.prod(shape) * _ELEMENT_BYTES[kind]
-            w.need(stored == needed, f"{what}: {stored} bytes stored, its shape {list(shape)} needs {needed}")
+            if stored != needed:
+                raise _Broken(f"{what}: {stored} bytes stored, its shape {list(shape)} needs {needed}")
