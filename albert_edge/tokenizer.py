@@ -17,8 +17,9 @@ import io
 import logging
 import os
 import re
+import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -251,11 +252,14 @@ def train_spiece(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         raise TokenizerError(f"input_sentence_size ({input_sentence_size}) must be 0 (all lines) "
                              "or more than 100")
     count = [0]
+    stop = threading.Event()
 
     def sentences() -> Iterator[str]:
         for path in paths:
             with open(path, encoding="utf-8", errors="replace") as fh:
                 for line in fh:
+                    if stop.is_set():
+                        return
                     for chunk in _chunks(normalize(line, do_lower_case, keep_accents),
                                          max_sentence_length):
                         count[0] += 1
@@ -264,14 +268,14 @@ def train_spiece(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)
     try:
-        spm.SentencePieceTrainer.train(
+        _interruptible(stop, lambda: spm.SentencePieceTrainer.train(
             sentence_iterator=sentences(), model_writer=model, model_type="unigram",
             vocab_size=vocab_size, character_coverage=character_coverage,
             pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=list(SPECIAL_TOKENS[2:]),
             user_defined_symbols=list(user_defined_symbols),
             normalization_rule_name="nmt_nfkc", input_sentence_size=input_sentence_size,
             shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
-            minloglevel=0 if log.isEnabledFor(logging.DEBUG) else 2)
+            minloglevel=0 if log.isEnabledFor(logging.DEBUG) else 2))
     except RuntimeError as exc:
         raise _training_error(exc, paths, count[0], vocab_size) from None
     log.info("trained a %d-piece vocabulary on %d sentences", vocab_size, count[0])
@@ -280,6 +284,32 @@ def train_spiece(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     if got != SPECIAL_TOKENS:  # a guard on sentencepiece's options, never expected to fire
         raise TokenizerError(f"trained vocabulary starts with {got}, not {SPECIAL_TOKENS}")
     return atomic_write(Path(out_dir) / SPIECE_NAME, model.getvalue())
+
+
+def _interruptible(stop: threading.Event, work: Callable[[], object]) -> None:
+    """Run ``work`` (sentencepiece's trainer, minutes of C++ that releases the GIL) in a thread
+    while this one waits, so that Ctrl-C and SIGTERM, which Python handles only here, take
+    effect at once instead of when the trainer returns. On an interrupt ``stop`` is set (the
+    sentence feed ends) and the interrupt goes on: the trainer writes only to memory, so nothing
+    is left behind, and the thread (a daemon) ends with the process."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the waiting thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="sentencepiece-trainer", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except BaseException:
+        stop.set()
+        raise
+    if failure:
+        raise failure[0]
 
 
 def _chunks(line: str, max_bytes: int) -> Iterator[str]:
