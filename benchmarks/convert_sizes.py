@@ -3,8 +3,9 @@
 For each preset: transformers builds a random-init model and saves it as a Hugging Face
 checkpoint (every parameter nudged by noise, so zero biases and unit LayerNorm weights cannot
 be folded away and flatter the numbers); then `albert-edge convert` runs once per target in
-its own process, timed, with its peak memory read from the kernel; then `albert-edge inspect`
-reads each file back. The bound is the converters issue's: stored weight bytes at most
+its own process, timed, with two peaks: the largest process's RSS, read from the kernel (the
+TFLite converter runs in child processes), and the PSS summed over the whole process tree,
+sampled; then `albert-edge inspect` reads each file back. The bound is the converters issue's: stored weight bytes at most
 1.005 x the model's unique parameter bytes + 64 KiB, and zero duplicates.
 
     python benchmarks/convert_sizes.py albert-base-v2 albert-large-v2 --to onnx --to tflite
@@ -45,25 +46,50 @@ def make_checkpoint(preset: str, head: str, out: Path) -> int:
         return num_params(build_model(config, head)) * 4
 
 
-def run_child(args: list[str]) -> tuple[float, int, subprocess.CompletedProcess]:
-    """Wall seconds and peak RSS (bytes) of one child process, from its own rusage (wait4)."""
+def _tree_pss(pid: int) -> int:
+    """Proportional set size (bytes) of ``pid`` and all its descendants, from /proc: pages a
+    forked child shares with its parent count once between them, not once in each."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+        except (OSError, StopIteration):  # gone meanwhile
+            pass
+    return total
+
+
+def run_child(args: list[str]) -> tuple[float, int, int, subprocess.CompletedProcess]:
+    """Wall seconds, peak RSS of the largest process (bytes; the kernel's rusage from wait4,
+    which covers the child and every descendant it waited for) and the peak of the summed PSS
+    of the child and its descendants (sampled every 0.1 s) of one conversion."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
         child = subprocess.Popen(args, stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(child.pid, 0)
+        tree_peak = 0
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            tree_peak = max(tree_peak, _tree_pss(child.pid))
+            time.sleep(0.1)
         wall = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         done = subprocess.CompletedProcess(args, child.returncode, out.read(), err.read())
-    return wall, usage.ru_maxrss * 1024, done
+    return wall, usage.ru_maxrss * 1024, tree_peak, done
 
 
 def measure(preset: str, head: str, target: str, work: Path, unique_bytes: int, seq_len: int) -> dict:
     ckpt = work / f"{preset}-{head}"
     out = work / f"{preset}-{head}-{target}"
     cli = [sys.executable, "-m", "albert_edge"]
-    wall, peak, done = run_child(cli + ["convert", str(ckpt), "--to", target, "--out", str(out),
+    wall, peak, tree_peak, done = run_child(cli + ["convert", str(ckpt), "--to", target, "--out", str(out),
                                         "--head", head, "--seq-len", str(seq_len), "--json"])
     if done.returncode != 0:
         return {"preset": preset, "head": head, "target": target, "error": done.stderr.strip().splitlines()[-1]}
@@ -75,7 +101,7 @@ def measure(preset: str, head: str, target: str, work: Path, unique_bytes: int, 
     bound = 1.005 * unique_bytes + 64 * 1024
     return {
         "preset": preset, "head": head, "target": target, "convert_s": round(wall, 1),
-        "peak_rss_gib": round(peak / 2**30, 2),
+        "peak_rss_gib": round(peak / 2**30, 2), "peak_tree_pss_gib": round(tree_peak / 2**30, 2),
         "file_bytes": path.stat().st_size, "stored_weight_bytes": stored, "unique_param_bytes": unique_bytes,
         "stored_over_unique": round(stored / unique_bytes, 5), "within_bound": stored <= bound,
         "duplicates": len(inspected["duplicates"]), "conversion": result,
@@ -104,13 +130,14 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print(f"{'preset':<20}{'target':<8}{'convert s':>10}{'peak GiB':>10}{'file MiB':>10}"
+        print(f"{'preset':<20}{'target':<8}{'convert s':>10}{'peak GiB':>10}{'tree PSS':>10}{'file MiB':>10}"
               f"{'stored/unique':>15}{'bound':>7}{'dups':>6}")
         for r in rows:
             if "error" in r:
                 print(f"{r['preset']:<20}{r['target']:<8} error: {r['error']}")
                 continue
             print(f"{r['preset']:<20}{r['target']:<8}{r['convert_s']:>10.1f}{r['peak_rss_gib']:>10.2f}"
+                  f"{r['peak_tree_pss_gib']:>10.2f}"
                   f"{r['file_bytes'] / 2**20:>10.1f}{r['stored_over_unique']:>15.5f}"
                   f"{'ok' if r['within_bound'] else 'OVER':>7}{r['duplicates']:>6}")
     return 0 if all(r.get("within_bound") and r.get("duplicates") == 0 for r in rows) else 1

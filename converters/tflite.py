@@ -86,8 +86,9 @@ def _convert_in_children(model: nn.Module, path: Path, seq_len: int) -> None:
     reads the weights this process holds, copy-on-write), a fresh Python converts it and writes
     ``path`` (it needs nothing of this process, so it maps none of it). TensorFlow gives little
     of its memory back: in one process the converter's peak came on top of the SavedModel's and
-    stayed through verification. ALBERT-xxlarge ``convert --to tflite``, peak: 7.81 GiB in one
-    process; 5.88 GiB largest process and 5.74 GiB proportional sum so (benchmarks/convert_sizes.py)."""
+    stayed through verification. ALBERT-xxlarge ``convert --to tflite`` (with verification):
+    7.81 GiB in one process; so, 4.02 GiB the largest process (the converter) and 5.06 GiB
+    summed over the processes (PSS; benchmarks/convert_sizes.py)."""
     with tempfile.TemporaryDirectory(prefix="albert-edge-tflite-") as saved:
         _in_child(_save, model, saved)
         offset = _param_bytes(model) > _EXPORT_BUFFER_OFFSET_ABOVE
