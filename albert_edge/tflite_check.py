@@ -30,7 +30,7 @@ _OPTION_VECTORS = {3: ((1, 4), (2, 4)),  # ConcatEmbeddingsOptions
                    17: ((0, 4),),  # ReshapeOptions.new_shape
                    30: ((0, 4),),  # SqueezeOptions.squeeze_dims
                    115: ((0, 4),)}  # BucketizeOptions.boundaries
-_I32, _U32, _U16, _I64 = struct.Struct("<i"), struct.Struct("<I"), struct.Struct("<H"), struct.Struct("<q")
+_I32, _U32, _I64 = struct.Struct("<i"), struct.Struct("<I"), struct.Struct("<q")
 _U16x2, _U8, _I8 = struct.Struct("<HH"), struct.Struct("<B"), struct.Struct("<b")
 
 
