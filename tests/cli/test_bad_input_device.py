@@ -450,11 +450,11 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _stopped(proc: subprocess.Popen, sig: int, code: int, word: str) -> None:
+def _stopped(proc: subprocess.Popen, sig: int, code: int, word: str, within: float = 20) -> None:
     t0 = time.monotonic()
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
-    assert time.monotonic() - t0 < 20, "the signal took effect only after the work"
+    assert time.monotonic() - t0 < within, "the signal took effect only after the work"
     assert proc.returncode == code, stderr
     lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("profiling")]
     assert len(lines) == 1 and word in lines[0].lower(), stderr
@@ -480,9 +480,9 @@ def test_interrupted_tokenizer_train_stops_at_once(big_text, tmp_path, name):
     out = tmp_path / "tok"
     proc = subprocess.Popen([str(SCRIPT), "tokenizer", "train", str(big_text), "--vocab-size", "20000", "--out",
                              str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
-    time.sleep(3)  # reading done, the trainer's EM rounds run (they take well over 6 s here)
+    time.sleep(3)  # reading done, the trainer's EM rounds run (about 6 s more on a fast machine)
     assert proc.poll() is None, "training ended before the signal: the text is too small to test this"
-    _stopped(proc, sig, code, word)
+    _stopped(proc, sig, code, word, within=3)
     assert sorted(tmp_path.iterdir()) == []
 
 
