@@ -44,6 +44,13 @@ def _fail(message: str, code: int) -> click.ClickException:
     return err
 
 
+def _signalled(signum: int) -> click.ClickException:
+    """The one line and exit code of a command that SIGTERM or SIGINT (Ctrl-C) stopped."""
+    if signum == signal.SIGTERM:
+        return _fail("terminated (SIGTERM); nothing half-written was left behind", EXIT_TERMINATED)
+    return _fail("interrupted; nothing half-written was left behind", EXIT_INTERRUPTED)
+
+
 class _Group(click.Group):
     """Applies the error contract above to every command."""
 
@@ -70,10 +77,14 @@ class _Group(click.Group):
             except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
                 raise
             except Terminated:
-                raise _fail("terminated (SIGTERM); nothing half-written was left behind", EXIT_TERMINATED) from None
+                raise _signalled(signal.SIGTERM) from None
             except KeyboardInterrupt:
-                raise _fail("interrupted; nothing half-written was left behind", EXIT_INTERRUPTED) from None
+                raise _signalled(signal.SIGINT) from None
             except Exception as exc:
+                from ..profile.runner import Interrupted  # the profiler's children stopped by a signal
+
+                if isinstance(exc, Interrupted) and exc.signum in (signal.SIGINT, signal.SIGTERM):
+                    raise _signalled(exc.signum) from None
                 message = user_message(exc)
                 if message is not None:
                     logging.getLogger(__name__).debug("details", exc_info=True)

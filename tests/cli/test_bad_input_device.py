@@ -501,3 +501,25 @@ def test_interrupted_profile_stops_its_children(dev, tmp_path, name):
     _stopped(proc, sig, code, "interrupt")
     assert not [c for c in children if Path(f"/proc/{c}").exists()], "a measuring child outlived the command"
     assert sorted(tmp_path.iterdir()) == [] and leftovers(dev.root) == []
+
+
+@pytest.mark.parametrize("name", INTERRUPTS)
+def test_interrupted_pipeline_keeps_finished_steps_only(dev, tmp_path, name):
+    """Stopped while profiling: the profiler's own interrupt is an interrupt too (not a bug),
+    its children are gone, and the files of the steps that finished are whole."""
+    sig, code, word = INTERRUPTS[name]
+    out = tmp_path / "run"
+    proc = subprocess.Popen([str(SCRIPT), "pipeline", str(dev.root / "conv-ckpt"), "--to", "onnx", "--seq-len",
+                             str(SEQ), "--profile-seq-len", str(SEQ), "--threads", "1", "--runs", "100000000",
+                             "--min-seconds", "600", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    deadline = time.monotonic() + 120
+    while not ((out / "conv-ckpt" / "files" / "model.fp16.onnx").exists() and (children := _children(proc.pid))):
+        assert proc.poll() is None and time.monotonic() < deadline, "the profile step did not start"
+        time.sleep(0.05)
+    time.sleep(1)
+    _stopped(proc, sig, code, word)
+    assert not [c for c in children if Path(f"/proc/{c}").exists()], "a measuring child outlived the command"
+    assert leftovers(tmp_path) == []
+    manifest = json.loads((out / "conv-ckpt" / "files" / "manifest.json").read_text())
+    assert {"model.onnx", "model.int8-dynamic.onnx", "model.fp16.onnx"} <= {f["name"] for f in manifest["files"]}
