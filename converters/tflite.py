@@ -121,7 +121,9 @@ def _in_fresh_process(saved: str, buffer_offset: bool, output_names: tuple[str, 
         args = json.dumps([saved, buffer_offset, list(output_names), str(path), seq_len, error.name])
         # The same albert_edge as here, wherever it was imported from.
         env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_MAIN, args], env=env, stdin=subprocess.DEVNULL)
+        # Its stdout onto stderr: this process's stdout may be a --json answer.
+        done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_MAIN, args], env=env,
+                              stdin=subprocess.DEVNULL, stdout=2)
         _raise_for(done.returncode, Path(error.name).read_text(errors="replace").strip())
 
 
@@ -141,6 +143,8 @@ def _in_child(work, *args) -> None:
     """``work(*args)`` in a forked child, which shares this process's weights copy-on-write;
     its errors raised here as ConversionError."""
     with tempfile.NamedTemporaryFile(prefix="albert-edge-tflite-", suffix=".error") as error:
+        for stream in filter(None, (sys.stdout, sys.stderr)):
+            stream.flush()  # or the child would write out what is buffered here a second time
         pid = os.fork()
         if pid == 0:  # the child: never returns into the caller's stack
             _report_to(error.name, work, *args)
@@ -165,7 +169,7 @@ def _report_to(error_file: str, work, *args) -> None:
         with open(error_file, "w") as f:
             f.write(message)
     finally:
-        for stream in (sys.stdout, sys.stderr):
+        for stream in filter(None, (sys.stdout, sys.stderr)):
             stream.flush()
         os._exit(code)
 

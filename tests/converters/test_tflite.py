@@ -249,6 +249,7 @@ from albert_edge.converters import tflite
 from albert_edge.errors import ConversionError
 from albert_edge.model import build_model
 
+print("buffered before the conversion", end=" ")  # stdout is a pipe: held in the buffer
 torch.manual_seed(0)
 model = build_model(AlbertConfig.preset("tiny"), "base")
 with torch.no_grad():
@@ -269,16 +270,20 @@ except ConversionError as exc:
 
 
 def test_export_converts_in_a_child_process(tmp_path):
-    """In a process that has not imported TensorFlow, the conversion runs in a forked child (its
-    memory goes back before verification): TensorFlow never enters the parent, the file agrees
-    with PyTorch, and the child's ConversionError reaches the caller as one line."""
+    """In a process that has not imported TensorFlow, the conversion runs in child processes
+    (their memory goes back before verification): TensorFlow never enters the parent, the file
+    agrees with PyTorch in both weight layouts, the child's ConversionError reaches the caller
+    as one line, and nothing the parent had buffered is printed twice."""
+    import os
     import subprocess
     import sys
 
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout buffered, as usual
     done = subprocess.run([sys.executable, "-c", _EXPORT_IN_FRESH_PROCESS, str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "refused: Linear is not one of albert_edge.model's ALBERT models" in done.stdout
+    assert done.stdout.count("buffered before the conversion") == 1  # not written again by the fork
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.tflite", "offset.tflite", "state.pt"]
     model = build_model(TINY, "base")
     model.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
