@@ -17,9 +17,8 @@ import io
 import logging
 import os
 import re
-import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -251,65 +250,76 @@ def train_spiece(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     if 0 < input_sentence_size <= 100:  # sentencepiece refuses samples this small
         raise TokenizerError(f"input_sentence_size ({input_sentence_size}) must be 0 (all lines) "
                              "or more than 100")
-    count = [0]
-    stop = threading.Event()
+    options = dict(model_type="unigram", vocab_size=vocab_size, character_coverage=character_coverage,
+                   pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=list(SPECIAL_TOKENS[2:]),
+                   user_defined_symbols=list(user_defined_symbols), normalization_rule_name="nmt_nfkc",
+                   input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
+                   max_sentence_length=max_sentence_length,
+                   minloglevel=0 if log.isEnabledFor(logging.DEBUG) else 2)
+    model, count, error = _train_in_child(paths, do_lower_case, keep_accents, seed, options)
+    if error is not None:
+        raise _training_error(RuntimeError(error), paths, count, vocab_size)
+    log.info("trained a %d-piece vocabulary on %d sentences", vocab_size, count)
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    got = tuple(sp.id_to_piece(i) for i in range(len(SPECIAL_TOKENS)))
+    if got != SPECIAL_TOKENS:  # a guard on sentencepiece's options, never expected to fire
+        raise TokenizerError(f"trained vocabulary starts with {got}, not {SPECIAL_TOKENS}")
+    return atomic_write(Path(out_dir) / SPIECE_NAME, model)
+
+
+def _train_in_child(paths: list[Path], do_lower_case: bool, keep_accents: bool, seed: int,
+                    options: dict) -> tuple[bytes, int, str | None]:
+    """Run sentencepiece's trainer (minutes of C++ that Python cannot interrupt) in a child
+    process, so that Ctrl-C and SIGTERM take effect at once: the child is killed and the
+    interrupt goes on; it writes only to memory, so nothing is left behind. Returns the model
+    bytes, the number of sentences fed, and the trainer's error message (or None)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold torch's threads
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_trainer_child, args=(send, paths, do_lower_case, keep_accents, seed, options),
+                            name="sentencepiece-trainer", daemon=True)
+    child.start()
+    send.close()
+    try:
+        try:
+            return receive.recv()
+        except EOFError:
+            child.join()
+            raise TokenizerError(f"the sentencepiece trainer died (exit code {child.exitcode})") from None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        receive.close()
+
+
+def _trainer_child(send, paths: list[Path], do_lower_case: bool, keep_accents: bool, seed: int,
+                   options: dict) -> None:
+    """The child of :func:`_train_in_child`: signals are the parent's to handle."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    count = 0
 
     def sentences() -> Iterator[str]:
+        nonlocal count
         for path in paths:
             with open(path, encoding="utf-8", errors="replace") as fh:
                 for line in fh:
-                    if stop.is_set():
-                        return
-                    for chunk in _chunks(normalize(line, do_lower_case, keep_accents),
-                                         max_sentence_length):
-                        count[0] += 1
+                    for chunk in _chunks(normalize(line, do_lower_case, keep_accents), options["max_sentence_length"]):
+                        count += 1
                         yield chunk
 
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)
     try:
-        _interruptible(stop, lambda: spm.SentencePieceTrainer.train(
-            sentence_iterator=sentences(), model_writer=model, model_type="unigram",
-            vocab_size=vocab_size, character_coverage=character_coverage,
-            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=list(SPECIAL_TOKENS[2:]),
-            user_defined_symbols=list(user_defined_symbols),
-            normalization_rule_name="nmt_nfkc", input_sentence_size=input_sentence_size,
-            shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
-            minloglevel=0 if log.isEnabledFor(logging.DEBUG) else 2))
+        spm.SentencePieceTrainer.train(sentence_iterator=sentences(), model_writer=model, **options)
     except RuntimeError as exc:
-        raise _training_error(exc, paths, count[0], vocab_size) from None
-    log.info("trained a %d-piece vocabulary on %d sentences", vocab_size, count[0])
-    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
-    got = tuple(sp.id_to_piece(i) for i in range(len(SPECIAL_TOKENS)))
-    if got != SPECIAL_TOKENS:  # a guard on sentencepiece's options, never expected to fire
-        raise TokenizerError(f"trained vocabulary starts with {got}, not {SPECIAL_TOKENS}")
-    return atomic_write(Path(out_dir) / SPIECE_NAME, model.getvalue())
-
-
-def _interruptible(stop: threading.Event, work: Callable[[], object]) -> None:
-    """Run ``work`` (sentencepiece's trainer, minutes of C++ that releases the GIL) in a thread
-    while this one waits, so that Ctrl-C and SIGTERM, which Python handles only here, take
-    effect at once instead of when the trainer returns. On an interrupt ``stop`` is set (the
-    sentence feed ends) and the interrupt goes on: the trainer writes only to memory, so nothing
-    is left behind, and the thread (a daemon) ends with the process."""
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # handed to the waiting thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="sentencepiece-trainer", daemon=True)
-    thread.start()
-    try:
-        while thread.is_alive():
-            thread.join(0.1)
-    except BaseException:
-        stop.set()
-        raise
-    if failure:
-        raise failure[0]
+        send.send((b"", count, str(exc)))
+        return
+    send.send((model.getvalue(), count, None))
 
 
 def _chunks(line: str, max_bytes: int) -> Iterator[str]:

@@ -523,3 +523,40 @@ def test_interrupted_pipeline_keeps_finished_steps_only(dev, tmp_path, name):
     assert leftovers(tmp_path) == []
     manifest = json.loads((out / "conv-ckpt" / "files" / "manifest.json").read_text())
     assert {"model.onnx", "model.int8-dynamic.onnx", "model.fp16.onnx"} <= {f["name"] for f in manifest["files"]}
+
+
+def test_terminated_bundle_leaves_no_directory(dev, tmp_path):
+    """SIGTERM while the bundle trains: 143, and neither the bundle, its work directory nor the
+    parents made for it are left."""
+    out = tmp_path / "new" / "bundle"
+    proc = subprocess.Popen([str(SCRIPT), "demo", "bundle", "--out", str(out), "--preset", "tiny", "--threads", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    deadline = time.monotonic() + 60
+    while not any((tmp_path / "new").glob(".bundle.build-*/*")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the bundle's work did not start"
+        time.sleep(0.05)
+    _stopped(proc, signal.SIGTERM, 143, "terminated")
+    assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_serve_stops_cleanly(dev, sig):
+    """A server's normal end: Ctrl-C or a service manager's SIGTERM shut it down with exit 0
+    (what systemd counts as a clean stop), no traceback, no process left."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([str(SCRIPT), "demo", "serve", str(dev.root / "bundle"), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    deadline = time.monotonic() + 60
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "no server"
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines() == [f"albert-edge demo on http://127.0.0.1:{port}/  (Ctrl-C stops it)"]
+    assert _children(proc.pid) == []
