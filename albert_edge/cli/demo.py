@@ -120,7 +120,9 @@ def _show_note(result: dict) -> None:
 def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | None, queue: int, timeout_s: float,
           max_body_bytes: int) -> None:
     """Serve the demo page and its JSON API (/api/classify, /api/fill-mask, /api/status,
-    /api/model) for BUNDLE until interrupted."""
+    /api/model) for BUNDLE until interrupted. Ctrl-C or SIGTERM (a service manager's stop) shut
+    the server down cleanly with exit 0; a bad bundle or an address that cannot be listened on
+    is one line and exit 2 before anything is announced."""
     from ..demo.server import ServerOptions, serve as run_server
 
     options = ServerOptions(max_body_bytes=max_body_bytes, queue=queue, timeout_s=timeout_s, threads=threads,
