@@ -106,6 +106,8 @@ def dev(tmp_path_factory, spiece_model) -> Device:
     shutil.copyfile(spiece_model, root / "spiece.model")
     for how in ("truncated", "first-64-bytes", "empty", "zeros", "random", "text"):
         damage(conv / "model.onnx", root / "damaged" / how / "model.onnx", how)
+    for how in ("empty", "random", "text", "renamed"):  # no TFL3 identifier: needs no real .tflite
+        damage(conv / "model.onnx", root / "damaged" / how / "model.tflite", how)
     bad_conv = root / "bad-conv"
     shutil.copytree(conv, bad_conv)
     damage(conv / "model.onnx", bad_conv / "model.onnx", "truncated")
@@ -245,6 +247,11 @@ PROFILE_CASES.update({
     for how in ("truncated", "first-64-bytes", "empty", "zeros", "random", "text")
 })
 PROFILE_CASES.update({
+    f"tflite-{how}": Case(("profile", f"{{w}}/damaged/{how}/model.tflite", "--seq-len", str(SEQ)),
+                          f"damaged/{how}/model.tflite: not a TFLite model")
+    for how in ("empty", "random", "text", "renamed")
+})
+PROFILE_CASES.update({
     "file-missing": Case(("profile", "{w}/nothing.onnx"), "no such model file"),
     "file-json": Case(("profile", "{w}/obj.json"), "unknown model file type '.json'"),
     "file-directory": Case(("profile", "{w}/conv"), "no such model file"),
@@ -275,6 +282,8 @@ REPORT_CASES = _table(REPORT, {
     "damaged-file-beside-manifest": (["{w}/bad-conv"], "changed since"),
     "damaged-file": (["{w}/damaged/truncated/model.onnx"], "is not a readable ONNX model"),
     "damaged-manifest": (["{w}/bad-manifest"], "is not an albert-edge manifest"),
+    **{f"tflite-{how}": ([f"{{w}}/damaged/{how}/model.tflite"], f"damaged/{how}/model.tflite")
+       for how in ("empty", "random", "text", "renamed")},
     "profile-of-another-model": (["{w}/conv", "{w}/prof2.json"], "a profile of another model"),
     "two-models": (["{w}/conv", "{w}/conv2"], "describes another model"),
     "out-a-file": (["{w}/conv", "--out", "{w}/afile"], "is not a directory"),
