@@ -226,6 +226,13 @@ def _match_profile(inputs: Inputs) -> None:
     cannot be checked, and the report says so."""
     if not inputs.profile:
         return
+    if inputs.config is not None:
+        for record in inputs.profile:
+            vocab = (record.get("model") or {}).get("vocab_size")
+            if vocab is not None and vocab != inputs.config.vocab_size:
+                raise ReportError(f"profile result for {record['file_name']}: a model with {vocab} vocabulary "
+                                  f"entries, not the {inputs.config.vocab_size} of {inputs.config_from}: "
+                                  "a profile of another model")
     if not inputs.files:
         inputs.notes.append("profile results not checked against model files (none given): "
                             "their file names and sha256 are shown as recorded")

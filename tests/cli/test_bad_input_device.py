@@ -286,6 +286,7 @@ REPORT_CASES = _table(REPORT, {
        for how in ("empty", "random", "text", "renamed")},
     "profile-of-another-model": (["{w}/conv", "{w}/prof2.json"], "a profile of another model"),
     "two-models": (["{w}/conv", "{w}/conv2"], "describes another model"),
+    "profile-of-another-preset": (["albert-base-v2", "{w}/prof.json"], "not the 30000 of albert-base-v2"),
     "out-a-file": (["{w}/conv", "--out", "{w}/afile"], "is not a directory"),
     "out-under-a-file": (["{w}/conv", "--out", "{w}/afile/r"], "is a file, not a directory"),
     "out-holds-files": (["{w}/conv", "--out", "{w}/conv"], "already holds files; pass --force"),
