@@ -270,42 +270,44 @@ def train_spiece(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
 def _train_in_child(paths: list[Path], do_lower_case: bool, keep_accents: bool, seed: int,
                     options: dict) -> tuple[bytes, int, str | None]:
     """Run sentencepiece's trainer (minutes of C++ that Python cannot interrupt) in a child
-    process, so that Ctrl-C and SIGTERM take effect at once: the child is killed and the
-    interrupt goes on; it writes only to memory, so nothing is left behind. Returns the model
-    bytes, the number of sentences fed, and the trainer's error message (or None)."""
-    import multiprocessing
+    Python process, so that Ctrl-C and SIGTERM take effect at once: the child is killed and the
+    interrupt goes on; it writes only to memory, so nothing is left behind. A plain
+    ``python -c`` child, not multiprocessing, which would re-run the caller's main script.
+    Returns the model bytes, the number of sentences fed, and the trainer's error (or None)."""
+    import pickle
+    import subprocess
+    import sys
 
-    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold torch's threads
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_trainer_child, args=(send, paths, do_lower_case, keep_accents, seed, options),
-                            name="sentencepiece-trainer", daemon=True)
-    child.start()
-    send.close()
+    job = pickle.dumps(([str(p) for p in paths], do_lower_case, keep_accents, seed, options))
+    here = str(Path(__file__).resolve().parents[1])  # this albert_edge, installed or not
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+    child = subprocess.Popen([sys.executable, "-c", "from albert_edge.tokenizer import _trainer_child; "
+                              "_trainer_child()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     try:
-        try:
-            return receive.recv()
-        except EOFError:
-            child.join()
-            raise TokenizerError(f"the sentencepiece trainer died (exit code {child.exitcode})") from None
+        out, _ = child.communicate(job)
     finally:
-        if child.is_alive():
+        if child.poll() is None:
             child.kill()
-        child.join()
-        receive.close()
+            child.wait()
+    if child.returncode != 0 or not out:
+        raise TokenizerError(f"the sentencepiece trainer failed (exit code {child.returncode})")
+    return pickle.loads(out)  # noqa: S301 (our own child's answer)
 
 
-def _trainer_child(send, paths: list[Path], do_lower_case: bool, keep_accents: bool, seed: int,
-                   options: dict) -> None:
-    """The child of :func:`_train_in_child`: signals are the parent's to handle."""
+def _trainer_child() -> None:
+    """The child of :func:`_train_in_child`: the job comes pickled on stdin, the answer goes
+    pickled to stdout; signals are the parent's to handle."""
+    import pickle
     import signal
+    import sys
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    files, do_lower_case, keep_accents, seed, options = pickle.loads(sys.stdin.buffer.read())  # noqa: S301
     count = 0
 
     def sentences() -> Iterator[str]:
         nonlocal count
-        for path in paths:
+        for path in files:
             with open(path, encoding="utf-8", errors="replace") as fh:
                 for line in fh:
                     for chunk in _chunks(normalize(line, do_lower_case, keep_accents), options["max_sentence_length"]):
@@ -316,10 +318,11 @@ def _trainer_child(send, paths: list[Path], do_lower_case: bool, keep_accents: b
     spm.set_random_generator_seed(seed)
     try:
         spm.SentencePieceTrainer.train(sentence_iterator=sentences(), model_writer=model, **options)
+        answer = (model.getvalue(), count, None)
     except RuntimeError as exc:
-        send.send((b"", count, str(exc)))
-        return
-    send.send((model.getvalue(), count, None))
+        answer = (b"", count, str(exc))
+    sys.stdout.buffer.write(pickle.dumps(answer))
+    sys.stdout.buffer.flush()
 
 
 def _chunks(line: str, max_bytes: int) -> Iterator[str]:
