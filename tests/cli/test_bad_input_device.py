@@ -316,6 +316,8 @@ PIPELINE_CASES = _table(PIPELINE, {
     "out-a-file": (["--out", "{w}/afile"], "is not a directory"),
     "out-under-a-file": (["--out", "{w}/afile/run"], "Not a directory"),
     "out-foreign-files": (["--out", "{w}/conv"], "holds files the pipeline did not write"),
+    "out-read-only": (["--out", "{mnt}/run"], "Read-only file system", "readonly"),
+    "out-full-disk": (["--out", "{mnt}/run"], "disk is full", "full"),
 })
 PIPELINE_CASES.update({
     name: Case(("pipeline", source, "--to", "onnx", "--seq-len", str(SEQ), "--profile-seq-len", str(SEQ), "--out",
