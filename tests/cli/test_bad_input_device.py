@@ -233,6 +233,7 @@ PROFILE_CASES = _table(PROFILE, {
     "append-to-other-records": (["--append", "{w}/other.jsonl"], "not profile results"),
     "append-to-not-utf8": (["--append", "{w}/latin1.json"], "cannot read it as profile results"),
     "append-read-only": (["--append", "{mnt}/p.jsonl"], "not writable", "readonly"),
+    "append-full-disk": (["--append", "{mnt}/p.jsonl"], "disk is full", "full"),
     "estimate-unknown": (["--estimate", "bogus"], "unknown device 'bogus'"),
     "estimate-empty": (["--estimate", ""], "no device named"),
     "estimate-one-unknown": (["--estimate", "pi4,rpi9"], "unknown device 'rpi9'"),
