@@ -134,11 +134,14 @@ def onnx_peer(ckpt: Path, work: Path) -> Path:
         torch.onnx.export(LastHidden(hf), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(out / "model.onnx"),
                           dynamo=False, opset_version=17, input_names=list(INPUTS),
                           output_names=["last_hidden_state"], dynamic_axes=dynamic)
-    try:
-        quant_pre_process(str(out / "model.onnx"), str(out / "model.pre.onnx"))
-    except Exception as exc:  # its symbolic shape inference gives up on transformers' ALBERT graph
-        log.warning("quant_pre_process: %s; pre-processing again without symbolic shape inference", exc)
-        quant_pre_process(str(out / "model.onnx"), str(out / "model.pre.onnx"), skip_symbolic_shape=True)
+    # In the work directory: a failed first try leaves an external-data file named <uuid>.data
+    # in the current directory.
+    with contextlib.chdir(out):
+        try:
+            quant_pre_process(str(out / "model.onnx"), str(out / "model.pre.onnx"))
+        except Exception as exc:  # its symbolic shape inference gives up on transformers' ALBERT graph
+            log.warning("quant_pre_process: %s; pre-processing again without symbolic shape inference", exc)
+            quant_pre_process(str(out / "model.onnx"), str(out / "model.pre.onnx"), skip_symbolic_shape=True)
     quantize_dynamic(str(out / "model.pre.onnx"), str(int8), weight_type=QuantType.QInt8)
     return int8
 
