@@ -213,7 +213,7 @@ def _work_dir(given: str | None) -> Iterator[Path]:
     """--work (kept, its files reused) or a temporary directory (removed)."""
     if given:
         Path(given).mkdir(parents=True, exist_ok=True)
-        yield Path(given)
+        yield Path(given).resolve()
         return
     with tempfile.TemporaryDirectory(prefix="albert-peers-") as tmp:
         yield Path(tmp)
