@@ -6,7 +6,8 @@ import math
 
 import click
 
-__all__ = ["POSITIVE_INT", "COUNT", "PORT", "SECONDS", "POSITIVE_SECONDS", "threads_option", "force_option"]
+__all__ = ["POSITIVE_INT", "COUNT", "PORT", "SECONDS", "POSITIVE_SECONDS", "POSITIVE_INTS", "threads_option",
+           "force_option"]
 
 POSITIVE_INT = click.IntRange(min=1)  # sizes, steps, samples: 0 or less is never meant
 COUNT = click.IntRange(min=0)  # "every N" / "keep N" options where 0 means none or all
@@ -35,6 +36,26 @@ class _Seconds(click.ParamType):
 
 SECONDS = _Seconds()
 POSITIVE_SECONDS = _Seconds(positive=True)
+
+
+class _PositiveInts(click.ParamType):
+    """A comma-separated list of whole numbers of at least 1 ("32,128"), as a tuple."""
+
+    name = "N,..."
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            numbers = tuple(int(v) for v in str(value).split(",") if v.strip())
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of whole numbers", param, ctx)
+        if not numbers or any(n < 1 for n in numbers):
+            self.fail(f"{value!r}: give whole numbers of at least 1, e.g. 32,128", param, ctx)
+        return numbers
+
+
+POSITIVE_INTS = _PositiveInts()
 
 
 def threads_option(help: str = "Runtime threads (at least 1; default: the runtime's choice).", **kwargs):

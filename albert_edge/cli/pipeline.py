@@ -8,21 +8,11 @@ from pathlib import Path
 import click
 
 from ._output import console, print_json, print_table, progress
-from ._types import POSITIVE_INT, SECONDS
+from ._types import POSITIVE_INT, POSITIVE_INTS, SECONDS
 
 
 def _steps(ctx, param, value: str | None) -> tuple[str, ...]:
     return tuple(s.strip() for s in value.split(",") if s.strip()) if value else ()
-
-
-def _ints(ctx, param, value: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of whole numbers") from None
-    if not values or any(v < 1 for v in values):
-        raise click.BadParameter(f"{value!r}: give positive whole numbers")
-    return values
 
 
 @click.command("pipeline", short_help="Checkpoint -> files for each device -> measured report, in one command.")
@@ -35,7 +25,7 @@ def _ints(ctx, param, value: str) -> tuple[int, ...]:
               help="Quantization scheme, repeatable (default: int8-dynamic and fp16 for each format).")
 @click.option("--seq-len", type=POSITIVE_INT, default=128, show_default=True,
               help="Sequence length to convert for (TFLite files are built for it).")
-@click.option("--profile-seq-len", "profile_seq_lens", default="32,128", show_default=True, callback=_ints,
+@click.option("--profile-seq-len", "profile_seq_lens", default="32,128", show_default=True, type=POSITIVE_INTS,
               help="Sequence lengths to profile at (comma-separated, at most --seq-len).")
 @click.option("--threads", type=POSITIVE_INT, default=2, show_default=True, help="Runtime threads for quantize checks and profiling.")
 @click.option("--runs", type=POSITIVE_INT, default=20, show_default=True, help="Timed calls per file and setting (at least).")

@@ -8,23 +8,14 @@ from pathlib import Path
 import click
 
 from ._output import console, err_console, print_json, print_table
-
-
-def _seq_lens(ctx, param, value: str) -> tuple[int, ...]:
-    try:
-        lens = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of whole numbers") from None
-    if not lens or any(n < 1 for n in lens):
-        raise click.BadParameter(f"{value!r}: give positive sequence lengths, e.g. 32,128,512")
-    return lens
+from ._types import POSITIVE_INTS
 
 
 @click.command("report", short_help="Model-size report: parameters, compute, files, accuracy, latency; with charts.")
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Directory to write report.md, report.html, report.json and charts/ into.")
-@click.option("--seq-len", "seq_lens", default="32,128,512", show_default=True, callback=_seq_lens,
+@click.option("--seq-len", "seq_lens", default="32,128,512", show_default=True, type=POSITIVE_INTS,
               help="Sequence lengths of the compute and activation-memory table (comma-separated).")
 @click.option("--title", default=None, help="Report title (default: 'albert-edge report: MODEL').")
 @click.option("--name", default=None, help="The model's name in the report (default: the preset, file or directory "

@@ -262,7 +262,7 @@ PROFILE_CASES.update({
 
 REPORT = ("report", "--no-charts", "--out", "{scratch}/report")
 REPORT_CASES = _table(REPORT, {
-    "seq-len-0": (["albert-base-v2", "--seq-len", "0"], "give positive sequence lengths"),
+    "seq-len-0": (["albert-base-v2", "--seq-len", "0"], "give whole numbers of at least 1"),
     "seq-len-word": (["albert-base-v2", "--seq-len", "x"], "not a comma-separated list"),
     "seq-len-beyond-model": (["albert-base-v2", "--seq-len", "99999999999"], "every length is above"),
     "title-empty": (["{w}/conv", "--title", " "], "--title"),
@@ -304,7 +304,7 @@ PIPELINE_CASES = _table(PIPELINE, {
     "seq-len-negative": (["--seq-len", "-5"], "'--seq-len': -5 is not in the range"),
     "seq-len-beyond-model": (["--seq-len", "99999"], "above the model's max_position_embeddings"),
     "profile-beyond-seq-len": (["--profile-seq-len", "32"], "go beyond the conversion's --seq-len 16"),
-    "profile-seq-len-0": (["--profile-seq-len", "0"], "give positive whole numbers"),
+    "profile-seq-len-0": (["--profile-seq-len", "0"], "give whole numbers of at least 1"),
     "profile-seq-len-word": (["--profile-seq-len", "x"], "not a comma-separated list"),
     "to-unknown": (["--to", "bogus"], "'bogus' is not one of"),
     "scheme-unknown": (["--scheme", "bogus"], "scheme 'bogus' is not available"),
