@@ -17,7 +17,7 @@ from .errors import CheckpointError, ConfigError
 from .files import atomic_write
 from .model import ALL_HEADS, AlbertModel, build_model
 
-__all__ = ["Checkpoint", "load", "load_model", "model_from_checkpoint", "validate", "save", "detect_format", "expected_shapes", "tf_key_table"]
+__all__ = ["Checkpoint", "load", "load_model", "model_from_checkpoint", "validate", "check_float_weights", "save", "detect_format", "expected_shapes", "tf_key_table"]
 
 log = logging.getLogger(__name__)
 
@@ -313,6 +313,15 @@ def validate(ckpt: Checkpoint, head: str | None = None) -> str:
         )
     _check_keys(ckpt, expected_shapes(ckpt.config, head, pooler="pooler.weight" in ckpt.state))
     return head
+
+
+def check_float_weights(ckpt: Checkpoint) -> None:
+    """Weights are floating point: integer tensors would be cast silently into a model that
+    computes nonsense (the key table skips buffers such as position_ids before this)."""
+    for key, tensor in ckpt.state.items():
+        if not tensor.dtype.is_floating_point:
+            raise CheckpointError(f"{ckpt.path}: weight {key!r} is {str(tensor.dtype).removeprefix('torch.')}, "
+                                  "not floating point: this is not a trained model's checkpoint")
 
 
 def model_from_checkpoint(ckpt: Checkpoint, head: str | None = None) -> nn.Module:

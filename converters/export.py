@@ -245,7 +245,7 @@ def _load(checkpoint_or_model, head: str | None) -> tuple[Any, dict[str, Any]]:
 
         path = Path(checkpoint_or_model)
         ckpt = checkpoints.load(path)
-        _check_float_weights(ckpt.state, path)
+        checkpoints.check_float_weights(ckpt)
         model = checkpoints.model_from_checkpoint(ckpt, head)
         return model, {"checkpoint": str(path.resolve()), "format": ckpt.format, "head": head_of(model)}
     model = checkpoint_or_model
@@ -291,15 +291,6 @@ def select_outputs(model, outputs: Sequence[str] | None):
         setattr(lean, _DROPPABLE[name], None)
     lean.output_names = tuple(kept)
     return lean
-
-
-def _check_float_weights(state: dict[str, Any], path: Path) -> None:
-    """Weights are floating point: integer tensors would be cast silently into a model that
-    computes nonsense (the key table skips buffers such as position_ids before this)."""
-    for key, tensor in state.items():
-        if not tensor.dtype.is_floating_point:
-            raise ConversionError(f"{path}: weight {key!r} is {str(tensor.dtype).removeprefix('torch.')}, "
-                                  "not floating point: this is not a trained model's checkpoint")
 
 
 def _checkpoint_tokenizer(path: Path) -> Path | None:

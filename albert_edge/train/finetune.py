@@ -126,11 +126,8 @@ def _init_model(opts: FinetuneOptions, labels: tuple[str, ...]) -> nn.Module:
     """The task's model (the task names are head names) with the checkpoint's encoder. Its head
     is kept only when the checkpoint was fine-tuned for the same task and labels; otherwise the
     head (and a pooler the checkpoint lacks) is freshly initialised with the run's seed."""
-    # convert's own check: integer weights would be copied silently into float parameters
-    from ..converters.export import _check_float_weights
-
     ckpt = checkpoints.load(opts.model)
-    _check_float_weights(ckpt.state, Path(opts.model))
+    checkpoints.check_float_weights(ckpt)  # integer weights would be copied silently into float parameters
     config = ckpt.config
     if labels:
         config = config.replace(num_labels=len(labels), label_names=labels)
