@@ -37,7 +37,8 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 DATA = Path(__file__).parents[1] / "data"
 SCRIPT = Path(sys.executable).with_name("albert-edge")
 TINY = AlbertConfig.preset("tiny").replace(vocab_size=400)  # the size of the shared spiece_model
-PROGRESS = ("step ", "eval at step ")  # the lines training prints when stderr is not a terminal
+# the lines training and the profiler print when stderr is not a terminal
+PROGRESS = ("step ", "eval at step ", "profiling ")
 
 
 # ------------------------------------------------------------------------------------- world
@@ -102,7 +103,8 @@ class Case:
     code: int = 2
 
 
-def run_case(case: Case, world: World, scratch: Path, mounts=None) -> str:
+def run_case(case, world, scratch: Path, mounts=None) -> str:
+    """Run one table case in-process: ``world`` gives the shared inputs (``fields()``, ``root``)."""
     fields = world.fields(scratch)
     watched = [scratch, world.root]
     if case.mount:
@@ -111,7 +113,7 @@ def run_case(case: Case, world: World, scratch: Path, mounts=None) -> str:
             pytest.skip(reason)
         fields["mnt"] = str(path)
         watched.append(path)
-    if case.setup:
+    if getattr(case, "setup", None):
         case.setup(world, scratch)
     args = [a.format(**fields) for a in case.args]
     before = snapshot(*watched)

@@ -19,7 +19,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -30,8 +29,8 @@ from albert_edge.cli import main
 from albert_edge.config import AlbertConfig
 from albert_edge.model import build_model
 
-from .bad_input import damage, leftovers, mounted, snapshot, write_jsonl
-from .test_bad_input import INTERRUPTS, one_line
+from .bad_input import damage, leftovers, mounted, write_jsonl
+from .test_bad_input import INTERRUPTS, run_case
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -154,30 +153,6 @@ class Case:
     message: str  # a part of the one line
     mount: str | None = None  # "readonly" | "full": {mnt} is that file system
     code: int = 2
-
-
-def run_case(case: Case, dev: Device, scratch: Path, mounts) -> str:
-    fields = dev.fields(scratch)
-    watched = [scratch, dev.root]
-    if case.mount:
-        path, reason = mounts[case.mount]
-        if reason:
-            pytest.skip(reason)
-        fields["mnt"] = str(path)
-        watched.append(path)
-    args = [a.format(**fields) for a in case.args]
-    before = snapshot(*watched)
-    result = _without_progress(CliRunner().invoke(main, args, catch_exceptions=False))
-    line = one_line(result, case.code, case.message.format(**fields))
-    assert snapshot(*watched) == before, "an output changed or was left behind"
-    return line
-
-
-def _without_progress(result) -> SimpleNamespace:
-    """The result with the profiler's progress lines ("profiling [1/2] ...") taken out of stderr."""
-    stderr = "".join(line for line in result.stderr.splitlines(True) if not line.startswith("profiling "))
-    return SimpleNamespace(exit_code=result.exit_code, stdout=result.stdout, stderr=stderr,
-                           output=result.output)
 
 
 def _table(base: tuple[str, ...], rows: dict[str, tuple]) -> dict[str, Case]:
