@@ -4,6 +4,7 @@ board lacks."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
 
 import pytest
@@ -25,9 +26,13 @@ def test_describe_this_machine():
 def test_process_memory_grows_with_an_allocation():
     before = device.process_memory()
     assert before["peak_rss"] >= before["rss"] > 0
-    block = bytearray(64 * 2**20)
-    block[:: 4096] = b"x" * len(block[:: 4096])  # touch every page so it is resident
+    # A fresh anonymous mapping: its pages become resident only when touched (a bytearray could
+    # reuse heap pages a long test run has already made resident).
+    block = mmap.mmap(-1, 64 * 2**20)
+    for offset in range(0, len(block), mmap.PAGESIZE):
+        block[offset] = 1
     after = device.process_memory()
+    block.close()
     assert after["rss"] - before["rss"] > 48 * 2**20 and after["peak_rss"] >= after["rss"]
     assert device.process_memory(os.getpid())["rss"] > 0
     assert device.process_memory(2**22 + 12345) == {"rss": None, "peak_rss": None}  # no such process
