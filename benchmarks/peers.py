@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -136,12 +137,15 @@ def onnx_peer(ckpt: Path, work: Path) -> Path:
                           output_names=["last_hidden_state"], dynamic_axes=dynamic)
     # In the work directory: a failed first try leaves an external-data file named <uuid>.data
     # in the current directory.
-    with contextlib.chdir(out):
-        try:
-            quant_pre_process(str(out / "model.onnx"), str(out / "model.pre.onnx"))
-        except Exception as exc:  # its symbolic shape inference gives up on transformers' ALBERT graph
-            log.warning("quant_pre_process: %s; pre-processing again without symbolic shape inference", exc)
-            quant_pre_process(str(out / "model.onnx"), str(out / "model.pre.onnx"), skip_symbolic_shape=True)
+    here = os.getcwd()
+    os.chdir(out)  # contextlib.chdir is Python 3.11+
+    try:
+        quant_pre_process(str(out / "model.onnx"), str(out / "model.pre.onnx"))
+    except Exception as exc:  # its symbolic shape inference gives up on transformers' ALBERT graph
+        log.warning("quant_pre_process: %s; pre-processing again without symbolic shape inference", exc)
+        quant_pre_process(str(out / "model.onnx"), str(out / "model.pre.onnx"), skip_symbolic_shape=True)
+    finally:
+        os.chdir(here)
     quantize_dynamic(str(out / "model.pre.onnx"), str(int8), weight_type=QuantType.QInt8)
     return int8
 
