@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import types
-import unicodedata
 from pathlib import Path
 
 import numpy as np
