@@ -4,7 +4,7 @@ larger than the noise both runs measured."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Comparison", "compare", "MIN_NOISE", "MEMORY_TOLERANCE", "setting_key"]
@@ -14,7 +14,7 @@ MEMORY_TOLERANCE = 0.05  # peak memory is steady from run to run; more than 5% g
 _SETTING = ("format", "provider", "threads", "batch", "seq_len", "input_mode")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Comparison:
     file_name: str
     setting: dict[str, Any]
@@ -22,11 +22,11 @@ class Comparison:
     p90_ratio: float
     memory_ratio: float | None
     noise: float  # the relative change below which a difference is taken as noise
-    regression: bool
-    reasons: list[str] = field(default_factory=list)
+    reasons: tuple[str, ...] = ()  # why it is a regression; empty when it is none
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    @property
+    def regression(self) -> bool:
+        return bool(self.reasons)
 
 
 def setting_key(record: dict[str, Any]) -> tuple:
@@ -63,4 +63,4 @@ def _compare(new: dict[str, Any], old: dict[str, Any]) -> Comparison:
     if memory is not None and memory > 1 + MEMORY_TOLERANCE:
         reasons.append(f"peak memory {memory:.2f}x")
     return Comparison(file_name=new["file_name"], setting={k: new.get(k) for k in _SETTING}, p50_ratio=p50,
-                      p90_ratio=p90, memory_ratio=memory, noise=noise, regression=bool(reasons), reasons=reasons)
+                      p90_ratio=p90, memory_ratio=memory, noise=noise, reasons=tuple(reasons))
