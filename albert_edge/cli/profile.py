@@ -168,9 +168,7 @@ def _check_outputs(csv_path: Path | None, append_path: Path | None, force: bool)
     from ..profile.output import load_records
 
     if csv_path:
-        if csv_path.exists() and not csv_path.is_dir() and not force:
-            raise AlbertEdgeError(f"{csv_path} exists; pass --force to overwrite it")
-        check_new_file(csv_path, force=True, option="--csv")
+        check_new_file(csv_path, force=force, option="--csv")
     if append_path:
         check_new_file(append_path, force=True, option="--append")
         if append_path.exists() and append_path.stat().st_size:

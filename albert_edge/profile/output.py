@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AlbertEdgeError
-from ..files import atomic_write
+from ..files import atomic_write, check_new_file
 
 __all__ = ["flat", "write_csv", "append_jsonl", "load_records", "CSV_COLUMNS"]
 
@@ -42,9 +42,7 @@ def flat(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_csv(records: list[dict[str, Any]], path: str | os.PathLike, force: bool = False) -> Path:
-    path = Path(path)
-    if path.exists() and not force:
-        raise AlbertEdgeError(f"{path} exists; pass --force to overwrite it")
+    path = check_new_file(path, force=force, option="--csv")
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
     writer.writeheader()
