@@ -132,11 +132,7 @@ def _within_model(seq_lens: tuple[int, ...], inputs) -> tuple[tuple[int, ...], t
 def _check_out(out: Path, force: bool) -> None:
     """Refuse an --out that is a file, lies under a file, cannot be written or holds files
     (without ``force``), before any source is read or any directory is made."""
-    if out.exists() and not out.is_dir():
-        raise ReportError(f"--out {out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ReportError(f"--out {out} already holds files; pass --force to replace it")
-    check_output_dir(out, force=True)
+    check_output_dir(out, force)
 
 
 def _install(tmp: Path, out: Path) -> None:
