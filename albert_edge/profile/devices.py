@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..device import _read
 from ..errors import AlbertEdgeError
 
 __all__ = ["Device", "DEVICES", "UnknownDevice", "device", "parse_devices", "host_device"]
@@ -179,26 +180,16 @@ _ISA: tuple[tuple[str, float, float, float | None], ...] = (
 )
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
-    except OSError:
-        return set()
-    match = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.MULTILINE)
+def _cpu_flags(cpuinfo: str) -> set[str]:
+    match = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", cpuinfo, re.MULTILINE)
     return set(match.group(1).split()) if match else set()
 
 
-def _max_freq_ghz() -> float | None:
-    try:
-        khz = int(open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read().strip())
-        return khz / 1e6
-    except (OSError, ValueError):
-        pass
-    try:
-        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
-    except OSError:
-        return None
-    mhz = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", text, re.MULTILINE)]
+def _max_freq_ghz(cpuinfo: str) -> float | None:
+    khz = (_read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") or "").strip()
+    if khz.isdigit():
+        return int(khz) / 1e6
+    mhz = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo, re.MULTILINE)]
     return max(mhz) / 1e3 if mhz else None
 
 
@@ -231,8 +222,9 @@ def host_device(description: dict[str, Any] | None = None) -> Device:
         if row.board and row.board.lower() in board:
             return row
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (info.get("cpu_cores") or 1)
-    ghz = _max_freq_ghz() or 2.0
-    flags = _cpu_flags()
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    ghz = _max_freq_ghz(cpuinfo) or 2.0
+    flags = _cpu_flags(cpuinfo)
     isa, fp32, int8, fp16 = next((row for row in _ISA if row[0] in flags), ("unknown", 8, 16, None))
     return Device(
         name="host", title="this machine", cpu=f"{cores}x {info.get('cpu_model') or 'unknown CPU'} @ {ghz:.2f} GHz",
