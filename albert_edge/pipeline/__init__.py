@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import missing_root
+from ..errors import AlbertEdgeError
+from ..files import atomic_write, missing_root
 from .state import PipelineError, State, digest
 
 __all__ = ["PipelineOptions", "PipelineResult", "StepResult", "PipelineError", "run_pipeline", "STEPS",
@@ -208,7 +209,6 @@ def _run_step(name: str, model: _Model, options: PipelineOptions, state: State,
 def _in_manifest(model: _Model, outputs: dict[str, str], root: Path) -> bool:
     """Model files a step wrote must also be in the conversion's manifest with the same sha256."""
     from ..converters import manifest as manifest_io
-    from ..errors import AlbertEdgeError
 
     files = {Path(rel).name: sha for rel, sha in outputs.items()
              if (root / rel).parent == model.files and Path(rel).suffix in (".onnx", ".tflite")}
@@ -307,7 +307,6 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
 
 
 def _profile(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
-    from ..files import atomic_write
     from ..profile import ProfileSettings, profile
 
     files = _model_files(model)
