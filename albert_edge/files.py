@@ -83,16 +83,11 @@ def _disk_full(exc: Exception, directory: Path) -> bool:
     if "No space left" in text or "StorageFull" in text or "os error 28" in text:
         return True
     try:
-        stats = os.statvfs(_existing(Path(directory)))
+        root = missing_root(directory)
+        stats = os.statvfs(Path(directory) if root is None else root.parent)
     except OSError:
         return False
     return stats.f_bavail * stats.f_frsize < 64 * 1024
-
-
-def _existing(path: Path) -> Path:
-    while not path.exists() and path.parent != path:
-        path = path.parent
-    return path
 
 
 def _umask() -> int:
