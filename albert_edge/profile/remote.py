@@ -34,7 +34,7 @@ from ..converters.manifest import MANIFEST_NAME, sha256_of
 from ..runtime import format_of
 from ..tokenizer import find_spiece
 from .record import ProfileRecord
-from .runner import _RUNTIMES, _check_text
+from .runner import _RUNTIMES, _check_text, install_hint
 from .ssh import (CONNECT_TIMEOUT, Children, CommandFailed, RemoteError, SshHost, Target, last_line, parse_target,
                   tar_stream)
 
@@ -104,11 +104,6 @@ with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
                 out.write(block)
         os.replace(part, final)
 """
-
-
-def _install_hint(formats: set[str]) -> str:
-    extras = ",".join(sorted(formats))
-    return f"pip install 'albert-edge[{extras}]'"
 
 
 def profile_remote(hosts: Sequence[str], files: Sequence[str | Path], settings, *,
@@ -231,20 +226,20 @@ def _probe(machine: SshHost, remote_dir: str, formats: set[str]) -> dict[str, An
     except CommandFailed as exc:
         if exc.code == 127:
             raise RemoteError(f"{spec}: {python} is not there ({exc}); install Python 3 and albert-edge on the "
-                              f"device ({_install_hint(formats)}), or name its Python with --remote-python") from None
+                              f"device ({install_hint(formats)}), or name its Python with --remote-python") from None
         raise RemoteError(f"{spec}: checking albert-edge with {python} failed: {exc}") from None
     except (json.JSONDecodeError, IndexError):
         raise RemoteError(f"{spec}: {python} did not answer the albert-edge check") from None
     if state.get("albert_edge") is None:
         raise RemoteError(f"{spec}: albert-edge is not installed for {python} (Python {state.get('python')}) there: "
-                          f"run {_install_hint(formats)} on the device, or point --remote-python at the "
+                          f"run {install_hint(formats)} on the device, or point --remote-python at the "
                           "Python of the venv that has it")
     modules = state.get("modules", {})
     for fmt in sorted(formats):
-        needed, _ = _RUNTIMES[fmt]
+        needed = _RUNTIMES[fmt]
         if not any(modules.get(m) for m in needed):
             raise RemoteError(f"{spec}: albert-edge {state['albert_edge']} is there but cannot run .{fmt} files "
-                              f"({' or '.join(needed)} missing): run {_install_hint({fmt})} on the device")
+                              f"({' or '.join(needed)} missing): run {install_hint({fmt})} on the device")
     return state
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..converters.manifest import sha256_of
 from ..errors import AlbertEdgeError, RuntimeUnavailable
-from ..runtime import format_of, ort_providers
+from ..runtime import _TFLITE_INTERPRETERS, format_of, ort_providers
 from .inputs import model_limits
 from .record import ProfileRecord
 
@@ -29,9 +29,13 @@ log = logging.getLogger(__name__)
 __all__ = ["run_all", "plan", "Interrupted"]
 
 CHILD = "albert_edge.profile._child"
-# Which importable module runs each format (checked before any child starts).
-_RUNTIMES = {"onnx": (("onnxruntime",), "pip install 'albert-edge[onnx]'"),
-             "tflite": (("ai_edge_litert", "tflite_runtime", "tensorflow"), "pip install 'albert-edge[tflite]'")}
+# Which importable modules run each format (checked before any child starts): any one of them.
+_RUNTIMES = {"onnx": ("onnxruntime",), "tflite": tuple(m.split(".")[0] for m, _ in _TFLITE_INTERPRETERS)}
+
+
+def install_hint(formats: set[str]) -> str:
+    """The pip command that installs the runtimes for ``formats`` (the package's extras)."""
+    return f"pip install 'albert-edge[{','.join(sorted(formats))}]'"
 
 
 class Interrupted(Exception):
@@ -187,9 +191,9 @@ def _check_file(path: Path) -> str:
         raise RuntimeUnavailable(f"{path}: not a TFLite model (no TFL3 identifier)")
     if fmt == "onnx" and (not head or head[0] != 0x08):  # an ONNX ModelProto starts with ir_version (field 1)
         raise RuntimeUnavailable(f"{path}: not an ONNX model")
-    modules, install = _RUNTIMES[fmt]
+    modules = _RUNTIMES[fmt]
     if not any(importlib.util.find_spec(m) is not None for m in modules):
-        raise RuntimeUnavailable(f"{path}: running .{fmt} files needs {' or '.join(modules)} ({install})")
+        raise RuntimeUnavailable(f"{path}: running .{fmt} files needs {' or '.join(modules)} ({install_hint({fmt})})")
     return fmt
 
 
