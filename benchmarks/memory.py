@@ -61,12 +61,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def _memory() -> dict[str, float]:
     """VmHWM / VmRSS / Pss of this process in MiB."""
-    out = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS"):
-                out[key] = int(value.split()[0]) / 1024
+    from albert_edge.device import process_memory
+
+    mem = process_memory()
+    out = {"VmHWM": mem["peak_rss"] / 2**20, "VmRSS": mem["rss"] / 2**20}
     try:
         with open("/proc/self/smaps_rollup") as f:
             out["Pss"] = next(int(line.split()[1]) / 1024 for line in f if line.startswith("Pss:"))
