@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import device
 from ..errors import AlbertEdgeError, RuntimeUnavailable
-from ..runtime import Session
+from ..runtime import Session, _first_line
 from . import ops as ops_mod
 from .inputs import fixed_feeds, model_limits, text_feeds
 from .record import Memory, ProfileRecord
@@ -105,8 +105,8 @@ def _run(session: Session, feeds, job: dict[str, Any]):
         return session.run(feeds)
     except Exception as exc:  # the runtimes raise their own types; name the shape that failed
         shape = "x".join(str(d) for d in feeds["input_ids"].shape)
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AlbertEdgeError(f"{job['file_as_given']}: the model fails on input {shape} (batch x sequence): {text}")
+        raise AlbertEdgeError(f"{job['file_as_given']}: the model fails on input {shape} (batch x sequence): "
+                              f"{_first_line(exc)}")
 
 
 def _time_text(session: Session, feeds_list, job: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:
