@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from albert_edge.errors import ConfigError, ConversionError, OutputError, user_message
+from albert_edge.files import check_new_file
 from albert_edge.runtime import Session
 
 from .accuracy import AccuracyReport
@@ -122,13 +123,6 @@ def _check_out(out: Path, parent: Path, recipe: Recipe, force: bool) -> None:
                           f"{recipe.format} schemes write {recipe.format} files")
     if out.resolve() == parent.resolve():
         raise ConfigError(f"--out {out} is the fp32 file itself; choose another name")
-    if out.is_dir():
-        raise OutputError(f"--out {out} is a directory; give the file to write")
-    if out.exists() and not force:
-        raise OutputError(f"--out {out} already exists; pass --force to replace it")
-    if out.parent.exists() and not out.parent.is_dir():
-        raise OutputError(f"--out {out}: {out.parent} is a file, not a directory")
+    check_new_file(out, force)  # a directory, an existing file without --force, under a file, not writable
     if not out.parent.is_dir():
         raise OutputError(f"--out {out}: directory {out.parent} does not exist")
-    if not os.access(out.parent, os.W_OK | os.X_OK):
-        raise OutputError(f"--out {out}: directory {out.parent} is not writable")
