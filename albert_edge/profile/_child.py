@@ -23,7 +23,7 @@ from ..runtime import Session, _first_line
 from . import ops as ops_mod
 from .inputs import fixed_feeds, model_limits, text_feeds
 from .record import Memory, ProfileRecord
-from .stats import BLOCKS, SPREAD_WARN, latency, time_calls
+from .stats import BLOCKS, SPREAD_WARN, latency, spread, time_calls
 
 OPS_CALLS = 10  # runs traced by the per-operator profiler (after one that allocates)
 
@@ -147,10 +147,8 @@ def pass_spread(times: list[float], per_pass: int) -> float | None:
     passes = len(times) // per_pass
     if passes < 2:
         return None
-    blocks = np.array_split(np.asarray(times[: passes * per_pass]).reshape(passes, per_pass), min(passes, BLOCKS))
-    medians = np.array([np.median(b) for b in blocks])
-    middle = float(np.median(medians))
-    return float((medians.max() - medians.min()) / middle) if middle > 0 else None
+    return spread(np.array_split(np.asarray(times[: passes * per_pass]).reshape(passes, per_pass),
+                                 min(passes, BLOCKS)))
 
 
 def _ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:

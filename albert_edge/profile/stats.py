@@ -43,6 +43,11 @@ def block_spread(times_ms, blocks: int = BLOCKS) -> float | None:
     t = np.asarray(times_ms, dtype=np.float64)
     if t.size < 2 * blocks:
         return None
-    medians = np.array([np.median(b) for b in np.array_split(t, blocks)])
+    return spread(np.array_split(t, blocks))
+
+
+def spread(blocks) -> float | None:
+    """(max - min) / median of the medians of ``blocks``; None when that median is not positive."""
+    medians = np.array([np.median(b) for b in blocks])
     middle = float(np.median(medians))
     return float((medians.max() - medians.min()) / middle) if middle > 0 else None
