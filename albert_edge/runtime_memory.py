@@ -206,8 +206,9 @@ class CompiledTFLite:
             with _quiet_native_stderr():
                 self._model = CompiledModel.from_file(str(path), options=Options(cpu_options=cpu))
         except (ImportError, TypeError, ValueError, RuntimeError) as exc:
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise RuntimeUnavailable(f"{path}: LiteRT's CompiledModel cannot run it: {text}") from None
+            from .runtime import _first_line  # runtime imports this module
+
+            raise RuntimeUnavailable(f"{path}: LiteRT's CompiledModel cannot run it: {_first_line(exc)}") from None
         self._index = {name: i for i, name in enumerate(self._model.get_signature_list()[self._key]["inputs"])}
         self._shape: tuple[int, ...] | None = None
         self._buffers: tuple[dict, dict, dict[str, np.ndarray]] | None = None
