@@ -69,7 +69,7 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     there what it ran); ``name`` names the model. Bad input raises ReportError before anything is written."""
     step = on_step or (lambda _what: None)
     out = Path(out_dir)
-    _check_out(out, force)
+    check_output_dir(out, force)  # before any source is read or any directory is made
     step("read sources")
     inputs = gather([str(s) for s in sources], name)
     seq_lens, beyond = _within_model(tuple(seq_lens), inputs)
@@ -127,12 +127,6 @@ def _within_model(seq_lens: tuple[int, ...], inputs) -> tuple[tuple[int, ...], t
         raise ReportError(f"--seq-len {','.join(map(str, seq_lens))}: every length is above the model's maximum "
                           f"{longest} (max_position_embeddings)")
     return kept, tuple(n for n in seq_lens if n > longest)
-
-
-def _check_out(out: Path, force: bool) -> None:
-    """Refuse an --out that is a file, lies under a file, cannot be written or holds files
-    (without ``force``), before any source is read or any directory is made."""
-    check_output_dir(out, force)
 
 
 def _install(tmp: Path, out: Path) -> None:
