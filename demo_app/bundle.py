@@ -101,9 +101,16 @@ def make_bundle(opts: BundleOptions, on_step: Step | None = None) -> dict[str, A
         info = _build(opts, work, step)
         info["build_seconds"] = round(time.perf_counter() - start, 1)
         atomic_write(work / "bundle" / BUNDLE_FILE, json.dumps(info, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(work / "bundle", out)
+        aside = None
+        if out.exists():  # moved aside, not deleted, until the new bundle is in place
+            aside = work / "old-bundle"
+            os.replace(out, aside)
+        try:
+            os.replace(work / "bundle", out)
+        except BaseException:
+            if aside is not None:
+                os.replace(aside, out)
+            raise
     except BaseException:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
