@@ -88,8 +88,10 @@ os._exit(code if code >= 0 else 128 - code)  # killed by a signal: the shell's 1
 # temporary name of its own and renamed, so an interrupted copy never looks cached and two
 # copies of the same file at once (one device under two names) cannot mix.
 _RECEIVE = """
-import os, sys, tarfile
+import os, signal, sys, tarfile
 cache = sys.argv[1]
+for sig in (signal.SIGHUP, signal.SIGTERM):  # a dropped connection or a kill: unwind, remove the part file
+    signal.signal(sig, lambda *_, s=sig: sys.exit(128 + s))
 with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
     for member in tar:
         name = os.path.normpath(member.name)
@@ -99,10 +101,15 @@ with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
         os.makedirs(os.path.dirname(final), exist_ok=True)
         part = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.{os.getpid()}.part")
         src = tar.extractfile(member)
-        with open(part, "wb") as out:
-            for block in iter(lambda: src.read(1 << 20), b""):
-                out.write(block)
-        os.replace(part, final)
+        try:
+            with open(part, "wb") as out:
+                for block in iter(lambda: src.read(1 << 20), b""):
+                    out.write(block)
+            os.replace(part, final)
+        except BaseException:
+            if os.path.exists(part):
+                os.remove(part)
+            raise
 """
 
 
