@@ -1,0 +1,152 @@
+"""Real sentences at their own lengths against the same sentences padded to length buckets.
+
+A file exported with a dynamic sequence axis runs each sentence at its own length; every new
+length makes the runtime re-plan (onnxruntime's shape inference and arena, TFLite's tensor
+re-allocation). Bucketing (padding to the next power of two, masked) avoids most shape changes but
+computes on padding. Which costs more is measured here, not guessed: for each file, rounds of
+fresh child processes (one model each) alternate between
+
+    exact     each sentence at its own length, in corpus order (a new shape almost every call)
+    buckets   each sentence padded to the next power of two (>= --min-bucket), attention mask 0
+              on the padding, in corpus order
+
+and report the mean time per sentence and the ratio buckets/exact per round (median, range).
+Outputs at the real positions are compared too (padding is masked, so they agree to float
+rounding, not bit for bit).
+
+    python benchmarks/real_lengths.py model.int8.onnx model.int8.tflite --tokenizer spiece.model
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="+", type=Path, help="Model files (.onnx, .tflite) with a dynamic sequence axis.")
+    p.add_argument("--tokenizer", required=True, help="SentencePiece model (or a directory holding spiece.model).")
+    p.add_argument("--text", default="builtin", help="'builtin' or a UTF-8 text file of sentences.")
+    p.add_argument("--sentences", type=int, default=200, help="Sentences per pass.")
+    p.add_argument("--passes", type=int, default=3, help="Timed passes over the sentences per child (after one untimed).")
+    p.add_argument("--max-seq-len", type=int, default=128, help="Longer sentences are truncated.")
+    p.add_argument("--min-bucket", type=int, default=16, help="Smallest bucket length.")
+    p.add_argument("--threads", type=int, default=2, help="Runtime threads.")
+    p.add_argument("--rounds", type=int, default=3, help="Rounds of (exact, buckets) children, interleaved.")
+    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
+    p.add_argument("--child", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def bucket(length: int, smallest: int, largest: int) -> int:
+    """The next power of two >= ``length`` (at least ``smallest``, at most ``largest``)."""
+    size = smallest
+    while size < length:
+        size *= 2
+    return min(size, max(largest, length))
+
+
+def _padded(feeds: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+    pad = size - feeds["input_ids"].shape[1]
+    return {name: np.pad(value, ((0, 0), (0, pad))) for name, value in feeds.items()}  # ids 0 = <pad>, mask 0
+
+
+def child(args: argparse.Namespace) -> None:
+    from albert_edge.profile.inputs import text_feeds
+    from albert_edge.runtime import Session
+
+    mode, path = args.child[0], Path(args.child[1])
+    feeds_list, _ = text_feeds(args.text, args.tokenizer, args.sentences, args.max_seq_len)
+    lengths = [f["input_ids"].shape[1] for f in feeds_list]
+    if mode == "buckets":
+        feeds_list = [_padded(f, bucket(n, args.min_bucket, args.max_seq_len)) for f, n in zip(feeds_list, lengths)]
+    session = Session(path, num_threads=args.threads)
+    calls = [session.prepare(f) for f in feeds_list]
+    first = [call() for call in calls]  # one untimed pass: every shape seen once
+    clock = time.perf_counter_ns
+    per_pass = []
+    for _ in range(args.passes):
+        start = clock()
+        for call in calls:
+            call()
+        per_pass.append((clock() - start) / 1e6 / len(calls))
+    name = session.output_names[0]
+    real = [out[name][:, :n] for out, n in zip(first, lengths)]  # the real positions only
+    np.savez(os.environ["REAL_LENGTHS_OUT"], *real)
+    print(json.dumps({"ms_per_sentence": statistics.median(per_pass),
+                      "tokens_computed": sum(f["input_ids"].shape[1] for f in feeds_list),
+                      "tokens_real": sum(lengths), "shapes": len({f["input_ids"].shape for f in feeds_list})}))
+
+
+def _run_child(args: argparse.Namespace, mode: str, path: Path, out: Path) -> dict:
+    argv = [sys.executable, __file__, str(path), "--tokenizer", args.tokenizer, "--text", args.text,
+            "--sentences", str(args.sentences), "--passes", str(args.passes), "--max-seq-len", str(args.max_seq_len),
+            "--min-bucket", str(args.min_bucket), "--threads", str(args.threads), "--child", mode, str(path)]
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "REAL_LENGTHS_OUT": str(out)}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"{mode} {path}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
+    rows = []
+    for i, path in enumerate(args.files):
+        runs: dict[str, list[dict]] = {"exact": [], "buckets": []}
+        outs = {mode: tmp / f"{i}-{mode}.npz" for mode in runs}
+        for r in range(args.rounds):
+            for mode in (("exact", "buckets") if r % 2 == 0 else ("buckets", "exact")):
+                runs[mode].append(_run_child(args, mode, path, outs[mode]))
+            ratio = runs["buckets"][-1]["ms_per_sentence"] / runs["exact"][-1]["ms_per_sentence"]
+            print(f"{path.name} round {r + 1}/{args.rounds}: buckets/exact {ratio:.3f}", file=sys.stderr)
+        exact, padded = np.load(outs["exact"]), np.load(outs["buckets"])
+        diff = max(float(np.abs(exact[k] - padded[k]).max()) for k in exact.files)
+        ratios = [b["ms_per_sentence"] / e["ms_per_sentence"] for e, b in zip(runs["exact"], runs["buckets"])]
+        rows.append({
+            "file": str(path),
+            "exact_ms_per_sentence": round(statistics.median(r["ms_per_sentence"] for r in runs["exact"]), 3),
+            "buckets_ms_per_sentence": round(statistics.median(r["ms_per_sentence"] for r in runs["buckets"]), 3),
+            "ratio": round(statistics.median(ratios), 3), "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+            "padding_tokens_share": round(1 - runs["buckets"][0]["tokens_real"] / runs["buckets"][0]["tokens_computed"], 3),
+            "shapes_exact": runs["exact"][0]["shapes"], "shapes_buckets": runs["buckets"][0]["shapes"],
+            "max_abs_diff_real_positions": diff,
+        })
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.child:
+        child(args)
+        return 0
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="albert-lengths-") as tmp:
+        rows = measure(args, Path(tmp))
+    if args.json:
+        print(json.dumps({"setup": {k: v for k, v in vars(args).items() if k not in ("child", "files")}, "rows": rows},
+                         indent=2))
+        return 0
+    print(f"{'file':<28} {'exact ms':>9} {'buckets ms':>11} {'ratio':>6}  {'range':<12} {'padding':>8} "
+          f"{'shapes':>9}  max diff")
+    for row in rows:
+        lo, hi = row["ratio_range"]
+        print(f"{Path(row['file']).name:<28} {row['exact_ms_per_sentence']:>9.3f} {row['buckets_ms_per_sentence']:>11.3f} "
+              f"{row['ratio']:>6.3f}  {lo:.3f}-{hi:.3f}  {row['padding_tokens_share']:>7.1%} "
+              f"{row['shapes_exact']:>4}/{row['shapes_buckets']:<4}  {row['max_abs_diff_real_positions']:.2e}")
+    print(f"(mean per sentence, median of {args.rounds} rounds x {args.passes} passes, {args.threads} threads; "
+          "padding = share of computed tokens that are padding in buckets mode)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
