@@ -6,26 +6,29 @@ classic TFLite ``Interpreter`` (XNNPACK on by default) holds L packed copies: AL
 peaks at ~150 MiB for an 11.5 MiB file, fp32 at ~420 MiB for 44 MiB. XNNPACK's weight cache
 keys each packed weight by the file buffer it came from, so nodes that share a buffer share one
 packed copy. The classic ``Interpreter`` of ai-edge-litert offers no way to turn the cache on;
-LiteRT's ``CompiledModel`` does (``CpuOptions.xnnpack_weight_cache_path``), and with the
-in-memory cache (no file to manage) the same file peaks at ~75 MiB (int8) and ~117 MiB (fp32),
-with the same outputs bit for bit and the same speed (``benchmarks/memory.py``).
+LiteRT's CompiledModel does, with the in-memory cache (no file to manage): the same outputs bit
+for bit, at the same speed.
 
-Where the rest of an int8 ALBERT-base process goes (ai-edge-litert 2.3, x86-64, 2 threads, a
-call at 32 then at 128 tokens; /proc/self/smaps by mapping): Python and numpy 26 MiB; importing
-ai-edge-litert 13 MiB; loading 17 MiB (library pages, among them 3.8 MiB of the WebGPU
-accelerator that LiteRT's environment loads whatever the options, 2.3 MiB of the file mapping,
-~8 MiB of runtime structures); the weight cache 6.9 MiB (the int8 encoder weights, packed once;
-the file pages they came from are not kept resident); activations ~5 MiB more at 128 than at
-32. Reading the model from a buffer instead of the path costs 8.6 MiB more; XNNPACK's flags and
-LiteRT's environment options change nothing measurable.
+``CompiledTFLite`` runs CompiledModel through the C API of the ``libLiteRt.so`` that
+ai-edge-litert ships, with ctypes, rather than through ai-edge-litert's Python wrapper: the
+wrapper's modules and ``libpywrap_litert_common.so`` cost ~12 MiB, and its environment loads
+the WebGPU accelerator (3.8 MiB) even for a CPU run. The CPU options are LiteRT's TOML payload
+for the "xnnpack" identifier (``num_threads``, ``weight_cache_file_path``), the environment
+registers the CPU accelerator only (``kLiteRtEnvOptionTagAutoRegisterAccelerators``), and the
+signature is read with albert-edge's own flatbuffer reader, not ai-edge-litert's generated
+schema (4.2 MiB). Peak RSS of ALBERT-base int8 (2 threads, a call at 32 then at 128 tokens,
+``benchmarks/memory.py --routes session``): 80.4 MiB through the wrapper, ~55 MiB this way;
+what is left is Python and numpy (26 MiB), libLiteRt.so's pages (~5 MiB), the file's metadata
+pages (2.3 MiB), the weight cache (6.9 MiB: the int8 encoder weights, packed once) and
+activations and runtime structures. The profiler (``profile.tflite_ops``) uses the same class.
 
-``CompiledTFLite`` is the ``Session`` backend for that route. Device side: numpy and
-ai-edge-litert only.
+Device side: numpy and ai-edge-litert's ``libLiteRt.so`` only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes as C
 import importlib.util
 import logging
 import mmap
@@ -33,25 +36,39 @@ import os
 import platform
 import struct
 import sys
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
+from .converters import tflite_schema
 from .converters.graph import TensorSpec
 from .errors import RuntimeUnavailable
 
-__all__ = ["CompiledTFLite", "WEIGHT_CACHE", "available", "cpu_runs_compiled_model", "read_signature",
-           "output_shape"]
+__all__ = ["CompiledTFLite", "WEIGHT_CACHE", "available", "cpu_runs_compiled_model", "library_path",
+           "read_signature", "output_shape"]
 
 log = logging.getLogger(__name__)
 
 # XNNPACK's name for a weight cache that lives in anonymous memory rather than a file.
 WEIGHT_CACHE = ":memory"
 _SIGNATURE = "serving_default"
+_LIBRARY = "libLiteRt.so"
 # LiteRT's host-memory tensor buffers must start on this boundary, or it copies them.
 _ALIGN = 64
 _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "INT64": "int64",
            "INT8": "int8", "UINT8": "uint8", "INT16": "int16", "BOOL": "bool"}
+_TYPE_NAMES = {v: k for k, v in vars(tflite_schema.TensorType).items() if isinstance(v, int)}
+# LiteRtElementType (litert/c/litert_model_types.h): TFLite's TensorType numbering plus one.
+_ELEMENT_TYPES = {"float32": 1, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int16": 7, "int8": 9, "float16": 10}
+_CPU = 1  # kLiteRtHwAcceleratorCpu
+_AUTO_REGISTER_ACCELERATORS = 24  # kLiteRtEnvOptionTagAutoRegisterAccelerators (litert_environment_options.h)
+_ANY_INT = 2  # kLiteRtAnyTypeInt
+_STATUS = {1: "invalid argument", 2: "memory allocation failure", 3: "runtime failure", 4: "missing input tensor",
+           5: "unsupported", 6: "not found", 8: "wrong version", 500: "file I/O error", 501: "invalid flatbuffer",
+           502: "dynamic loading failed", 504: "compilation failed"}
 
 
 # On 64-bit Arm, LiteRT's CompiledModel (ai-edge-litert 2.3, aarch64 wheel) dies with SIGILL
@@ -83,50 +100,70 @@ def cpu_runs_compiled_model(machine: str | None = None, cpuinfo: str | None = No
     return _ARM_FEATURES <= features
 
 
-def available() -> bool:
-    """Whether LiteRT's CompiledModel (ai-edge-litert 2.x) is installed and runs on this CPU."""
+def library_path() -> Path | None:
+    """LiteRT's runtime library inside the installed ai-edge-litert, found without importing the
+    package (its Python wrappers are ~12 MiB of memory this route does not use); None when absent."""
     try:
-        installed = importlib.util.find_spec("ai_edge_litert.compiled_model") is not None
-    except ImportError:
-        installed = False
-    return installed and cpu_runs_compiled_model()
+        spec = importlib.util.find_spec("ai_edge_litert")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / _LIBRARY
+        if path.is_file():
+            return path
+    return None
+
+
+def available() -> bool:
+    """Whether LiteRT's CompiledModel (libLiteRt.so of ai-edge-litert 2.x) is installed and runs on this CPU."""
+    return library_path() is not None and cpu_runs_compiled_model()
 
 
 def read_signature(path: str | os.PathLike) -> tuple[str, list[TensorSpec], list[TensorSpec]] | None:
     """(signature key, inputs, outputs) of a .tflite file with their shape signatures (-1 where
-    dynamic), read from the flatbuffer through mmap so that only its few metadata pages are
-    touched; None when the file has no signature."""
-    from ai_edge_litert import schema_py_generated as schema
+    dynamic); None when the file has no signature."""
+    found = _read_signature(path)
+    return found and found[1:]
 
+
+def _read_signature(path: str | os.PathLike) -> tuple[int, str, list[TensorSpec], list[TensorSpec]] | None:
+    """(index, key, inputs, outputs) of the signature CompiledTFLite runs, read from the
+    flatbuffer through mmap so that only its few metadata pages are touched (the file is neither
+    read nor copied whole)."""
+    failure = None
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as raw:
-            if raw[4:8] != b"TFL3":
-                raise ValueError("no TFL3 identifier")
-            return _signature(schema, raw)
-    except (OSError, ValueError, IndexError, TypeError, struct.error, UnicodeDecodeError) as exc:
-        # Flatbuffer accessors read lazily: a damaged file fails wherever it is first touched.
-        raise RuntimeUnavailable(f"{path}: not a readable TFLite model ({type(exc).__name__}: {exc})") from None
+            try:
+                if raw[4:8] != b"TFL3":
+                    raise ValueError("no TFL3 identifier")
+                return _signature(tflite_schema.Model(raw, struct.unpack_from("<I", raw, 0)[0]))
+            except (ValueError, IndexError, TypeError, struct.error, UnicodeDecodeError) as exc:
+                # Flatbuffer accessors read lazily: a damaged file fails wherever it is first
+                # touched. The message is kept and the exception dropped here, so that nothing
+                # still points into the mapping when it is closed.
+                failure = f"{type(exc).__name__}: {exc}"
+    except (OSError, ValueError, BufferError) as exc:
+        failure = f"{type(exc).__name__}: {exc}"
+    raise RuntimeUnavailable(f"{path}: not a readable TFLite model ({failure})")
 
 
-def _signature(schema, raw) -> tuple[str, list[TensorSpec], list[TensorSpec]] | None:
-    types = {v: k for k, v in vars(schema.TensorType).items() if isinstance(v, int)}
-    model = schema.Model.GetRootAs(raw, 0)
+def _signature(model) -> tuple[int, str, list[TensorSpec], list[TensorSpec]] | None:
     keys = [model.SignatureDefs(i).SignatureKey().decode() for i in range(model.SignatureDefsLength())]
     if not keys:
         return None
-    key = _SIGNATURE if _SIGNATURE in keys else keys[0]
-    sig = model.SignatureDefs(keys.index(key))
+    index = keys.index(_SIGNATURE) if _SIGNATURE in keys else 0
+    sig = model.SignatureDefs(index)
     sub = model.Subgraphs(sig.SubgraphIndex())
 
     def spec(entry) -> TensorSpec:
         t = sub.Tensors(entry.TensorIndex())
         dims = t.ShapeSignatureAsNumpy() if not t.ShapeSignatureIsNone() else t.ShapeAsNumpy()
-        dims = () if isinstance(dims, int) else tuple(int(d) for d in dims)
-        return TensorSpec(name=entry.Name().decode(), dtype=_DTYPES.get(types.get(t.Type()), "?"), shape=dims)
+        dims = () if isinstance(dims, int) else tuple(int(d) for d in dims)  # no view of the file kept
+        return TensorSpec(name=entry.Name().decode(), dtype=_DTYPES.get(_TYPE_NAMES.get(t.Type()), "?"), shape=dims)
 
     inputs = [spec(sig.Inputs(i)) for i in range(sig.InputsLength())]
     outputs = [spec(sig.Outputs(i)) for i in range(sig.OutputsLength())]
-    return key, inputs, outputs
+    return index, keys[index], inputs, outputs
 
 
 def output_shape(spec: TensorSpec, feed_shape: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -146,22 +183,29 @@ def output_shape(spec: TensorSpec, feed_shape: tuple[int, ...]) -> tuple[int, ..
 
 
 @contextlib.contextmanager
-def _quiet_native_stderr():
-    """Keep LiteRT's C++ log off the terminal while it compiles: ~20 INFO/WARNING lines on every
-    load about accelerator and vendor-plugin discovery (GPU, NPU, OpenVINO) that a CPU run does
-    not use. Errors still arrive as exceptions; with DEBUG logging on, the lines are left alone."""
+def _native_log() -> Iterator[Callable[[], str]]:
+    """Keep LiteRT's C++ log off the terminal while it loads (INFO lines about the accelerators it
+    registers and the delegate it creates), and yield a function that returns its last ERROR or
+    WARNING line, the reason for a failed call. With DEBUG logging on, the log is left alone."""
     if log.isEnabledFor(logging.DEBUG):
-        yield
+        yield lambda: ""
         return
     sys.stderr.flush()
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield lambda: _last_problem(captured)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _last_problem(captured) -> str:
+    captured.flush()
+    captured.seek(0)
+    lines = captured.read().decode(errors="replace").splitlines()
+    return next((line.strip() for line in reversed(lines) if line.startswith(("ERROR", "WARNING"))), "")
 
 
 def _aligned(shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -173,10 +217,55 @@ def _aligned(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
+class _Any(C.Structure):  # LiteRtAny: a type tag, then an 8-byte union (int64 here)
+    _fields_ = [("type", C.c_int), ("value", C.c_int64)]
+
+
+class _EnvOption(C.Structure):  # LiteRtEnvOption: 24 bytes, value at offset 8
+    _fields_ = [("tag", C.c_int), ("value", _Any)]
+
+
+class _RankedType(C.Structure):  # LiteRtRankedTensorType: element type, then LiteRtLayout (72 bytes)
+    _fields_ = [("element_type", C.c_int), ("rank_bits", C.c_uint32), ("dims", C.c_int32 * 8),
+                ("strides", C.c_uint32 * 8)]
+
+
+_loaded: C.CDLL | None = None
+
+
+def _library() -> C.CDLL:
+    global _loaded
+    if _loaded is None:
+        path = library_path()
+        try:
+            _loaded = C.CDLL(str(path))
+            _loaded.LiteRtCompiledModelResizeInputTensorNonStrict  # noqa: B018 - absent before 2.x
+        except (OSError, AttributeError, TypeError) as exc:
+            _loaded = None
+            raise RuntimeUnavailable(f"{path}: not a LiteRT 2 runtime library ({exc})") from None
+    return _loaded
+
+
+def _release(lib: C.CDLL, owned: list[tuple[str, int]], buffers: list[int]) -> None:
+    """Destroy the tensor buffers, then the compiled model, model and environment (last made, first gone)."""
+    for handle in buffers:
+        lib.LiteRtDestroyTensorBuffer(C.c_void_p(handle))
+    buffers.clear()
+    if owned:
+        with _native_log():  # an INFO line per accelerator destroyed
+            while owned:
+                name, handle = owned.pop()
+                getattr(lib, name)(C.c_void_p(handle))
+
+
 class CompiledTFLite:
     """A .tflite file run by LiteRT's CompiledModel on the CPU with XNNPACK's in-memory weight
     cache: each weight packed once however many nodes read it. Inputs are resized to each feed's
     shape (batch, sequence), like the Interpreter's signature runner.
+
+    ``payloads`` adds LiteRT options as (identifier, TOML) pairs, e.g. the profiler's
+    ``(b"runtime_options_string", b"enable_profiling = true\\n")``. ``lib`` and ``compiled`` are
+    the C library and the LiteRtCompiledModel handle, for calls this class does not wrap.
 
     Raises RuntimeUnavailable when the file is not one this route can run safely (no signature,
     an output whose shape does not follow from the inputs', inputs of different shapes), so the
@@ -186,55 +275,111 @@ class CompiledTFLite:
     name = "ai_edge_litert"
     accelerator = "xnnpack"
 
-    def __init__(self, path: str | os.PathLike, num_threads: int | None = None):
+    def __init__(self, path: str | os.PathLike, num_threads: int | None = None,
+                 payloads: tuple[tuple[bytes, bytes], ...] = ()):
         if not available():
             raise RuntimeUnavailable("LiteRT's CompiledModel needs ai-edge-litert 2 or newer, and on Arm a CPU "
                                      "with the ARMv8.2 fp16 and dot-product extensions")
-        signature = read_signature(path)
+        signature = _read_signature(path)
         if signature is None:
             raise RuntimeUnavailable(f"{path}: no signature; CompiledModel runs signatures only")
-        self._key, self.inputs, self.outputs = signature
+        self._index, self._key, self.inputs, self.outputs = signature
         if len({len(s.shape) for s in self.inputs}) != 1 or any(
                 output_shape(s, (1,) * len(self.inputs[0].shape)) is None for s in self.outputs):
             raise RuntimeUnavailable(f"{path}: output shapes do not follow from the input shapes")
-        try:
-            from ai_edge_litert.compiled_model import CompiledModel
-            from ai_edge_litert.options import CpuOptions, Options
-
-            # An ai-edge-litert older than 2.3 has no weight-cache option (TypeError) or no options module.
-            cpu = CpuOptions(num_threads=int(num_threads or 0), xnnpack_weight_cache_path=WEIGHT_CACHE)
-            with _quiet_native_stderr():
-                self._model = CompiledModel.from_file(str(path), options=Options(cpu_options=cpu))
-        except (ImportError, TypeError, ValueError, RuntimeError) as exc:
-            from .runtime import _first_line  # runtime imports this module
-
-            raise RuntimeUnavailable(f"{path}: LiteRT's CompiledModel cannot run it: {_first_line(exc)}") from None
-        self._index = {name: i for i, name in enumerate(self._model.get_signature_list()[self._key]["inputs"])}
+        self.lib = _library()
+        owned: list[tuple[str, int]] = []
+        self._buffers: list[int] = []  # LiteRT tensor buffers over self._arrays
+        self._closer = weakref.finalize(self, _release, self.lib, owned, self._buffers)
+        cpu = f'weight_cache_file_path = "{WEIGHT_CACHE}"\n'
+        if num_threads:
+            cpu += f"num_threads = {int(num_threads)}\n"
+        with _native_log() as problem:
+            try:
+                self.compiled = self._compile(path, owned, ((b"xnnpack", cpu.encode()), *payloads))
+            except RuntimeUnavailable as exc:
+                self.close()
+                reason = problem()
+                raise RuntimeUnavailable(f"{path}: LiteRT's CompiledModel cannot run it: {exc}"
+                                         f"{f' ({reason})' if reason else ''}") from None
         self._shape: tuple[int, ...] | None = None
-        self._buffers: tuple[dict, dict, dict[str, np.ndarray]] | None = None
+        self._arrays: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        self._handles: tuple[C.Array, C.Array] | None = None
 
-    def _prepare(self, shape: tuple[int, ...]):
-        """Input and output buffers for feeds of ``shape``, re-made only when the shape changes."""
+    def call(self, function: str, *args) -> None:
+        """Call LiteRT's C ``function``; RuntimeUnavailable naming it when it does not return Ok."""
+        status = getattr(self.lib, function)(*args)
+        if status != 0:
+            raise RuntimeUnavailable(f"{function} failed ({_STATUS.get(status, 'status')} {status})")
+
+    def _compile(self, path, owned: list[tuple[str, int]], payloads) -> C.c_void_p:
+        """A compiled model of ``path`` on the CPU accelerator alone; each handle is recorded in
+        ``owned`` as soon as it exists, so a failure half way frees what was made."""
+        env, model, options, compiled = C.c_void_p(), C.c_void_p(), C.c_void_p(), C.c_void_p()
+        # Register the CPU accelerator only: no NPU or GPU discovery, no WebGPU library loaded.
+        cpu_only = (_EnvOption * 1)(_EnvOption(_AUTO_REGISTER_ACCELERATORS, _Any(_ANY_INT, _CPU)))
+        self.call("LiteRtCreateEnvironment", C.c_int(1), cpu_only, C.byref(env))
+        owned.append(("LiteRtDestroyEnvironment", env.value))
+        self.call("LiteRtCreateModelFromFile", env, os.fsencode(path), C.byref(model))
+        owned.append(("LiteRtDestroyModel", model.value))
+        self.call("LiteRtCreateOptions", C.byref(options))
+        try:
+            self.call("LiteRtSetOptionsHardwareAccelerators", options, C.c_int(_CPU))
+            libc = C.CDLL(None)
+            libc.strdup.restype, libc.strdup.argtypes = C.c_void_p, [C.c_char_p]
+            for identifier, toml in payloads:  # LiteRT frees each payload with free()
+                opaque = C.c_void_p()
+                self.call("LiteRtCreateOpaqueOptions", C.c_char_p(identifier), C.c_void_p(libc.strdup(toml)),
+                          C.cast(libc.free, C.c_void_p), C.byref(opaque))
+                self.call("LiteRtAddOpaqueOptions", options, opaque)
+            self.call("LiteRtCreateCompiledModel", env, model, options, C.byref(compiled))
+        finally:
+            self.lib.LiteRtDestroyOptions(options)
+        owned.append(("LiteRtDestroyCompiledModel", compiled.value))
+        return compiled
+
+    def _prepare(self, shape: tuple[int, ...]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Input and output arrays for feeds of ``shape``, with LiteRT buffers over them; re-made
+        only when the shape changes."""
         if shape != self._shape:
-            from ai_edge_litert.tensor_buffer import TensorBuffer
+            self._shape = None
+            _release(self.lib, [], self._buffers)
+            dims = (C.c_int * len(shape))(*shape)
+            for i in range(len(self.inputs)):
+                self.call("LiteRtCompiledModelResizeInputTensorNonStrict", self.compiled, C.c_size_t(self._index),
+                          C.c_size_t(i), dims, C.c_size_t(len(shape)))
+            ins = [_aligned(shape, s.dtype) for s in self.inputs]
+            outs = [_aligned(output_shape(s, shape), s.dtype) for s in self.outputs]
+            handles = [self._buffer(a) for a in ins], [self._buffer(a) for a in outs]
+            self._handles = tuple((C.c_void_p * len(h))(*h) for h in handles)
+            self._arrays, self._shape = (ins, outs), shape
+        return self._arrays
 
-            for name, i in self._index.items():
-                self._model.resize_input_tensor(i, list(shape), strict=False)
-            ins = {name: self._model.create_input_buffer_by_name(self._key, name) for name in self._index}
-            arrays = {s.name: _aligned(output_shape(s, shape), s.dtype) for s in self.outputs}
-            outs = {name: TensorBuffer.create_from_host_memory(a) for name, a in arrays.items()}
-            self._buffers, self._shape = (ins, outs, arrays), shape
-        return self._buffers
+    def _buffer(self, array: np.ndarray) -> int:
+        kind = _RankedType(element_type=_ELEMENT_TYPES[array.dtype.name], rank_bits=array.ndim)
+        kind.dims[:array.ndim] = array.shape
+        handle = C.c_void_p()
+        self.call("LiteRtCreateTensorBufferFromHostMemory", C.byref(kind), C.c_void_p(array.ctypes.data),
+                  C.c_size_t(array.nbytes), None, C.byref(handle))
+        self._buffers.append(handle.value)
+        return handle.value
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         shapes = {v.shape for v in feeds.values()}
         if len(shapes) != 1:
             raise ValueError(f"inputs must all have one shape; got {sorted(shapes)}")
-        ins, outs, arrays = self._prepare(shapes.pop())
-        for name, buffer in ins.items():
-            buffer.write(feeds[name])
-        self._model.run_by_name(self._key, ins, outs)
-        return {name: a.copy() for name, a in arrays.items()}
+        ins, outs = self._prepare(shapes.pop())
+        for spec, array in zip(self.inputs, ins):
+            array[...] = feeds[spec.name]
+        status = self.lib.LiteRtRunCompiledModel(self.compiled, C.c_size_t(self._index), C.c_size_t(len(ins)),
+                                                 self._handles[0], C.c_size_t(len(outs)), self._handles[1])
+        if status != 0:
+            raise RuntimeError(f"LiteRT's CompiledModel failed to run ({_STATUS.get(status, 'status')} {status})")
+        return {spec.name: a.copy() for spec, a in zip(self.outputs, outs)}
+
+    def close(self) -> None:
+        """Free LiteRT's objects now rather than when this object is collected."""
+        self._closer()
 
 
 def open_tflite(path: Path, num_threads: int | None):

@@ -7,8 +7,9 @@ C++), the Python ``CompiledModel`` cannot switch profiling on, ``profiling_info_
 ``tools/benchmark_litert_model.py`` times whole calls. The ``libLiteRt.so`` the wheel ships,
 however, exports LiteRT's C API with the profiler (``LiteRtCompiledModelGetProfiler``,
 ``LiteRtGetProfilerEvents``), and profiling is switched on by the runtime options payload
-(``enable_profiling = true``). This module calls that C API through ctypes: one CompiledModel on
-the CPU (XNNPACK, as ``Session`` runs the file), its profiler events read per call. Each event is
+(``enable_profiling = true``). This module calls that C API through ctypes, with the one class
+``Session`` runs .tflite files with (``runtime_memory.CompiledTFLite``: CPU, XNNPACK, the weight
+cache) plus the profiling payload, its profiler events read per call. Each event is
 a builtin kernel (tagged with the TFLite op name, node index in ``event_metadata1``) or an
 XNNPACK operator inside a delegated partition (tagged with XNNPACK's name, e.g. "Fully
 Connected (NC, QD8, F32, QC8W) GEMM"), in execution order.
@@ -21,7 +22,6 @@ comes from the execution order: the encoder's L layers run the same operators L 
 from __future__ import annotations
 
 import ctypes as C
-import mmap
 import os
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 from .. import runtime_memory
-from ..converters import tflite_schema
 from ..errors import RuntimeUnavailable
 from .inputs import _manifest
 
@@ -38,8 +37,6 @@ __all__ = ["tflite_breakdown", "SOURCE", "layer_blocks"]
 
 SOURCE = "LiteRT CompiledModel profiler (libLiteRt.so C API through ctypes)"
 TOP_NODES = 15
-_ELEMENT_TYPES = {"float32": 1, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int16": 7, "int8": 9, "float16": 10}
-_CPU = 1  # kLiteRtHwAcceleratorCpu
 _INVOKE_TAG = b"Invoke"
 _OPERATOR_EVENTS = (2, 4, 8)  # operator, delegate operator, delegate-profiled operator (tflite::Profiler::EventType)
 
@@ -54,101 +51,16 @@ class _Event(C.Structure):  # ProfiledEventData (litert/c/litert_profiler_event.
                 ("source", C.c_int)]
 
 
-class _RankedType(C.Structure):  # LiteRtRankedTensorType: element type, then LiteRtLayout (72 bytes)
-    _fields_ = [("element_type", C.c_int), ("rank_bits", C.c_uint32), ("dims", C.c_int32 * 8),
-                ("strides", C.c_uint32 * 8)]
+_PROFILING = (b"runtime_options_string", b"enable_profiling = true\n")
 
 
-def _library() -> C.CDLL:
-    if not runtime_memory.available():  # on an ARMv8.0 CPU (Raspberry Pi 4) CompiledModel dies with SIGILL
-        raise RuntimeUnavailable("LiteRT's CompiledModel, which the profiler belongs to, needs ai-edge-litert 2 "
-                                 "and, on Arm, a CPU with the ARMv8.2 fp16 and dot-product extensions")
-    import ai_edge_litert
-
-    path = Path(ai_edge_litert.__file__).parent / "libLiteRt.so"
-    try:
-        lib = C.CDLL(str(path))
-        lib.LiteRtCompiledModelGetProfiler  # noqa: B018 - absent in releases without the profiler
-    except (OSError, AttributeError):
-        raise RuntimeUnavailable(f"{path}: no LiteRT profiler C API in this ai-edge-litert") from None
-    return lib
-
-
-class _Profiled:
-    """One CompiledModel with profiling on, owning the C objects it made."""
-
-    def __init__(self, path: Path, threads: int | None):
-        self.lib = lib = _library()
-        self._keep: list[Any] = []
-        self._buffers: list[int] = []
-        self.env, self.model, options, self.compiled, self.profiler = (C.c_void_p() for _ in range(5))
-        self._call("LiteRtCreateEnvironment", 0, None, C.byref(self.env))
-        self._call("LiteRtCreateModelFromFile", self.env, str(path).encode(), C.byref(self.model))
-        self._call("LiteRtCreateOptions", C.byref(options))
-        self._call("LiteRtSetOptionsHardwareAccelerators", options, C.c_int(_CPU))
-        libc = C.CDLL(None)
-        libc.strdup.restype, libc.strdup.argtypes = C.c_void_p, [C.c_char_p]
-        payloads = [(b"runtime_options_string", b"enable_profiling = true\n")]
-        if threads:
-            payloads.append((b"xnnpack", f"num_threads = {int(threads)}\n".encode()))
-        for identifier, toml in payloads:  # each payload is freed by LiteRT with free()
-            opaque = C.c_void_p()
-            self._call("LiteRtCreateOpaqueOptions", C.c_char_p(identifier), C.c_void_p(libc.strdup(toml)),
-                       C.cast(libc.free, C.c_void_p), C.byref(opaque))
-            self._call("LiteRtAddOpaqueOptions", options, opaque)
-        self._call("LiteRtCreateCompiledModel", self.env, self.model, options, C.byref(self.compiled))
-        lib.LiteRtDestroyOptions(options)
-        self._call("LiteRtCompiledModelGetProfiler", self.compiled, C.byref(self.profiler))
-        if not self.profiler:
-            raise RuntimeUnavailable(f"{path}: LiteRT made no profiler for it")
-
-    def _call(self, name: str, *args) -> None:
-        status = getattr(self.lib, name)(*args)
-        if status != 0:
-            raise RuntimeUnavailable(f"LiteRT profiler: {name} failed (status {status})")
-
-    def buffers(self, arrays: list[np.ndarray]) -> C.Array:
-        """LiteRT tensor buffers over these (64-byte aligned) arrays, kept alive with them."""
-        handles = []
-        for array in arrays:
-            kind = _RankedType(element_type=_ELEMENT_TYPES[array.dtype.name], rank_bits=array.ndim)
-            kind.dims[:array.ndim] = array.shape
-            handle = C.c_void_p()
-            self._call("LiteRtCreateTensorBufferFromHostMemory", C.byref(kind), C.c_void_p(array.ctypes.data),
-                       C.c_size_t(array.nbytes), None, C.byref(handle))
-            handles.append(handle.value)
-        self._keep += arrays
-        self._buffers += handles
-        return (C.c_void_p * len(handles))(*handles)
-
-    def events(self) -> list[tuple[bytes, int, int, int]]:
-        """(tag, event type, microseconds, node index) of every event since the last reset."""
-        count = C.c_int()
-        self._call("LiteRtGetNumProfilerEvents", self.profiler, C.byref(count))
-        events = (_Event * count.value)()
-        self._call("LiteRtGetProfilerEvents", self.profiler, count, events)
-        return [(e.tag or b"?", e.event_type, e.elapsed_us, e.metadata1) for e in events]
-
-    def close(self) -> None:
-        for handle in self._buffers:
-            self.lib.LiteRtDestroyTensorBuffer(C.c_void_p(handle))
-        for name, handle in (("LiteRtDestroyCompiledModel", self.compiled), ("LiteRtDestroyModel", self.model),
-                             ("LiteRtDestroyEnvironment", self.env)):
-            if handle:
-                getattr(self.lib, name)(handle)
-
-
-def _aligned(value: np.ndarray) -> np.ndarray:
-    out = runtime_memory._aligned(value.shape, value.dtype.name)  # LiteRT's host buffers: 64-byte aligned
-    out[...] = value
-    return out
-
-
-def _signature_index(path: Path, key: str) -> int:
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as raw:
-        model = tflite_schema.Model.GetRootAs(raw)
-        keys = [model.SignatureDefs(i).SignatureKey() for i in range(model.SignatureDefsLength())]
-    return keys.index(key.encode()) if key.encode() in keys else 0
+def _events(session: runtime_memory.CompiledTFLite, profiler: C.c_void_p) -> list[tuple[bytes, int, int, int]]:
+    """(tag, event type, microseconds, node index) of every event since the last reset."""
+    count = C.c_int()
+    session.call("LiteRtGetNumProfilerEvents", profiler, C.byref(count))
+    events = (_Event * count.value)()
+    session.call("LiteRtGetProfilerEvents", profiler, count, events)
+    return [(e.tag or b"?", e.event_type, e.elapsed_us, e.metadata1) for e in events]
 
 
 def tflite_breakdown(path: str | os.PathLike, threads: int | None, feeds: dict[str, np.ndarray],
@@ -157,35 +69,26 @@ def tflite_breakdown(path: str | os.PathLike, threads: int | None, feeds: dict[s
     ``path`` run on ``feeds`` (int32 ids), in ms per call: the mean of each operator over
     ``calls`` profiled calls after one unprofiled call that allocates."""
     path = Path(path)
-    signature = runtime_memory.read_signature(path)
-    if signature is None:
-        raise RuntimeUnavailable(f"{path}: no signature; LiteRT's CompiledModel runs signatures only")
-    key, inputs, outputs = signature
-    shape = next(iter(feeds.values())).shape
-    out_shapes = [runtime_memory.output_shape(s, shape) for s in outputs]
-    if any(s is None for s in out_shapes):
-        raise RuntimeUnavailable(f"{path}: output shapes do not follow from the input shapes")
-    session = _Profiled(path, threads)
+    if not runtime_memory.available():  # on an ARMv8.0 CPU (Raspberry Pi 4) CompiledModel dies with SIGILL
+        raise RuntimeUnavailable("LiteRT's CompiledModel, which the profiler belongs to, needs ai-edge-litert 2 "
+                                 "and, on Arm, a CPU with the ARMv8.2 fp16 and dot-product extensions")
+    session = runtime_memory.CompiledTFLite(path, threads, payloads=(_PROFILING,))
     try:
-        index = _signature_index(path, key)
-        for i, spec in enumerate(inputs):
-            dims = (C.c_int * len(shape))(*shape)
-            session._call("LiteRtCompiledModelResizeInputTensorNonStrict", session.compiled, C.c_size_t(index),
-                          C.c_size_t(i), dims, C.c_size_t(len(shape)))
-        ins = session.buffers([_aligned(np.asarray(feeds[s.name], dtype=s.dtype)) for s in inputs])
-        outs = session.buffers([_aligned(np.zeros(sh, dtype=s.dtype)) for s, sh in zip(outputs, out_shapes)])
-
-        def run() -> None:
-            session._call("LiteRtRunCompiledModel", session.compiled, C.c_size_t(index), C.c_size_t(len(inputs)), ins,
-                          C.c_size_t(len(outputs)), outs)
-
-        run()  # allocates and packs weights: not profiled
-        session._call("LiteRtResetProfiler", session.profiler)
-        session._call("LiteRtStartProfiler", session.profiler)
+        profiler = C.c_void_p()
+        try:
+            session.call("LiteRtCompiledModelGetProfiler", session.compiled, C.byref(profiler))
+        except AttributeError:
+            raise RuntimeUnavailable(f"{runtime_memory.library_path()}: no LiteRT profiler C API in this "
+                                     "ai-edge-litert") from None
+        if not profiler:
+            raise RuntimeUnavailable(f"{path}: LiteRT made no profiler for it")
+        session.run(feeds)  # allocates and packs weights: not profiled
+        session.call("LiteRtResetProfiler", profiler)
+        session.call("LiteRtStartProfiler", profiler)
         for _ in range(calls):
-            run()
-        session._call("LiteRtStopProfiler", session.profiler)
-        events = session.events()
+            session.run(feeds)
+        session.call("LiteRtStopProfiler", profiler)
+        events = _events(session, profiler)
     finally:
         session.close()
     return summarize(events, _layer_config(path))
