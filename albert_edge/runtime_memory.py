@@ -68,7 +68,8 @@ _AUTO_REGISTER_ACCELERATORS = 24  # kLiteRtEnvOptionTagAutoRegisterAccelerators 
 _ANY_INT = 2  # kLiteRtAnyTypeInt
 _STATUS = {1: "invalid argument", 2: "memory allocation failure", 3: "runtime failure", 4: "missing input tensor",
            5: "unsupported", 6: "not found", 8: "wrong version", 500: "file I/O error", 501: "invalid flatbuffer",
-           502: "dynamic loading failed", 504: "compilation failed"}
+           502: "dynamic loading failed", 504: "compilation failed",
+           1000: "index out of range"}
 
 
 # On 64-bit Arm, LiteRT's CompiledModel (ai-edge-litert 2.3, aarch64 wheel) dies with SIGILL
@@ -185,8 +186,8 @@ def output_shape(spec: TensorSpec, feed_shape: tuple[int, ...]) -> tuple[int, ..
 @contextlib.contextmanager
 def _native_log() -> Iterator[Callable[[], str]]:
     """Keep LiteRT's C++ log off the terminal while it loads (INFO lines about the accelerators it
-    registers and the delegate it creates), and yield a function that returns its last ERROR or
-    WARNING line, the reason for a failed call. With DEBUG logging on, the log is left alone."""
+    registers and the delegate it creates), and yield a function that returns its first ERROR
+    line, the reason for a failed call. With DEBUG logging on, the log is left alone."""
     if log.isEnabledFor(logging.DEBUG):
         yield lambda: ""
         return
@@ -195,17 +196,17 @@ def _native_log() -> Iterator[Callable[[], str]]:
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            yield lambda: _last_problem(captured)
+            yield lambda: _first_error(captured)
         finally:
             os.dup2(saved, 2)
             os.close(saved)
 
 
-def _last_problem(captured) -> str:
-    captured.flush()
+def _first_error(captured) -> str:
+    """The first ERROR line: the cause (later ones say what failed because of it)."""
     captured.seek(0)
     lines = captured.read().decode(errors="replace").splitlines()
-    return next((line.strip() for line in reversed(lines) if line.startswith(("ERROR", "WARNING"))), "")
+    return next((line.removeprefix("ERROR:").strip() for line in lines if line.startswith("ERROR")), "")
 
 
 def _aligned(shape: tuple[int, ...], dtype: str) -> np.ndarray:

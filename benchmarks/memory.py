@@ -6,7 +6,10 @@ falls on every route alike. Routes:
 
     tflite-interpreter   the classic ai-edge-litert Interpreter, XNNPACK on (packs per node)
     tflite-no-xnnpack    the classic Interpreter without XNNPACK (reference kernels)
-    tflite-compiled      LiteRT CompiledModel + XNNPACK in-memory weight cache (weights once)
+    tflite-compiled      LiteRT CompiledModel + XNNPACK in-memory weight cache (weights once), through
+                         libLiteRt.so's C API (albert_edge.runtime_memory.CompiledTFLite)
+    tflite-wrapper       the same CompiledModel and options through ai-edge-litert's Python wrapper
+                         (what runtime_memory used before: the wrapper's own memory and speed)
     onnx                 onnxruntime, as albert_edge.runtime opens it
     onnx-no-prepack      the same with session.disable_prepacking=1
     onnx-plain           onnxruntime with its default optimizations (how a peer's file is run)
@@ -18,6 +21,7 @@ first route of the same file, so a route that is lean but wrong shows at once.
 
     python benchmarks/memory.py out/model.int8.tflite out/model.tflite --rounds 3
     python benchmarks/memory.py out/model.int8.onnx --routes onnx onnx-no-prepack --seq-lens 32 128
+    python benchmarks/memory.py out/model.int8.tflite --routes session tflite-wrapper --rounds 5
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 ROUTES = {
-    ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-no-xnnpack", "session"),
+    ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-wrapper", "tflite-no-xnnpack", "session"),
     ".onnx": ("onnx", "onnx-no-prepack", "onnx-plain", "session"),
     "": ("pytorch",),  # a checkpoint directory
 }
@@ -98,6 +102,8 @@ def _open(route: str, path: Path, threads: int):
         from albert_edge.runtime_memory import CompiledTFLite
 
         return CompiledTFLite(path, threads).run
+    if route == "tflite-wrapper":
+        return _wrapper(path, threads)
     if route in ("tflite-interpreter", "tflite-no-xnnpack"):
         from albert_edge.runtime import Session
 
@@ -119,6 +125,39 @@ def _open(route: str, path: Path, threads: int):
                                    disabled_optimizers=disabled)
     names = [o.name for o in session.get_outputs()]
     return lambda feeds: dict(zip(names, session.run(names, {k: v.astype(np.int64) for k, v in feeds.items()})))
+
+
+def _wrapper(path: Path, threads: int):
+    """ai-edge-litert's Python CompiledModel with the options CompiledTFLite gives the C API;
+    input buffers managed by LiteRT, outputs into aligned host memory, both re-made per shape."""
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.options import CpuOptions, Options
+    from ai_edge_litert.tensor_buffer import TensorBuffer
+
+    from albert_edge import runtime_memory
+
+    key, _, outputs = runtime_memory.read_signature(path)
+    cpu = CpuOptions(num_threads=threads, xnnpack_weight_cache_path=runtime_memory.WEIGHT_CACHE)
+    model = CompiledModel.from_file(str(path), options=Options(cpu_options=cpu))
+    names = model.get_signature_list()[key]["inputs"]
+    made: dict[tuple, tuple] = {}
+
+    def run(feeds):
+        shape = next(iter(feeds.values())).shape
+        if shape not in made:
+            made.clear()
+            for i in range(len(names)):
+                model.resize_input_tensor(i, list(shape), strict=False)
+            arrays = {s.name: runtime_memory._aligned(runtime_memory.output_shape(s, shape), s.dtype) for s in outputs}
+            made[shape] = ({n: model.create_input_buffer_by_name(key, n) for n in names},
+                           {n: TensorBuffer.create_from_host_memory(a) for n, a in arrays.items()}, arrays)
+        ins, outs, arrays = made[shape]
+        for n, buffer in ins.items():
+            buffer.write(feeds[n])
+        model.run_by_name(key, ins, outs)
+        return {n: a.copy() for n, a in arrays.items()}
+
+    return run
 
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")

@@ -1,9 +1,12 @@
-"""albert_edge.runtime_memory: TFLite files through LiteRT's CompiledModel with XNNPACK's weight
-cache, each shared weight packed once, with the same outputs as the classic Interpreter."""
+"""albert_edge.runtime_memory: TFLite files through LiteRT's CompiledModel (libLiteRt.so's C API)
+with XNNPACK's weight cache, each shared weight packed once, with the same outputs as the classic
+Interpreter, and none of ai-edge-litert's Python wrapper in the process."""
 
 from __future__ import annotations
 
+import ctypes
 import json
+import struct
 import subprocess
 import sys
 import textwrap
@@ -156,6 +159,64 @@ def test_runs_with_no_torch_and_no_tensorflow(albert_file, run_blocked):
         print("ok")
     """)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+
+
+def test_only_the_runtime_library_is_loaded(albert_file):
+    """The route loads libLiteRt.so alone: no ai-edge-litert Python module, no pybind library
+    (~12 MiB), no WebGPU accelerator (3.8 MiB), and XNNPACK's in-memory weight cache is in use."""
+    code = textwrap.dedent(f"""
+        import json, sys
+        import numpy as np
+        from albert_edge.runtime import Session
+
+        s = Session({str(albert_file)!r}, num_threads=1)
+        ids = np.ones((1, 8), np.int32)
+        s.run({{"input_ids": ids, "attention_mask": ids, "token_type_ids": 0 * ids}})
+        maps = open("/proc/self/maps").read()
+        print(json.dumps({{"weights_once": s.weights_once,
+                          "modules": sorted(m for m in sys.modules if m.startswith("ai_edge_litert")),
+                          "libraries": sorted({{l.split("/")[-1] for l in maps.splitlines() if "LiteRt" in l
+                                               or "litert" in l}}),
+                          "weight_cache": "memfd:XNNPack" in maps}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got == {"weights_once": True, "modules": [], "libraries": ["libLiteRt.so"], "weight_cache": True}, got
+    assert "INFO" not in done.stderr, done.stderr  # LiteRT's load log kept off the terminal
+
+
+def test_a_load_litert_refuses_is_one_line_with_its_reason(albert_file, tmp_path, capfd):
+    """An operator version no runtime has: LiteRT's reason in one RuntimeUnavailable, its log
+    kept off the terminal, Session falls back to the Interpreter (which refuses it too)."""
+    from albert_edge.converters import tflite_schema
+
+    data = bytearray(albert_file.read_bytes())
+    model = tflite_schema.Model.GetRootAs(bytes(data))
+    codes = [model.OperatorCodes(i) for i in range(model.OperatorCodesLength())]
+    version_at = next(c._at(2) for c in codes if c._at(2))  # the first operator with a stored version
+    struct.pack_into("<i", data, version_at, 99)
+    bad = tmp_path / "v99.tflite"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(RuntimeUnavailable, match=r"LiteRtCreateCompiledModel failed .*version '99'") as caught:
+        runtime_memory.CompiledTFLite(bad, 1)
+    assert str(caught.value).startswith(f"{bad}: ") and "\n" not in str(caught.value)
+    assert capfd.readouterr().err == ""
+    assert runtime_memory.open_tflite(bad, 1) is None
+    with pytest.raises(RuntimeUnavailable, match="version '99'"):
+        Session(bad, num_threads=1)
+
+
+def test_a_failed_call_is_named(albert_file):
+    session = runtime_memory.CompiledTFLite(albert_file, 1)
+    dims = (ctypes.c_int * 2)(1, 4)
+    with pytest.raises(RuntimeUnavailable, match=r"LiteRtCompiledModelResizeInputTensorNonStrict failed "
+                                                 r"\(index out of range 1000\)"):
+        session.call("LiteRtCompiledModelResizeInputTensorNonStrict", session.compiled, ctypes.c_size_t(99),
+                     ctypes.c_size_t(0), dims, ctypes.c_size_t(2))
+    assert session.run(_feeds(1, 4))["last_hidden_state"].shape == (1, 4, 16)
+    session.close()
+    session.close()  # closing twice is harmless
 
 
 @pytest.mark.parametrize("shape, feed, want", [
