@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,7 @@ from .tflite_islands import drop_unused, float_islands, run_in_float
 from .tflite_model import Model, load, op_inputs, pack
 from .tflite_sharing import full_range_tables, share_input_ranges, share_tied_table
 
-__all__ = ["build", "rebuild_model"]
+__all__ = ["build", "rebuild_model", "Form"]
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,23 @@ def rebuild_model(source: ModelFile):
     return select_outputs(model, source.output_names)  # the outputs the parent was converted with
 
 
+@dataclass(frozen=True)
+class Form:
+    """How the rewrites lay out the graph where a scheme leaves a choice; the defaults run best on
+    ai-edge-litert (benchmarks/tflite_int8_forms.py compares them).
+
+    ``attention_in_float``: the attention's two BATCH_MATMULs (scores and context, products of two
+    activations, no weights) run in float, with their inputs dequantized. XNNPACK delegates no
+    int8 BATCH_MATMUL, so in int8 they fall back to LiteRT's builtin kernel, which on
+    ai-edge-litert 2.3 took two thirds of an int8-full call at 128 tokens; in float XNNPACK runs
+    them, and the scores keep more than 8 bits.
+    """
+
+    attention_in_float: bool = True
+
+
 def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
-          calibration: Sequence[Batch] = ()) -> Built:
+          calibration: Sequence[Batch] = (), form: Form = Form()) -> Built:
     from albert_edge.converters import tflite as exporter
 
     if recipe.representative and not calibration:
@@ -91,7 +107,7 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
     def run(converter) -> bytes:
         _configure(converter, recipe, per_channel, calibration)
         flatbuffer = converter.convert()
-        return _rewrite(flatbuffer, recipe, notes, originals, compat)
+        return _rewrite(flatbuffer, recipe, notes, originals, compat, form)
 
     flatbuffer = exporter.convert(model, seq_len=config.seq_len or source.seq_len, run_converter=run,
                                   runtime=TFLITE_RUNTIME_LAST if compat else None)
@@ -140,7 +156,7 @@ def _missing_kernels(model: Model) -> set[int]:
 
 
 def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: list[np.ndarray],
-             compat: bool = False) -> bytes:
+             compat: bool = False, form: Form = Form()) -> bytes:
     if not recipe.rewrites:
         return flatbuffer
     model = load(flatbuffer)
@@ -156,14 +172,17 @@ def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: lis
                          f"the converter's second copy ({', '.join(dropped)}) was dropped")
     if recipe.float_islands:
         missing = _missing_kernels(model) if compat else set()
-        count = run_in_float(model, float_islands(model) | missing, originals)
+        count = run_in_float(model, float_islands(model, form.attention_in_float) | missing, originals)
         notes.append(f"{count} ops run in float: LayerNorm statistics and the attention-mask path "
-                     "(cast, -10000 bias, scaled scores, masked softmax)"
+                     "(cast, -10000 bias, scaled scores, masked softmax"
+                     + (", the score and context products)" if form.attention_in_float else ")")
                      + (f", and {len(missing)} int16 ops tflite-runtime 2.14 has no kernel for "
                         "(GELU, int16 x int16 FULLY_CONNECTED)" if missing else ""))
     if recipe.share_input_ranges:
         dropped = share_input_ranges(model, originals)
-        notes.append("the layer applications of each shared weight read one input range (the union of "
-                     f"their calibrated ranges), so each integer bias is stored once ({dropped} copies dropped)")
+        notes.append("the layer applications of each shared weight read one input range and write one output "
+                     "range (the unions of their calibrated ranges), so each integer bias is stored once "
+                     f"({dropped} copies dropped) and a runtime that packs the weight once computes every "
+                     "application right")
     drop_unused(model)
     return pack(model)

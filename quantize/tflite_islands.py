@@ -40,12 +40,16 @@ _ELEMENTWISE = {"SUB", "MUL", "ADD", "RSQRT", "SQUARED_DIFFERENCE", "MEAN", "DIV
 _PASS_THROUGH = {"QUANTIZE", "DEQUANTIZE"}  # walked through, never made float themselves
 
 
-def float_islands(model: Model) -> set[int]:
-    """Indices of the ops to run in float (see the module docstring)."""
+def float_islands(model: Model, attention_products: bool = True) -> set[int]:
+    """Indices of the ops to run in float (see the module docstring); ``attention_products``
+    adds the attention's BATCH_MATMULs (scores and context, no weights)."""
     ops = model.graph.operators
     index = {id(op): i for i, op in enumerate(ops)}
     consumers = model.consumers()
     island: set[int] = set()
+    if attention_products:
+        island.update(i for i, op in enumerate(ops) if model.op_name(op) == "BATCH_MATMUL"
+                      and all(model.constant(t) is None for t in op_inputs(op)))
     mask = model.input_index("attention_mask")
     stack = [mask] if mask is not None else []
     seen: set[int] = set()
