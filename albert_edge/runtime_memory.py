@@ -43,7 +43,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .converters import tflite_schema
 from .converters.graph import TensorSpec
 from .errors import RuntimeUnavailable
 
@@ -60,7 +59,6 @@ _LIBRARY = "libLiteRt.so"
 _ALIGN = 64
 _DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "INT32": "int32", "INT64": "int64",
            "INT8": "int8", "UINT8": "uint8", "INT16": "int16", "BOOL": "bool"}
-_TYPE_NAMES = {v: k for k, v in vars(tflite_schema.TensorType).items() if isinstance(v, int)}
 # LiteRtElementType (litert/c/litert_model_types.h): TFLite's TensorType numbering plus one.
 _ELEMENT_TYPES = {"float32": 1, "int32": 2, "uint8": 3, "int64": 4, "bool": 6, "int16": 7, "int8": 9, "float16": 10}
 _CPU = 1  # kLiteRtHwAcceleratorCpu
@@ -68,8 +66,7 @@ _AUTO_REGISTER_ACCELERATORS = 24  # kLiteRtEnvOptionTagAutoRegisterAccelerators 
 _ANY_INT = 2  # kLiteRtAnyTypeInt
 _STATUS = {1: "invalid argument", 2: "memory allocation failure", 3: "runtime failure", 4: "missing input tensor",
            5: "unsupported", 6: "not found", 8: "wrong version", 500: "file I/O error", 501: "invalid flatbuffer",
-           502: "dynamic loading failed", 504: "compilation failed",
-           1000: "index out of range"}
+           502: "dynamic loading failed", 504: "compilation failed", 1000: "index out of range"}
 
 
 # On 64-bit Arm, LiteRT's CompiledModel (ai-edge-litert 2.3, aarch64 wheel) dies with SIGILL
@@ -131,14 +128,17 @@ def _read_signature(path: str | os.PathLike) -> tuple[int, str, list[TensorSpec]
     """(index, key, inputs, outputs) of the signature CompiledTFLite runs, read from the
     flatbuffer through mmap so that only its few metadata pages are touched (the file is neither
     read nor copied whole)."""
+    from .converters import tflite_schema  # here, not at the top: an ONNX Session never needs it
+
     failure = None
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as raw:
             try:
                 if raw[4:8] != b"TFL3":
                     raise ValueError("no TFL3 identifier")
-                return _signature(tflite_schema.Model(raw, struct.unpack_from("<I", raw, 0)[0]))
-            except (ValueError, IndexError, TypeError, struct.error, UnicodeDecodeError) as exc:
+                # Model(...) over the mapping itself: Model.GetRootAs would copy the whole file.
+                return _signature(tflite_schema, tflite_schema.Model(raw, struct.unpack_from("<I", raw, 0)[0]))
+            except (ValueError, IndexError, TypeError, AttributeError, struct.error, UnicodeDecodeError) as exc:
                 # Flatbuffer accessors read lazily: a damaged file fails wherever it is first
                 # touched. The message is kept and the exception dropped here, so that nothing
                 # still points into the mapping when it is closed.
@@ -148,7 +148,8 @@ def _read_signature(path: str | os.PathLike) -> tuple[int, str, list[TensorSpec]
     raise RuntimeUnavailable(f"{path}: not a readable TFLite model ({failure})")
 
 
-def _signature(model) -> tuple[int, str, list[TensorSpec], list[TensorSpec]] | None:
+def _signature(schema, model) -> tuple[int, str, list[TensorSpec], list[TensorSpec]] | None:
+    types = {v: k for k, v in vars(schema.TensorType).items() if isinstance(v, int)}
     keys = [model.SignatureDefs(i).SignatureKey().decode() for i in range(model.SignatureDefsLength())]
     if not keys:
         return None
@@ -160,7 +161,7 @@ def _signature(model) -> tuple[int, str, list[TensorSpec], list[TensorSpec]] | N
         t = sub.Tensors(entry.TensorIndex())
         dims = t.ShapeSignatureAsNumpy() if not t.ShapeSignatureIsNone() else t.ShapeAsNumpy()
         dims = () if isinstance(dims, int) else tuple(int(d) for d in dims)  # no view of the file kept
-        return TensorSpec(name=entry.Name().decode(), dtype=_DTYPES.get(_TYPE_NAMES.get(t.Type()), "?"), shape=dims)
+        return TensorSpec(name=entry.Name().decode(), dtype=_DTYPES.get(types.get(t.Type()), "?"), shape=dims)
 
     inputs = [spec(sig.Inputs(i)) for i in range(sig.InputsLength())]
     outputs = [spec(sig.Outputs(i)) for i in range(sig.OutputsLength())]
