@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -217,6 +218,26 @@ def test_a_failed_call_is_named(albert_file):
     assert session.run(_feeds(1, 4))["last_hidden_state"].shape == (1, 4, 16)
     session.close()
     session.close()  # closing twice is harmless
+
+
+def test_the_signature_is_read_without_copying_the_file(shared_file):
+    """Only the flatbuffer's metadata is read: a whole-file copy (Model.GetRootAs) would add the
+    file's size to the peak of every load, 44 MiB for ALBERT-base fp32."""
+    tracemalloc.start()
+    try:
+        key, inputs, outputs = runtime_memory.read_signature(shared_file)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert key == "serving_default" and sorted(s.name for s in inputs) == sorted(INPUTS)
+    assert {s.name: s.shape for s in outputs} == {"last_hidden_state": (-1, -1, WIDTH), "pooler_output": (-1, WIDTH)}
+    assert shared_file.stat().st_size > 4 * 2**20 and peak < 2**20, peak
+
+
+def test_without_ai_edge_litert_the_route_is_declined(albert_file, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)  # as if not installed
+    assert runtime_memory.library_path() is None and not runtime_memory.available()
+    assert runtime_memory.open_tflite(albert_file, 1) is None
 
 
 @pytest.mark.parametrize("shape, feed, want", [
