@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import runtime_memory
+from . import runtime_memory, runtime_onnx
 from .tflite_check import check_tflite
 from .converters.graph import TensorSpec
 from .errors import RuntimeUnavailable
@@ -150,12 +150,6 @@ def _cast(value: np.ndarray, spec: TensorSpec) -> np.ndarray:
     return np.ascontiguousarray(value)
 
 
-# onnxruntime's fused SkipLayerNormalization kernel took 0.28 ms per ALBERT-base layer where the
-# Add + LayerNormalization it replaces take 0.08 ms (onnxruntime 1.31, x86, 2 threads, int8 and
-# fp32 files alike), so that one fusion is left out.
-_ORT_DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
-
-
 class _OnnxBackend:
     name = "onnxruntime"
 
@@ -167,20 +161,12 @@ class _OnnxBackend:
             raise RuntimeUnavailable(
                 "running .onnx files needs onnxruntime (pip install 'albert-edge[onnx]')"
             ) from None
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        if num_threads:
-            options.intra_op_num_threads = int(num_threads)
-            options.inter_op_num_threads = 1
-        if ops_trace is not None:
-            options.enable_profiling = True
-            options.profile_file_prefix = str(ops_trace)
+        options = runtime_onnx.session_options(ort, path, num_threads, provider, ops_trace)
         providers = ort_providers(provider, ort.get_available_providers())
         self._profiling = ops_trace is not None
         try:
             self._session = ort.InferenceSession(str(path), options, providers=providers,
-                                                 disabled_optimizers=_ORT_DISABLED_OPTIMIZERS)
+                                                 disabled_optimizers=runtime_onnx.DISABLED_OPTIMIZERS)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {_first_line(exc)}") from None
         self.accelerator = self._session.get_providers()[0]

@@ -1,0 +1,248 @@
+"""How Session opens .onnx files for a small process (albert_edge.runtime_onnx), and files whose
+graph onnxruntime optimized offline (albert_edge.quantize.ort_optimize): real onnxruntime
+sessions on a tiny int8 ALBERT."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+from albert_edge.errors import AlbertEdgeError, ConversionError  # noqa: E402
+from albert_edge.runtime import Session  # noqa: E402
+from albert_edge.runtime_onnx import OPTIMIZED_KEY, optimized_by, read_metadata, session_options  # noqa: E402
+
+FUSED = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}  # what int8 MatMuls become in onnxruntime
+
+
+@pytest.fixture(scope="module")
+def int8(tmp_path_factory):
+    """A small ALBERT (G=2 < L=4) converted to ONNX and quantized int8-dynamic."""
+    torch = pytest.importorskip("torch")
+    from albert_edge.converters.export import convert
+    from albert_edge.model import build_model
+    from albert_edge.quantize import QuantizeConfig, quantize
+
+    from .quantize.conftest import small_config
+
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("ort-memory")
+    convert(build_model(small_config(), "base"), out / "fp32", targets=("onnx",), seq_len=8)
+    quantize(out / "fp32" / "model.onnx", QuantizeConfig("int8-dynamic", eval_samples=2, seq_len=8),
+             out / "model.int8.onnx")
+    return out / "model.int8.onnx"
+
+
+@pytest.fixture(scope="module")
+def optimized(int8, tmp_path_factory):
+    from albert_edge.quantize.ort_optimize import optimize_for_onnxruntime
+
+    return optimize_for_onnxruntime(int8, tmp_path_factory.mktemp("optimized") / "model.int8.onnx")
+
+
+def _feeds(seq: int, batch: int = 2) -> dict[str, np.ndarray]:
+    ids = np.random.default_rng(seq).integers(5, 400, size=(batch, seq))
+    mask = np.ones_like(ids)
+    mask[-1, seq // 2:] = 0
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+
+
+def _options(session: Session):
+    return session._backend._session.get_session_options()
+
+
+def _model(path, **metadata):
+    """A one-node ONNX model with ``metadata`` in its metadata_props."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    helper.set_model_props(model, metadata)
+    onnx.save(model, str(path))
+    return path
+
+
+# -- the metadata reader ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("metadata", [{}, {"a": "1"}, {OPTIMIZED_KEY: "1.31.1", "producer note": "ünïcode"}])
+def test_read_metadata_gives_what_onnx_wrote(tmp_path, metadata):
+    assert read_metadata(_model(tmp_path / "m.onnx", **metadata)) == metadata
+
+
+def test_read_metadata_reads_what_the_quantizer_wrote(int8):
+    assert read_metadata(int8) == {p.key: p.value for p in onnx.load(str(int8)).metadata_props}
+    assert optimized_by(int8) is None
+
+
+@pytest.mark.parametrize("damage", [
+    lambda raw: b"",
+    lambda raw: raw[: len(raw) // 2],  # the graph field runs past the end
+    lambda raw: b"\xff" * 64,  # a varint that never ends
+    lambda raw: b"\x0f" + raw,  # wire type 7 does not exist
+    lambda raw: b"TFL3" + raw,
+], ids=["empty", "truncated", "endless-varint", "bad-wire-type", "tflite-header"])
+def test_read_metadata_of_a_damaged_file_is_empty(tmp_path, damage):
+    raw = _model(tmp_path / "good.onnx", **{OPTIMIZED_KEY: "1"}).read_bytes()
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(damage(raw))
+    assert read_metadata(path) == {}
+    assert read_metadata(tmp_path / "missing.onnx") == {}
+
+
+def test_read_metadata_skips_the_graph_instead_of_reading_it(tmp_path, monkeypatch):
+    """A 4 MB initializer: the reader's reads add up to a few hundred bytes, not the file."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((1024, 1024), dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1024, 1024])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1024, 1024])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    helper.set_model_props(model, {OPTIMIZED_KEY: "x"})
+    path = tmp_path / "big.onnx"
+    onnx.save(model, str(path))
+    read = []
+    real_open = open
+
+    class Counting:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            data = self.f.read(n)
+            read.append(len(data))
+            return data
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    import albert_edge.runtime_onnx as module
+
+    monkeypatch.setattr(module, "open", lambda *a, **k: Counting(real_open(*a, **k)), raising=False)
+    assert read_metadata(path) == {OPTIMIZED_KEY: "x"}
+    assert 0 < sum(read) < 1024 < path.stat().st_size // 1000
+
+
+# -- the session options --------------------------------------------------------------------------
+
+def test_session_keeps_no_memory_pattern_and_optimizes_a_plain_file(int8):
+    session = Session(int8, num_threads=1)
+    options = _options(session)
+    assert options.enable_mem_pattern is False
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert options.intra_op_num_threads == 1
+
+
+def test_session_opens_an_optimized_file_with_the_optimizers_off(optimized):
+    options = _options(Session(optimized, num_threads=1))
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    assert options.enable_mem_pattern is False
+
+
+@pytest.mark.parametrize("provider", ["cuda", "tensorrt", "CUDAExecutionProvider"])
+def test_other_providers_optimize_an_optimized_file_again(optimized, provider):
+    """Another provider fuses for its own kernels: the CPU graph is only a starting point there."""
+    options = session_options(ort, optimized, 1, provider)
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert session_options(ort, optimized, 1, "cpu").graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+
+
+@pytest.mark.parametrize("seq", [1, 8, 33])
+def test_session_outputs_equal_the_raw_runtime_with_its_defaults(int8, seq):
+    """Session's options change memory, not results: onnxruntime's own defaults give the same."""
+    raw = ort.InferenceSession(str(int8), providers=["CPUExecutionProvider"])
+    feeds = _feeds(seq)
+    want = raw.run(None, feeds)
+    got = Session(int8, num_threads=1).run(feeds)
+    for name, value in zip([o.name for o in raw.get_outputs()], want):
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5)
+
+
+# -- optimizing offline ----------------------------------------------------------------------------
+
+def test_optimized_file_is_fused_marked_and_gives_the_same_outputs(int8, optimized):
+    source, model = onnx.load(str(int8)), onnx.load(str(optimized))
+    ops = {n.op_type for n in model.graph.node}
+    assert FUSED & ops and not FUSED & {n.op_type for n in source.graph.node}
+    assert len(model.graph.node) < len(source.graph.node)
+    assert optimized_by(optimized) == ort.__version__
+    kept = {p.key: p.value for p in source.metadata_props}
+    assert {k: v for k, v in read_metadata(optimized).items() if k != OPTIMIZED_KEY} == kept
+    a, b = Session(int8, num_threads=1), Session(optimized, num_threads=1)
+    for seq in (1, 8, 40):
+        feeds = _feeds(seq)
+        want, got = a.run(feeds), b.run(feeds)
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_optimized_file_stores_each_weight_once(int8, optimized):
+    from albert_edge.converters.weights import analyze, read_file
+
+    before, after = analyze(read_file(int8)), analyze(read_file(optimized))
+    assert not after.duplicates
+    assert after.stored_bytes <= before.stored_bytes * 1.005 + 64 * 1024
+    assert after.stored_bytes >= before.stored_bytes * 0.95  # the weights are all still there
+
+
+def test_optimizing_an_optimized_file_keeps_one_mark(optimized, tmp_path):
+    from albert_edge.quantize.ort_optimize import optimize_for_onnxruntime
+
+    again = optimize_for_onnxruntime(optimized, tmp_path / "again.onnx")
+    keys = [p.key for p in onnx.load(str(again)).metadata_props]
+    assert keys.count(OPTIMIZED_KEY) == 1
+
+
+def test_optimize_refuses_an_existing_output_unless_forced(int8, tmp_path):
+    from albert_edge.quantize.ort_optimize import optimize_for_onnxruntime
+
+    out = tmp_path / "mine.onnx"
+    out.write_bytes(b"a user's file")
+    with pytest.raises(AlbertEdgeError, match="exists"):
+        optimize_for_onnxruntime(int8, out)
+    assert out.read_bytes() == b"a user's file"
+    optimize_for_onnxruntime(int8, out, force=True)
+    assert optimized_by(out) == ort.__version__
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, "no such file"),
+    (b"\x08\x07garbage that is no model", "onnxruntime cannot load it"),
+])
+def test_optimize_a_bad_source_gives_one_line_and_no_file(tmp_path, content, says):
+    from albert_edge.quantize.ort_optimize import optimize_for_onnxruntime
+
+    src = tmp_path / "bad.onnx"
+    if content is not None:
+        src.write_bytes(content)
+    with pytest.raises(ConversionError, match=says) as caught:
+        optimize_for_onnxruntime(src, tmp_path / "out.onnx")
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "out.onnx").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["bad.onnx"] if content is not None else [])
+
+
+def test_the_checks_catch_a_file_that_is_not_the_source(int8, tmp_path):
+    """The parity check is real: another model's file in place of the optimized one fails it."""
+    import torch
+
+    from albert_edge.converters.export import convert
+    from albert_edge.model import build_model
+    from albert_edge.quantize.ort_optimize import _problems
+
+    from .quantize.conftest import small_config
+
+    torch.manual_seed(1)
+    convert(build_model(small_config(), "base"), tmp_path / "other", targets=("onnx",), seq_len=8)
+    problems = _problems(int8, tmp_path / "other" / "model.onnx", 8, 1)
+    assert any("differs from the source's" in p for p in problems), problems
