@@ -10,17 +10,26 @@ LiteRT's CompiledModel does, with the in-memory cache (no file to manage): the s
 for bit, at the same speed.
 
 ``CompiledTFLite`` runs CompiledModel through the C API of the ``libLiteRt.so`` that
-ai-edge-litert ships, with ctypes, rather than through ai-edge-litert's Python wrapper: the
-wrapper's modules and ``libpywrap_litert_common.so`` cost ~12 MiB, and its environment loads
-the WebGPU accelerator (3.8 MiB) even for a CPU run. The CPU options are LiteRT's TOML payload
-for the "xnnpack" identifier (``num_threads``, ``weight_cache_file_path``), the environment
-registers the CPU accelerator only (``kLiteRtEnvOptionTagAutoRegisterAccelerators``), and the
-signature is read with albert-edge's own flatbuffer reader, not ai-edge-litert's generated
-schema (4.2 MiB). Peak RSS of ALBERT-base int8 (2 threads, a call at 32 then at 128 tokens,
-``benchmarks/memory.py --routes session``): 80.4 MiB through the wrapper, ~55 MiB this way;
-what is left is Python and numpy (26 MiB), libLiteRt.so's pages (~5 MiB), the file's metadata
-pages (2.3 MiB), the weight cache (6.9 MiB: the int8 encoder weights, packed once) and
-activations and runtime structures. The profiler (``profile.tflite_ops``) uses the same class.
+ai-edge-litert ships, with ctypes, rather than through ai-edge-litert's Python wrapper, whose
+modules and ``libpywrap_litert_common.so`` cost ~12 MiB (the wrapper's environment also loads
+the 3.8 MiB WebGPU accelerator for a CPU run). The CPU options are LiteRT's TOML payload for the
+"xnnpack" identifier (``num_threads``, ``weight_cache_file_path``); the environment registers
+the CPU accelerator only (``kLiteRtEnvOptionTagAutoRegisterAccelerators``: no NPU or GPU
+discovery); the signature is read with albert-edge's own flatbuffer reader over an mmap, not
+ai-edge-litert's generated schema (4.2 MiB). The profiler (``profile.tflite_ops``) uses the same
+class.
+
+Peak RSS, ALBERT-base, 2 threads, a call at 16, 32 then 128 tokens (``python
+benchmarks/memory.py model.int8.tflite model.tflite --routes session tflite-wrapper
+tflite-interpreter --seq-lens 16 32 128``, ai-edge-litert 2.3, x86-64): int8 63.9 MiB (the same
+CompiledModel through the Python wrapper 76.4, and 80.4 with the generated schema as well; the
+classic Interpreter 148.4), fp32 92.5 MiB (104.9; 410.1), same outputs bit for bit, p50 within
+2% of the wrapper's at every length. Where the int8 process's memory goes: Python and numpy
+26 MiB; albert-edge's imports 2 MiB and the benchmark's own ~5 MiB; libLiteRt.so's pages
+~5 MiB; 2.3 MiB of the file (2 MiB of it the word-embedding table, touched by LiteRT's model
+loading whatever the madvise); the weight cache 6.9 MiB (the int8 encoder weights, packed
+once); ~8 MiB of runtime structures and ~5 MiB of activations at 128 tokens. glibc's malloc settings change it by 1.4 MiB at most
+(``M_MMAP_THRESHOLD``; ``MALLOC_ARENA_MAX=1``: nothing), too little for a process-wide setting.
 
 Device side: numpy and ai-edge-litert's ``libLiteRt.so`` only.
 """
