@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes as C
+import functools
 import importlib.util
 import logging
 import mmap
@@ -241,20 +242,15 @@ class _RankedType(C.Structure):  # LiteRtRankedTensorType: element type, then Li
                 ("strides", C.c_uint32 * 8)]
 
 
-_loaded: C.CDLL | None = None
-
-
+@functools.cache  # loaded once per process; a failure is not cached
 def _library() -> C.CDLL:
-    global _loaded
-    if _loaded is None:
-        path = library_path()
-        try:
-            _loaded = C.CDLL(str(path))
-            _loaded.LiteRtCompiledModelResizeInputTensorNonStrict  # noqa: B018 - absent before 2.x
-        except (OSError, AttributeError, TypeError) as exc:
-            _loaded = None
-            raise RuntimeUnavailable(f"{path}: not a LiteRT 2 runtime library ({exc})") from None
-    return _loaded
+    path = library_path()
+    try:
+        lib = C.CDLL(str(path))
+        lib.LiteRtCompiledModelResizeInputTensorNonStrict  # noqa: B018 - absent before LiteRT 2
+    except (OSError, AttributeError, TypeError) as exc:
+        raise RuntimeUnavailable(f"{path}: not a LiteRT 2 runtime library ({exc})") from None
+    return lib
 
 
 def _release(lib: C.CDLL, owned: list[tuple[str, int]], buffers: list[int]) -> None:
