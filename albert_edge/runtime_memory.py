@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 
 # XNNPACK's name for a weight cache that lives in anonymous memory rather than a file.
 WEIGHT_CACHE = ":memory"
+# What XNNPACK names the memfd that holds that cache (ai-edge-litert 2.3), as /proc/self/maps shows it.
+_CACHE_MAPPING = "XNNPack in-memory weight cache"
 _SIGNATURE = "serving_default"
 _LIBRARY = "libLiteRt.so"
 # LiteRT's host-memory tensor buffers must start on this boundary, or it copies them.
@@ -213,6 +215,15 @@ def _native_log() -> Iterator[Callable[[], str]]:
             os.close(saved)
 
 
+def _weight_caches() -> int | None:
+    """How many mappings of XNNPACK's in-memory weight cache this process holds (None: no /proc)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return sum(_CACHE_MAPPING in line for line in maps)
+    except OSError:
+        return None
+
+
 def _first_error(captured) -> str:
     """The first ERROR line: the cause (later ones say what failed because of it)."""
     captured.seek(0)
@@ -301,6 +312,7 @@ class CompiledTFLite:
         cpu = f'weight_cache_file_path = "{WEIGHT_CACHE}"\n'
         if num_threads:
             cpu += f"num_threads = {int(num_threads)}\n"
+        caches = _weight_caches()
         with _native_log() as problem:
             try:
                 self.compiled = self._compile(path, owned, ((b"xnnpack", cpu.encode()), *payloads))
@@ -309,6 +321,10 @@ class CompiledTFLite:
                 reason = problem()
                 raise RuntimeUnavailable(f"{path}: LiteRT's CompiledModel cannot run it: {exc}"
                                          f"{f' ({reason})' if reason else ''}") from None
+        if caches is not None and _weight_caches() == caches:
+            # A LiteRT that does not know the option ignores it and packs per node.
+            self.close()
+            raise RuntimeUnavailable(f"{path}: XNNPACK's weight cache did not turn on (ai-edge-litert older than 2.3?)")
         self._shape: tuple[int, ...] | None = None
         self._arrays: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
         self._handles: tuple[C.Array, C.Array] | None = None

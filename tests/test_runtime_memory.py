@@ -234,6 +234,16 @@ def test_the_signature_is_read_without_copying_the_file(shared_file):
     assert shared_file.stat().st_size > 4 * 2**20 and peak < 2**20, peak
 
 
+def test_the_route_is_declined_when_the_weight_cache_is_off(albert_file, monkeypatch):
+    """A LiteRT that ignores the cache option would pack per node while Session reported
+    weights_once: the route checks that the cache's memory exists and declines otherwise."""
+    monkeypatch.setattr(runtime_memory, "WEIGHT_CACHE", "")  # no cache asked for
+    with pytest.raises(RuntimeUnavailable, match="weight cache did not turn on"):
+        runtime_memory.CompiledTFLite(albert_file, 1)
+    assert runtime_memory.open_tflite(albert_file, 1) is None
+    assert not Session(albert_file, num_threads=1).weights_once
+
+
 def test_without_ai_edge_litert_the_route_is_declined(albert_file, monkeypatch):
     monkeypatch.setitem(sys.modules, "ai_edge_litert", None)  # as if not installed
     assert runtime_memory.library_path() is None and not runtime_memory.available()
