@@ -204,9 +204,14 @@ def _native_log() -> Iterator[Callable[[], str]]:
     if log.isEnabledFor(logging.DEBUG):
         yield lambda: ""
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+        captured, saved = tempfile.TemporaryFile(), os.dup(2)
+    except (OSError, ValueError):  # no stderr (a daemon), or nowhere to hold its lines: leave them be
+        yield lambda: ""
+        return
+    with captured:
         os.dup2(captured.fileno(), 2)
         try:
             yield lambda: _first_error(captured)

@@ -187,6 +187,23 @@ def test_only_the_runtime_library_is_loaded(albert_file):
     assert "INFO" not in done.stderr, done.stderr  # LiteRT's load log kept off the terminal
 
 
+def test_runs_with_no_stderr(albert_file):
+    """A service started with stderr closed: LiteRT's log has nowhere to go and the route still loads."""
+    code = textwrap.dedent(f"""
+        import os
+        import numpy as np
+        from albert_edge.runtime import Session
+
+        os.close(2)
+        s = Session({str(albert_file)!r}, num_threads=1)
+        ids = np.ones((1, 3), np.int32)
+        out = s.run({{"input_ids": ids, "attention_mask": ids, "token_type_ids": 0 * ids}})
+        print(s.weights_once, out["last_hidden_state"].shape)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["True", "(1,", "3,", "16)"], (done.stdout, done.returncode)
+
+
 def test_a_load_litert_refuses_is_one_line_with_its_reason(albert_file, tmp_path, capfd):
     """An operator version no runtime has: LiteRT's reason in one RuntimeUnavailable, its log
     kept off the terminal, Session falls back to the Interpreter (which refuses it too)."""
