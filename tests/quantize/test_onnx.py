@@ -98,6 +98,23 @@ def test_per_channel_or_per_tensor_scales(workdir, per_channel):
     assert all((s.size > 1) == per_channel for s in scales)
 
 
+@pytest.mark.parametrize("scheme,fused", [("int8-dynamic", True), ("fp16", False)])
+def test_int8_dynamic_runs_each_attention_as_one_node(workdir, scheme, fused):
+    """int8-dynamic files compute attention in onnxruntime's MultiHeadAttention, one node per
+    layer application reading the int8 Q, K, V products; fp16 keeps the exporter's graph."""
+    result = quantize(workdir / "model.onnx", QuantizeConfig(scheme, **TEXT), workdir / "q.onnx")
+    assert result.check.ok
+    graph = onnx.load(str(workdir / "q.onnx")).graph
+    ops = [n.op_type for n in graph.node]
+    assert ops.count("MultiHeadAttention") == (4 if fused else 0)  # L = 4
+    assert ops.count("Softmax") == (0 if fused else 4)
+    producers = {o: n.op_type for n in graph.node for o in n.output}
+    for node in graph.node:
+        if node.op_type == "MultiHeadAttention":
+            # each of Q, K, V: (int8 product -> Cast -> Mul by scales) + bias
+            assert all(producers[i] == "Add" for i in node.input[:3])
+
+
 def test_onnxruntime_alone_breaks_the_tied_table_and_the_check_says_so(workdir):
     """quantize_dynamic turns the tied decoder's Gemm(transB=1) into a MatMul by transposing the
     shared initializer in place: the embedding Gather then reads a transposed table."""
