@@ -1,5 +1,7 @@
 """Which int8 TFLite form runs best, and on which interpreter: candidate files of one model timed
-in fresh processes, interleaved, with ratios to the first file and the per-op-type profile of each.
+in fresh processes, interleaved, with ratios to the first file. `albert-edge profile FILE --ops`
+gives the time per operator of each (LiteRT's profiler: XNNPACK operators by their XNNPACK name,
+ops left to LiteRT's builtin kernels by their TFLite name).
 
 Routes (each file x route in its own child process, ``--rounds`` times, interleaved, so load from
 other processes falls on every one alike):
@@ -18,6 +20,15 @@ file's cosine to the first file's, so a form that is fast but wrong shows at onc
     python benchmarks/tflite_int8_forms.py a.tflite b.tflite --routes interpreter session tf --seq-lens 32 128
 
 Timings on a shared machine are noisy: quote ratios from one run, never figures from two.
+
+What it showed (ALBERT-base shape, ai-edge-litert 2.3, x86-64, 2 threads): the converter's
+int8-full form, whose attention products are int8 BATCH_MATMULs, runs ~3x slower than
+int8-dynamic on ai-edge-litert (XNNPACK delegates no int8 BATCH_MATMUL; LiteRT's builtin kernel
+took two thirds of the call) while TensorFlow's interpreter runs it fast (and, there, 0.84 cosine
+to the other routes). With the products in float, int8-full runs as fast as int8-dynamic on every
+route. Graph variants of int8-dynamic (Q/K/V as one FULLY_CONNECTED, the 1/sqrt(d) scale on the
+queries, LayerNorm subtracting its mean once) changed its p50 by less than the noise (+-3%):
+the file is bound by its FULLY_CONNECTED products (~72% of a call, near the CPU's int8 peak).
 """
 
 from __future__ import annotations
@@ -42,7 +53,9 @@ ROUTES = ("interpreter", "session", "tf")
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("files", nargs="*", type=Path, help="The .tflite files to compare (the first is the reference).")
+    p.add_argument("files", nargs="*", type=Path,
+                   help="The .tflite files to compare; the first is the reference of the ratios and cosines "
+                        "(with --build alone: DIR/model.tflite).")
     p.add_argument("--build", type=Path, metavar="DIR",
                    help="Make the candidate forms from DIR/model.tflite first and compare them (after FILES).")
     p.add_argument("--tokenizer", help="spiece.model for --build's calibration text (default: the checkpoint's).")
@@ -179,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         child(args)
         return 0
     files = list(args.files)
-    if args.build:
-        files += build(args.build, args.tokenizer, args.calibration, args.samples)
+    if args.build:  # alone, the fp32 parent first: ratios and cosines against it
+        files = (files or [args.build / "model.tflite"]) + build(args.build, args.tokenizer, args.calibration,
+                                                                   args.samples)
     if not files:
         raise SystemExit("give .tflite files, or --build DIR")
     rows = measure(args, files)
