@@ -36,12 +36,16 @@ log = logging.getLogger(__name__)
 # Outputs of the optimized file against the source's on the sample batch: the same kernels run,
 # so only the order of float sums may differ.
 _RTOL, _ATOL = 1e-4, 1e-5
+_EXTERNAL_MIN_BYTES = 1024  # smaller tensors (shapes, scales of one value) stay in the .onnx file
 
 
 def optimize_for_onnxruntime(src: str | os.PathLike, dst: str | os.PathLike, *, force: bool = False,
-                             seq_len: int = 16, num_threads: int | None = None) -> Path:
+                             external_data: bool = False, seq_len: int = 16,
+                             num_threads: int | None = None) -> Path:
     """Write ``src`` (an .onnx file) with its graph optimized by onnxruntime to ``dst``; returns
-    ``dst``. ``dst`` may be ``src`` itself with ``force``. ConversionError when onnxruntime
+    ``dst``. ``dst`` may be ``src`` itself with ``force``. ``external_data`` puts the weights in
+    ``<dst name>.data`` beside it, which onnxruntime maps instead of reading (4.8 MiB less at
+    the peak for ALBERT-base int8, but a second file to copy). ConversionError when onnxruntime
     cannot load ``src`` or the result fails a check; nothing is written then."""
     import onnx
     import onnxruntime as ort
@@ -51,19 +55,26 @@ def optimize_for_onnxruntime(src: str | os.PathLike, dst: str | os.PathLike, *, 
         raise ConversionError(f"{src}: no such file")
     if src.suffix.lower() != ".onnx" or dst.suffix.lower() != ".onnx":
         raise ConversionError(f"{src} -> {dst}: onnxruntime optimization reads and writes .onnx files")
+    data_name = f"{dst.name}.data"
     check_new_file(dst, force)
+    if external_data:
+        check_new_file(dst.with_name(data_name), force)
     with tempfile.TemporaryDirectory(prefix="albert-ort-opt-") as tmp:
         staged = Path(tmp) / dst.name
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.optimized_model_filepath = str(staged)
         options.log_severity_level = 3
+        if external_data:
+            options.add_session_config_entry("session.optimized_model_external_initializers_file_name", data_name)
+            options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
+                                             str(_EXTERNAL_MIN_BYTES))
         try:
             ort.InferenceSession(str(src), options, providers=["CPUExecutionProvider"],
                                  disabled_optimizers=DISABLED_OPTIMIZERS)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ConversionError(f"{src}: onnxruntime cannot load it: {_first_line(exc)}") from None
-        model = onnx.load(str(staged))
+        model = onnx.load(str(staged), load_external_data=False)
         kept = [p for p in model.metadata_props if p.key != OPTIMIZED_KEY]
         del model.metadata_props[:]
         model.metadata_props.extend(kept)
@@ -74,6 +85,9 @@ def optimize_for_onnxruntime(src: str | os.PathLike, dst: str | os.PathLike, *, 
         problems = _problems(src, staged, seq_len, num_threads)
         if problems:
             raise ConversionError(f"{src}: the onnxruntime-optimized file fails its checks: " + "; ".join(problems))
+        weights = (Path(tmp) / data_name).read_bytes() if external_data else b""
+    if external_data:
+        atomic_write(dst.with_name(data_name), weights)
     atomic_write(dst, data)
     log.info("optimized %s for onnxruntime %s: %s (%d bytes)", src.name, ort.__version__, dst, len(data))
     return dst

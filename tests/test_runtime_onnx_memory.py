@@ -195,6 +195,27 @@ def test_optimized_file_stores_each_weight_once(int8, optimized):
     assert after.stored_bytes >= before.stored_bytes * 0.95  # the weights are all still there
 
 
+def test_external_data_puts_the_weights_beside_the_file(int8, optimized, tmp_path):
+    from albert_edge.converters.weights import analyze, read_file
+    from albert_edge.quantize.ort_optimize import optimize_for_onnxruntime
+
+    out = optimize_for_onnxruntime(int8, tmp_path / "x.onnx", external_data=True)
+    data = tmp_path / "x.onnx.data"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.onnx", "x.onnx.data"]
+    assert data.stat().st_size >= 0.8 * analyze(read_file(int8)).stored_bytes
+    assert out.stat().st_size < optimized.stat().st_size - 0.8 * data.stat().st_size  # moved, not copied
+    assert optimized_by(out) == ort.__version__
+    feeds = _feeds(12)
+    want, got = Session(optimized, num_threads=1).run(feeds), Session(out, num_threads=1).run(feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+    assert not analyze(read_file(out)).duplicates
+    with pytest.raises(AlbertEdgeError, match="exists"):  # the .data file is a user's file too
+        (tmp_path / "y.onnx.data").write_bytes(b"mine")
+        optimize_for_onnxruntime(int8, tmp_path / "y.onnx", external_data=True)
+    assert not (tmp_path / "y.onnx").exists() and (tmp_path / "y.onnx.data").read_bytes() == b"mine"
+
+
 def test_optimizing_an_optimized_file_keeps_one_mark(optimized, tmp_path):
     from albert_edge.quantize.ort_optimize import optimize_for_onnxruntime
 
