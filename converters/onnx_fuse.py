@@ -23,6 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from .graph import INPUT_NAMES
+from .onnx import _drop_unused_initializers
 
 __all__ = ["fuse_attention", "MS_DOMAIN"]
 
@@ -237,9 +238,7 @@ def _drop_dead_nodes(graph: onnx.GraphProto) -> None:
     if len(nodes) != len(graph.node):
         del graph.node[:]
         graph.node.extend(nodes)
-    read = {name for node in graph.node for name in node.input} | outputs
-    for i in reversed([i for i, t in enumerate(graph.initializer) if t.name not in read]):
-        del graph.initializer[i]
+    _drop_unused_initializers(graph)
 
 
 def _declare_outputs(model: onnx.ModelProto, names: list[str]) -> None:
