@@ -165,8 +165,7 @@ class _OnnxBackend:
         providers = ort_providers(provider, ort.get_available_providers())
         self._profiling = ops_trace is not None
         try:
-            self._session = ort.InferenceSession(str(path), options, providers=providers,
-                                                 disabled_optimizers=runtime_onnx.DISABLED_OPTIMIZERS)
+            self._session = runtime_onnx.inference_session(ort, path, options, providers)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {_first_line(exc)}") from None
         self.accelerator = self._session.get_providers()[0]

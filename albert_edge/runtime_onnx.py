@@ -1,29 +1,39 @@
 """How albert_edge.runtime opens an .onnx file in onnxruntime: settings chosen for a small process.
 
-Measured on an ALBERT-base-shape int8-dynamic file (V=30000, 11.6 MB), onnxruntime 1.31, x86,
-2 threads: peak RSS (VmHWM) of a fresh process after one call at 32 and one at 128 tokens, the
-median of 5 processes; `import numpy, onnxruntime` alone is 51.5 MiB of it.
+Peak RSS (VmHWM) of a fresh process holding an ALBERT-base-shape int8-dynamic file (V=30000,
+11.6 MB) after one call at 32 and one at 128 tokens, onnxruntime 1.31, x86, 2 threads, median of
+5 processes (`python benchmarks/memory.py FILE --routes onnx session --rounds 5 --runs 3`; the
+process is 29 MiB before onnxruntime is imported, 51 MiB after):
 
-- onnxruntime's defaults (optimizers on, memory pattern on):                       94.6 MiB
-- memory pattern off (``enable_mem_pattern``): onnxruntime plans one activation block per
-  input shape and keeps every block in its arena; off, tensors come from the arena one by one
-  and their memory is reused across lengths. Latency unchanged at 16, 32 and 128 tokens:          90.3 MiB
-- and a file optimized offline (:func:`albert_edge.quantize.ort_optimize.optimize_for_onnxruntime`,
+- onnxruntime as albert-edge opened it before (by path, optimizers and memory pattern on): 96.7 MiB
+- memory pattern off (``enable_mem_pattern``): onnxruntime plans one activation block per input
+  shape and keeps each in its arena; off, tensors come from the arena one by one and their
+  memory serves every length. 4.3 MiB less, latency unchanged.
+- weights mapped from the file (:func:`in_place_model`): given a path, onnxruntime parses the
+  whole protobuf (a copy of every weight) and copies each weight again into its own tensor.
+  Given the graph with each large initializer pointing at its own bytes in the same file, it
+  maps them instead; prepacking then reads the mapped pages. 6 MiB less, same file, outputs
+  identical. Both together (what Session does with any .onnx file):                          86.3 MiB
+- a file optimized offline (:func:`albert_edge.quantize.ort_optimize.optimize_for_onnxruntime`,
   marked with :data:`OPTIMIZED_KEY`) opened with onnxruntime's optimizers off: the optimizer's
-  working memory on a 1,200-node graph is never spent, and the 450-node graph it leaves is
-  what is loaded. Outputs identical, latency unchanged:                                           85.2 MiB
+  working memory on a 1,100-node graph is never spent, and the 420-node graph it leaves is what
+  is loaded. Outputs identical, latency unchanged:                                           82.7 MiB
+  (onnxruntime.quantization.quantize_dynamic's file, run with onnxruntime's defaults:        96.2 MiB)
 
-The file is read by onnxruntime itself (a path, not bytes: bytes passed from Python are copied
-once more). Prepacking stays on: without it a call at 32 tokens took 1.34x as long.
+Prepacking stays on: without it a call at 32 tokens took 1.34x as long.
 Standard library only, besides the ``ort`` module handed in.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
-__all__ = ["OPTIMIZED_KEY", "DISABLED_OPTIMIZERS", "read_metadata", "optimized_by", "session_options"]
+__all__ = ["OPTIMIZED_KEY", "DISABLED_OPTIMIZERS", "IN_PLACE_MIN_BYTES", "read_metadata", "optimized_by",
+           "in_place_model", "inference_session", "session_options"]
+
+log = logging.getLogger(__name__)
 
 # metadata_props key of a file whose graph onnxruntime has already optimized for the CPU
 # execution provider; its value is the onnxruntime version that did it.
@@ -34,11 +44,20 @@ OPTIMIZED_KEY = "albert_edge.onnxruntime_optimized"
 # fp32 files alike), so that one fusion is left out.
 DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 
-# ModelProto field numbers (onnx.proto) and protobuf wire types.
-_METADATA_PROPS = 14
+# Field numbers of onnx.proto (ModelProto, GraphProto, TensorProto, StringStringEntryProto) and
+# protobuf wire types.
+_GRAPH, _METADATA_PROPS = 7, 14
+_INITIALIZER = 5
+_RAW_DATA, _EXTERNAL_DATA, _DATA_LOCATION, _EXTERNAL = 9, 13, 14, 1
 _KEY, _VALUE = 1, 2
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
 _MAX_ENTRY = 1 << 20  # a metadata entry longer than this is not one we wrote
+
+# Initializers this large or larger are mapped from the file (in_place_model); smaller ones
+# (shapes, axes, scalars) stay in the graph, where a separate mapping would cost more than them.
+IN_PLACE_MIN_BYTES = 4096
+# Where onnxruntime looks for external data of a model given as bytes (it has no path then).
+_FOLDER_KEY = "session.model_external_initializers_file_folder_path"
 
 
 class _NotProtobuf(Exception):
@@ -58,24 +77,48 @@ def _varint(read) -> int:
 
 
 def _fields(f, end: int):
-    """(field number, wire type, payload start, payload length) of each field up to ``end``,
-    the file positioned after the field when the next one is asked for."""
+    """(field number, wire type, where its key starts, where its payload starts, payload size)
+    of each field up to ``end``; the file is put after the field when the next one is asked for."""
     while f.tell() < end:
+        head = f.tell()
         key = _varint(f.read)
         number, wire = key >> 3, key & 7
         if wire == _VARINT:
+            start = f.tell()
             _varint(f.read)
-            continue
-        size = {_FIXED64: 8, _FIXED32: 4}.get(wire)
-        if size is None:
-            if wire != _LENGTH:
-                raise _NotProtobuf
+            size = f.tell() - start
+        elif wire in (_FIXED64, _FIXED32):
+            start, size = f.tell(), 8 if wire == _FIXED64 else 4
+        elif wire == _LENGTH:
             size = _varint(f.read)
-        start = f.tell()
+            start = f.tell()
+        else:
+            raise _NotProtobuf
         if number == 0 or start + size > end:
             raise _NotProtobuf
-        yield number, wire, start, size
+        yield number, wire, head, start, size
         f.seek(start + size)
+
+
+def _span(f, begin: int, end: int) -> bytes:
+    f.seek(begin)
+    data = f.read(end - begin)
+    if len(data) != end - begin:
+        raise _NotProtobuf
+    return data
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _length_field(number: int, payload: bytes) -> bytes:
+    return _encode_varint(number << 3 | _LENGTH) + _encode_varint(len(payload)) + payload
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, str]:
@@ -86,10 +129,10 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
     try:
         with open(path, "rb") as f:
             end = os.fstat(f.fileno()).st_size
-            for number, wire, start, size in _fields(f, end):
+            for number, wire, _, start, size in _fields(f, end):
                 if number != _METADATA_PROPS or wire != _LENGTH or size > _MAX_ENTRY:
                     continue
-                entry = {n: f.read(s) for n, w, _, s in _fields(f, start + size) if w == _LENGTH}
+                entry = {n: f.read(s) for n, w, _, _, s in _fields(f, start + size) if w == _LENGTH}
                 if _KEY in entry:
                     out[entry[_KEY].decode("utf-8", "replace")] = entry.get(_VALUE, b"").decode("utf-8", "replace")
     except (OSError, _NotProtobuf):
@@ -100,6 +143,73 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
 def optimized_by(path: str | os.PathLike) -> str | None:
     """The onnxruntime version that optimized the file's graph offline, None when it was not."""
     return read_metadata(path).get(OPTIMIZED_KEY)
+
+
+def in_place_model(path: str | os.PathLike, min_bytes: int = IN_PLACE_MIN_BYTES) -> bytes | None:
+    """The .onnx file's bytes with each initializer of ``min_bytes`` or more turned into an
+    external-data reference to its own bytes in that same file (location: the file's name,
+    offset and length of its raw_data). onnxruntime then maps the weights from the file instead
+    of parsing a copy of them and copying that again. Only the graph's structure is read (a few
+    hundred KiB for ALBERT-base); the weights are skipped over. None when there is nothing to
+    move (no large raw_data initializer) or the file is not a well-formed ONNX protobuf."""
+    path = Path(path)
+    location = path.name.encode("utf-8")
+    moved = 0
+
+    def tensor(f, head: int, start: int, size: int) -> bytes:
+        nonlocal moved
+        kept, raw = [], None
+        for number, _, field_head, field_start, field_size in _fields(f, start + size):
+            external = number == _EXTERNAL_DATA or (number == _DATA_LOCATION and _varint(f.read) == _EXTERNAL)
+            if external:
+                return _span(f, head, start + size)  # external already: its location is the model's folder
+            if number == _DATA_LOCATION:
+                continue  # DEFAULT, written out again below when the data moves
+            if number == _RAW_DATA:
+                raw = (field_start, field_size)
+            else:
+                kept.append(_span(f, field_head, field_start + field_size))
+        if raw is None or raw[1] < min_bytes:
+            return _span(f, head, start + size)
+        moved += 1
+        refs = b"".join(_length_field(_EXTERNAL_DATA, _length_field(_KEY, key) + _length_field(_VALUE, value))
+                        for key, value in ((b"location", location), (b"offset", str(raw[0]).encode()),
+                                           (b"length", str(raw[1]).encode())))
+        return _length_field(_INITIALIZER, b"".join(kept) + refs + _encode_varint(_DATA_LOCATION << 3) + b"\x01")
+
+    try:
+        with open(path, "rb") as f:
+            out = bytearray()
+            for number, wire, head, start, size in _fields(f, os.fstat(f.fileno()).st_size):
+                if number != _GRAPH or wire != _LENGTH:
+                    out += _span(f, head, start + size)
+                    continue
+                graph = bytearray()
+                for field, field_wire, field_head, field_start, field_size in _fields(f, start + size):
+                    if field == _INITIALIZER and field_wire == _LENGTH:
+                        graph += tensor(f, field_head, field_start, field_size)
+                    else:
+                        graph += _span(f, field_head, field_start + field_size)
+                out += _length_field(_GRAPH, bytes(graph))
+    except (OSError, _NotProtobuf):
+        return None
+    return bytes(out) if moved else None
+
+
+def inference_session(ort, path: str | os.PathLike, options, providers: list[str]):
+    """``ort.InferenceSession`` of ``path``, its weights mapped from the file where
+    :func:`in_place_model` can arrange it (an onnxruntime too old for the folder setting, or a
+    file it cannot read that way, is loaded by its path as usual)."""
+    path = Path(path)
+    data = in_place_model(path)
+    if data is not None:
+        options.add_session_config_entry(_FOLDER_KEY, str(path.resolve().parent))
+        try:
+            return ort.InferenceSession(data, options, providers=providers, disabled_optimizers=DISABLED_OPTIMIZERS)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            log.debug("%s: loading with the weights in place failed (%s); loading by path", path,
+                      str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    return ort.InferenceSession(str(path), options, providers=providers, disabled_optimizers=DISABLED_OPTIMIZERS)
 
 
 def session_options(ort, path: str | os.PathLike, num_threads: int | None = None, provider: str | None = None,

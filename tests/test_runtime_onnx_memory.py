@@ -12,7 +12,8 @@ onnx = pytest.importorskip("onnx")
 
 from albert_edge.errors import AlbertEdgeError, ConversionError  # noqa: E402
 from albert_edge.runtime import Session  # noqa: E402
-from albert_edge.runtime_onnx import OPTIMIZED_KEY, optimized_by, read_metadata, session_options  # noqa: E402
+from albert_edge.runtime_onnx import (  # noqa: E402
+    OPTIMIZED_KEY, in_place_model, optimized_by, read_metadata, session_options)
 
 FUSED = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}  # what int8 MatMuls become in onnxruntime
 
@@ -133,6 +134,99 @@ def test_read_metadata_skips_the_graph_instead_of_reading_it(tmp_path, monkeypat
     assert 0 < sum(read) < 1024 < path.stat().st_size // 1000
 
 
+# -- weights mapped from the file ------------------------------------------------------------------
+
+def _mapped(path) -> bool:
+    """Whether this process maps ``path`` (onnxruntime maps external data it reads in place)."""
+    with open("/proc/self/maps") as f:
+        return any(line.rstrip().endswith(str(path.resolve())) for line in f)
+
+
+def test_in_place_model_points_each_large_initializer_at_its_own_bytes(int8):
+    """The small model's weights are 1-4 KiB: a lower threshold than the default moves them."""
+    raw = int8.read_bytes()
+    data = in_place_model(int8, min_bytes=1024)
+    assert data is not None
+    model, source = onnx.load_from_string(data), onnx.load(str(int8))
+    by_name = {t.name: t for t in source.graph.initializer}
+    moved = []
+    for tensor in model.graph.initializer:
+        original = by_name[tensor.name]
+        assert list(tensor.dims) == list(original.dims) and tensor.data_type == original.data_type
+        if len(original.raw_data) < 1024:
+            assert tensor.raw_data == original.raw_data and tensor.data_location != onnx.TensorProto.EXTERNAL
+            continue
+        ref = {e.key: e.value for e in tensor.external_data}
+        assert tensor.data_location == onnx.TensorProto.EXTERNAL and ref["location"] == int8.name
+        offset, length = int(ref["offset"]), int(ref["length"])
+        assert raw[offset:offset + length] == original.raw_data
+        moved.append(length)
+    assert len(moved) >= 6
+    assert len(data) < len(raw) - sum(moved) + 128 * len(moved)  # the weights left, a reference came
+    assert in_place_model(int8, min_bytes=1 << 30) is None  # nothing to move: load by path
+    assert [n.SerializeToString() for n in model.graph.node] == [n.SerializeToString() for n in source.graph.node]
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/maps"), reason="needs /proc")
+def test_session_maps_the_weights_from_the_file(int8, tmp_path):
+    copy = tmp_path / "mapped.onnx"
+    copy.write_bytes(int8.read_bytes())
+    session = Session(copy, num_threads=1)
+    assert _mapped(copy)
+    session.run(_feeds(4))
+
+
+def test_session_falls_back_to_the_path_when_in_place_loading_fails(int8, tmp_path, monkeypatch):
+    """An onnxruntime without the folder setting looks for the data beside the working directory."""
+    import albert_edge.runtime_onnx as module
+
+    copy = tmp_path / "model" / "fallback.onnx"
+    copy.parent.mkdir()
+    copy.write_bytes(int8.read_bytes())
+    monkeypatch.setattr(module, "_FOLDER_KEY", "session.no_such_setting")
+    monkeypatch.chdir(tmp_path)
+    feeds = _feeds(6)
+    got = Session(copy, num_threads=1).run(feeds)
+    assert not _mapped(copy)
+    want = Session(int8, num_threads=1).run(feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_a_file_with_external_data_loads_as_it_is(tmp_path):
+    """Weights already in a .data file are left where they are (their location is the folder's)."""
+    torch = pytest.importorskip("torch")
+    from albert_edge.converters.onnx import export
+    from albert_edge.model import build_model
+
+    from .quantize.conftest import small_config
+
+    torch.manual_seed(0)
+
+    model = build_model(small_config(), "base").eval()
+    inline, external = tmp_path / "inline" / "m.onnx", tmp_path / "external" / "m.onnx"
+    inline.parent.mkdir()
+    external.parent.mkdir()
+    export(model, inline, seq_len=8)
+    export(model, external, seq_len=8, external_data_threshold=1)
+    assert (external.parent / "m.onnx.data").is_file()
+    assert in_place_model(external) is None
+    feeds = _feeds(7)
+    want, got = Session(inline, num_threads=1).run(feeds), Session(external, num_threads=1).run(feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+@pytest.mark.parametrize("damage", [lambda raw: raw[:-3], lambda raw: raw[:100] + b"\xff" * 8 + raw[108:]],
+                         ids=["truncated", "garbled"])
+def test_damaged_onnx_gives_the_same_one_line_as_before(int8, tmp_path, damage):
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(damage(int8.read_bytes()))
+    with pytest.raises(AlbertEdgeError, match="onnxruntime cannot load it") as caught:
+        Session(path, num_threads=1)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
 # -- the session options --------------------------------------------------------------------------
 
 def test_session_keeps_no_memory_pattern_and_optimizes_a_plain_file(int8):
@@ -193,27 +287,6 @@ def test_optimized_file_stores_each_weight_once(int8, optimized):
     assert not after.duplicates
     assert after.stored_bytes <= before.stored_bytes * 1.005 + 64 * 1024
     assert after.stored_bytes >= before.stored_bytes * 0.95  # the weights are all still there
-
-
-def test_external_data_puts_the_weights_beside_the_file(int8, optimized, tmp_path):
-    from albert_edge.converters.weights import analyze, read_file
-    from albert_edge.quantize.ort_optimize import optimize_for_onnxruntime
-
-    out = optimize_for_onnxruntime(int8, tmp_path / "x.onnx", external_data=True)
-    data = tmp_path / "x.onnx.data"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.onnx", "x.onnx.data"]
-    assert data.stat().st_size >= 0.8 * analyze(read_file(int8)).stored_bytes
-    assert out.stat().st_size < optimized.stat().st_size - 0.8 * data.stat().st_size  # moved, not copied
-    assert optimized_by(out) == ort.__version__
-    feeds = _feeds(12)
-    want, got = Session(optimized, num_threads=1).run(feeds), Session(out, num_threads=1).run(feeds)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name])
-    assert not analyze(read_file(out)).duplicates
-    with pytest.raises(AlbertEdgeError, match="exists"):  # the .data file is a user's file too
-        (tmp_path / "y.onnx.data").write_bytes(b"mine")
-        optimize_for_onnxruntime(int8, tmp_path / "y.onnx", external_data=True)
-    assert not (tmp_path / "y.onnx").exists() and (tmp_path / "y.onnx.data").read_bytes() == b"mine"
 
 
 def test_optimizing_an_optimized_file_keeps_one_mark(optimized, tmp_path):
