@@ -11,9 +11,9 @@ other processes falls on every one alike):
     tf            tensorflow.lite.Interpreter (TensorFlow's own kernels, XNNPACK on)
 
 ``--build DIR`` makes the candidates first from DIR/model.tflite (a file `albert-edge convert`
-wrote, with its manifest): int8-dynamic as albert-edge writes it, and int8-full with the
-attention's score products in int8 (the converter's form) or in float (albert-edge's form), using
-the calibration text and tokenizer given. Every child saves its outputs; the table shows each
+wrote, with its manifest): int8-dynamic as albert-edge writes it, and int8-full in the
+converter's form (attention products and GELU in int8), with the attention products in float,
+and with GELU in float too (albert-edge's form), using the calibration text and tokenizer given. Every child saves its outputs; the table shows each
 file's cosine to the first file's, so a form that is fast but wrong shows at once.
 
     python benchmarks/tflite_int8_forms.py --build work/ --tokenizer spiece.model --rounds 3
@@ -26,7 +26,8 @@ int8-full form, whose attention products are int8 BATCH_MATMULs, runs ~3x slower
 int8-dynamic on ai-edge-litert (XNNPACK delegates no int8 BATCH_MATMUL; LiteRT's builtin kernel
 took two thirds of the call) while TensorFlow's interpreter runs it fast (and, there, 0.84 cosine
 to the other routes). With the products in float, int8-full runs as fast as int8-dynamic on every
-route. Graph variants of int8-dynamic (Q/K/V as one FULLY_CONNECTED, the 1/sqrt(d) scale on the
+route; with GELU in float too (XNNPACK fuses it into an int8 lookup table) a few % faster still.
+Graph variants of int8-dynamic (Q/K/V as one FULLY_CONNECTED, the 1/sqrt(d) scale on the
 queries, LayerNorm subtracting its mean once) changed its p50 by less than the noise (+-3%):
 the file is bound by its FULLY_CONNECTED products (~72% of a call, near the CPU's int8 peak).
 """
@@ -87,7 +88,8 @@ def build(directory: Path, tokenizer: str | None, calibration: str, samples: int
     source = open_model_file(directory / "model.tflite")
     candidates = {
         "model.int8-dynamic.tflite": ("int8-dynamic", Form()),
-        "model.int8-full.int8-attention.tflite": ("int8-full", Form(attention_in_float=False)),
+        "model.int8-full.converter-form.tflite": ("int8-full", Form(attention_in_float=False, gelu_in_float=False)),
+        "model.int8-full.int8-gelu.tflite": ("int8-full", Form(gelu_in_float=False)),
         "model.int8-full.tflite": ("int8-full", Form()),
     }
     made = []

@@ -6,6 +6,10 @@ cast, the -10000 bias, the scaled scores it is added to, and the masked softmax)
 scores are there because the converter gives them the range of the sum they feed, -10000
 included: in int8 that rounds every score to zero and every attention to uniform.
 
+With the faster form for ai-edge-litert (quantize.tflite.Form) the attention's score and context
+products and the GELUs run in float as well: XNNPACK delegates neither an int8 BATCH_MATMUL nor
+an int8 GELU, and it fuses dequantize -> float GELU -> quantize into one int8 lookup table.
+
 ``run_in_float`` makes those ops float: their quantized inputs are dequantized (a quantized
 constant is replaced by its fp32 original, one tensor for all its uses), and their results are
 quantized again, with the calibrated ranges, where int8/int16 ops read them. ``drop_unused``
@@ -40,9 +44,9 @@ _ELEMENTWISE = {"SUB", "MUL", "ADD", "RSQRT", "SQUARED_DIFFERENCE", "MEAN", "DIV
 _PASS_THROUGH = {"QUANTIZE", "DEQUANTIZE"}  # walked through, never made float themselves
 
 
-def float_islands(model: Model, attention_products: bool = True) -> set[int]:
+def float_islands(model: Model, attention_products: bool = True, gelu: bool = True) -> set[int]:
     """Indices of the ops to run in float (see the module docstring); ``attention_products``
-    adds the attention's BATCH_MATMULs (scores and context, no weights)."""
+    adds the attention's BATCH_MATMULs (scores and context, no weights), ``gelu`` the GELUs."""
     ops = model.graph.operators
     index = {id(op): i for i, op in enumerate(ops)}
     consumers = model.consumers()
@@ -50,6 +54,8 @@ def float_islands(model: Model, attention_products: bool = True) -> set[int]:
     if attention_products:
         island.update(i for i, op in enumerate(ops) if model.op_name(op) == "BATCH_MATMUL"
                       and all(model.constant(t) is None for t in op_inputs(op)))
+    if gelu:
+        island.update(i for i, op in enumerate(ops) if model.op_name(op) == "GELU")
     mask = model.input_index("attention_mask")
     stack = [mask] if mask is not None else []
     seen: set[int] = set()

@@ -160,14 +160,14 @@ def _is_quantized_bias(model: Model, t: int) -> bool:
 
 
 def share_input_ranges(model: Model, originals: Sequence[np.ndarray] = ()) -> int:
-    """Give the FULLY_CONNECTED ops that read one weight one input range and one output range,
-    requantize their biases to it and keep one bias tensor. Returns the number of bias copies
-    dropped."""
+    """Give the integer FULLY_CONNECTED ops that read one weight one input range and one output
+    range, requantize their biases (if they have any) to it and keep one bias tensor. Returns the
+    number of bias copies dropped."""
     groups: dict[int, list] = {}
     for op in model.graph.operators:
         inputs = op_inputs(op)
-        if (model.op_name(op) == "FULLY_CONNECTED" and len(inputs) > 2 and inputs[2] >= 0
-                and _is_quantized_bias(model, inputs[2]) and model.constant(inputs[1]) is not None):
+        if (model.op_name(op) == "FULLY_CONNECTED" and len(inputs) > 1 and model.constant(inputs[1]) is not None
+                and is_quantized(model, inputs[0])):
             groups.setdefault(model.graph.tensors[inputs[1]].buffer, []).append(op)
     dropped = 0
     for ops in groups.values():
@@ -179,30 +179,23 @@ def share_input_ranges(model: Model, originals: Sequence[np.ndarray] = ()) -> in
 
 def _share_group(model: Model, ops: list, originals: Sequence[np.ndarray]) -> int:
     tensors = model.graph.tensors
-    inputs = [op_inputs(op)[0] for op in ops]
-    components = [_same_params_component(model, t) for t in inputs]
-    if any(c is None for c in components) or not all(is_quantized(model, t) for t in inputs):
+    inputs_shared = _share_range(model, [op_inputs(op)[0] for op in ops])
+    if not (inputs_shared and _share_range(model, [op_outputs(op)[0] for op in ops])):
+        log.warning("the applications of a shared weight keep their own ranges: a runtime that packs the "
+                    "weight once computes all of them with one application's")
+    keep = op_inputs(ops[0])[2] if len(op_inputs(ops[0])) > 2 else -1
+    if not inputs_shared or keep < 0 or not _is_quantized_bias(model, keep):
         return 0
-    _set_range(model, set().union(*components), *_union_range(model, inputs))
-    scale = float(tensors[inputs[0]].quantization.scale[0])
-    outputs = [op_outputs(op)[0] for op in ops]
-    out_components = [_same_params_component(model, t) for t in outputs]
-    if all(c is not None for c in out_components) and all(is_quantized(model, t) for t in outputs):
-        _set_range(model, set().union(*out_components), *_union_range(model, outputs))
-    else:
-        log.warning("the applications of a shared weight keep their own output ranges: a runtime that packs "
-                    "the weight once would requantize all of them with one application's scale")
-    weight = tensors[op_inputs(ops[0])[1]]
-    w_scale = np.asarray(weight.quantization.scale, dtype=np.float64)
+    scale = float(tensors[op_inputs(ops[0])[0]].quantization.scale[0])
+    w_scale = np.asarray(tensors[op_inputs(ops[0])[1]].quantization.scale, dtype=np.float64)
     # One bias for all: the first application's, in the shared units (the others hold the same
     # parameter, rounded to their own input scale).
-    keep = op_inputs(ops[0])[2]
     _requantize_bias(model, keep, scale * w_scale, originals)
     dropped = 0
     for op in ops[1:]:
         inputs = op_inputs(op)
-        bias = inputs[2]
-        if bias == keep:
+        bias = inputs[2] if len(inputs) > 2 else -1
+        if bias < 0 or bias == keep:
             continue
         inputs[2] = keep
         op.inputs = inputs
@@ -210,6 +203,16 @@ def _share_group(model: Model, ops: list, originals: Sequence[np.ndarray]) -> in
             model.obj.buffers[tensors[bias].buffer].data = None
         dropped += 1
     return dropped
+
+
+def _share_range(model: Model, ends: list[int]) -> bool:
+    """Give ``ends`` (and the tensors that must share their parameters) one range, the union of
+    theirs; False (nothing changed) when one of them cannot take it."""
+    components = [_same_params_component(model, t) for t in ends]
+    if any(c is None for c in components) or not all(is_quantized(model, t) for t in ends):
+        return False
+    _set_range(model, set().union(*components), *_union_range(model, ends))
+    return True
 
 
 def _set_range(model: Model, tensors: set[int], scale: float, zero: int) -> None:

@@ -1,6 +1,6 @@
 """int8-full as ai-edge-litert runs it: computed alike whether each shared weight is packed once
 (LiteRT's CompiledModel, Session's default) or per node (the classic Interpreter), and its
-attention products in float, where XNNPACK runs them."""
+attention products and GELUs in float, where XNNPACK runs them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from albert_edge.quantize import QuantizeConfig, quantize
 from albert_edge.quantize.tflite_model import load, op_inputs, op_outputs, pack
 from albert_edge.runtime import Session
 
-from .conftest import CORPUS, copy_dir, feeds
+from .conftest import CORPUS, SEQ, copy_dir, feeds, small_config
 
+torch = pytest.importorskip("torch")
 pytest.importorskip("tensorflow")
 pytest.importorskip("ai_edge_litert")
 
@@ -28,6 +29,23 @@ def full(tmp_path_factory, converted):
     result = quantize(work / "model.tflite", QuantizeConfig("int8-full", **TEXT), work / "model.int8-full.tflite")
     assert result.kept and result.check.ok, result.check.problems
     return work
+
+
+@pytest.fixture(scope="module")
+def bias_free(tmp_path_factory, spiece_model):
+    """A randomly initialised MLM (zero biases, which the converter leaves out) as int8-full."""
+    from albert_edge import checkpoints
+    from albert_edge.converters.export import convert
+    from albert_edge.model import build_model
+
+    torch.manual_seed(0)
+    work = tmp_path_factory.mktemp("bias-free")
+    ckpt = checkpoints.save(build_model(small_config(), "mlm"), work / "checkpoint", spiece=spiece_model)
+    convert(ckpt, work / "model", targets=("tflite",), seq_len=SEQ)
+    out = work / "model" / "model.int8-full.tflite"
+    result = quantize(work / "model" / "model.tflite", QuantizeConfig("int8-full", **TEXT), out)
+    assert result.kept and result.check.ok, result.check.problems
+    return out
 
 
 def _fc_groups(model) -> list[list]:
@@ -48,16 +66,34 @@ def _outputs(path, once: bool, batch) -> np.ndarray:
     return Session(path, weights_once=once).run(batch)["prediction_logits"]
 
 
-def test_applications_of_a_shared_weight_read_and_write_one_range(full):
-    """XNNPACK packs the requantization scale (input x weight / output scale) with the weights:
-    the applications of one weight must agree on both ranges to be packed once."""
-    model = load((full / "model.int8-full.tflite").read_bytes())
+def _one_range_per_weight(path) -> None:
+    model = load(path.read_bytes())
     groups = _fc_groups(model)
     assert len(groups) >= 12  # Q, K, V, dense, ffn, ffn_output of each of the G=2 groups
     for ops in groups:
         assert len({_params(model, op_inputs(op)[0]) for op in ops}) == 1
         assert len({_params(model, op_outputs(op)[0]) for op in ops}) == 1
-        assert len({op_inputs(op)[2] for op in ops}) == 1  # one bias
+        assert len({tuple(op_inputs(op)[2:3]) for op in ops}) == 1  # one bias (or none)
+
+
+def test_applications_of_a_shared_weight_read_and_write_one_range(full):
+    """XNNPACK packs the requantization scale (input x weight / output scale) with the weights:
+    the applications of one weight must agree on both ranges to be packed once."""
+    _one_range_per_weight(full / "model.int8-full.tflite")
+
+
+@needs_compiled
+def test_weights_without_biases_share_their_ranges_too(bias_free):
+    """A FULLY_CONNECTED without a bias has no bias copies to drop, but packed once it needs the
+    one range all the same."""
+    model = load(bias_free.read_bytes())
+    assert not any(len(op_inputs(op)) > 2 and op_inputs(op)[2] >= 0 for op in model.graph.operators
+                   if model.op_name(op) == "FULLY_CONNECTED" and model.constant(op_inputs(op)[1]).shape[0] != 400)
+    _one_range_per_weight(bias_free)
+    for seq in (SEQ, 20):  # built for SEQ; 20 resized
+        batch = feeds(2, seq=seq, seed=seq)
+        once, per_node = _outputs(bias_free, True, batch), _outputs(bias_free, False, batch)
+        np.testing.assert_allclose(once, per_node, atol=2 * float(np.abs(per_node).max()) / 127)
 
 
 @needs_compiled
@@ -86,28 +122,29 @@ def test_packed_once_computes_what_packed_per_node_does(full, tmp_path):
     assert np.abs(once - per_node).max() > 10 * step
 
 
-def test_attention_products_run_in_float(full, tmp_path):
-    """The attention's score and context products (no weights) are float BATCH_MATMULs, which
-    XNNPACK delegates; Form(attention_in_float=False) keeps the converter's int8 ones, which it
-    does not. Both stay close to the fp32 parent."""
+def test_attention_products_and_gelu_run_in_float(full, tmp_path):
+    """The attention's score and context products (no weights) are float BATCH_MATMULs and the
+    GELUs float, which XNNPACK delegates; the converter's form (Form(False, False)) keeps int8
+    ones, which it does not. Both stay close to the fp32 parent."""
     from albert_edge.quantize import recipe_for
     from albert_edge.quantize.calibration import prepare
     from albert_edge.quantize.source import open_model_file
     from albert_edge.quantize.tflite import Form, build
 
-    def products(path) -> list[str]:
+    def inputs(path, op_name: str) -> list[str]:
         model = load(path.read_bytes())
         return sorted({model.dtype(model.graph.tensors[t]).name for op in model.graph.operators
-                       if model.op_name(op) == "BATCH_MATMUL" for t in op_inputs(op)})
+                       if model.op_name(op) == op_name for t in op_inputs(op)})
 
-    assert products(full / "model.int8-full.tflite") == ["float32"]
+    assert inputs(full / "model.int8-full.tflite", "BATCH_MATMUL") == ["float32"]
+    assert inputs(full / "model.int8-full.tflite", "GELU") == ["float32"]
     source = open_model_file(full / "model.tflite")
     config = QuantizeConfig("int8-full", **TEXT)
     recipe = recipe_for("tflite", "int8-full")
     text = prepare(config, source, recipe, source.seq_len)
-    int8 = tmp_path / "int8-attention.tflite"
-    build(source, int8, recipe, config, text.calibration, form=Form(attention_in_float=False))
-    assert products(int8) == ["int8"]
+    int8 = tmp_path / "converter-form.tflite"
+    build(source, int8, recipe, config, text.calibration, form=Form(attention_in_float=False, gelu_in_float=False))
+    assert inputs(int8, "BATCH_MATMUL") == inputs(int8, "GELU") == ["int8"]
 
     batch = feeds(2, seed=7)
     want = Session(full / "model.tflite").run(batch)["prediction_logits"].reshape(-1)
