@@ -3,8 +3,9 @@ manifest beside the fp32 file names the source checkpoint, head and sequence len
 model is loaded from it and converted through the converters' TensorFlow re-statement with
 the recipe's converter settings (optimizations, supported ops and types, a representative
 dataset of real text). The result is then rewritten where the converter falls short
-(tflite_islands: LayerNorm and attention mask in float; tflite_sharing: shared weights and
-biases stored once), and goes through the exporter's own checks (builtin ops only, the serving
+(tflite_islands: LayerNorm, the attention mask and, in the default ``Form``, the attention
+products and GELU in float; tflite_sharing: shared weights and biases stored once, one range per
+shared weight), and goes through the exporter's own checks (builtin ops only, the serving
 signature).
 
 By default (``tflite_compat="2.14"``) the file must load in tflite-runtime 2.14, the last
