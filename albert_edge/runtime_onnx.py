@@ -80,7 +80,8 @@ def _varint(read) -> int:
 
 def _fields(f, end: int):
     """(field number, wire type, where its key starts, where its payload starts, payload size)
-    of each field up to ``end``; the file is put after the field when the next one is asked for."""
+    of each field up to ``end``, the file at the payload; it is put after the field when the
+    next one is asked for."""
     while f.tell() < end:
         head = f.tell()
         key = _varint(f.read)
@@ -89,6 +90,7 @@ def _fields(f, end: int):
             start = f.tell()
             _varint(f.read)
             size = f.tell() - start
+            f.seek(start)
         elif wire in (_FIXED64, _FIXED32):
             start, size = f.tell(), 8 if wire == _FIXED64 else 4
         elif wire == _LENGTH:

@@ -167,6 +167,25 @@ def test_in_place_model_points_each_large_initializer_at_its_own_bytes(int8):
     assert [n.SerializeToString() for n in model.graph.node] == [n.SerializeToString() for n in source.graph.node]
 
 
+@pytest.mark.parametrize("location, moves", [("DEFAULT", True), ("EXTERNAL", False)])
+def test_in_place_model_reads_data_location(tmp_path, location, moves):
+    """The quantizer writes data_location DEFAULT beside raw_data; EXTERNAL means not ours to move."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.arange(4096).astype(np.int8), "w")
+    weight.data_location = getattr(TensorProto, location)
+    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, [4096])], [weight])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(graph).SerializeToString())
+    data = in_place_model(path)
+    assert (data is not None) == moves
+    if moves:
+        ref = {e.key: e.value for e in onnx.load_from_string(data).graph.initializer[0].external_data}
+        raw = path.read_bytes()
+        assert raw[int(ref["offset"]):int(ref["offset"]) + int(ref["length"])] == weight.raw_data
+
+
 @pytest.mark.skipif(not __import__("os").path.exists("/proc/self/maps"), reason="needs /proc")
 def test_session_maps_the_weights_from_the_file(int8, tmp_path):
     copy = tmp_path / "mapped.onnx"
