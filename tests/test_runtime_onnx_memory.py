@@ -316,6 +316,22 @@ def test_optimizing_an_optimized_file_keeps_one_mark(optimized, tmp_path):
     assert keys.count(OPTIMIZED_KEY) == 1
 
 
+def test_optimize_in_place_replaces_the_file(int8, tmp_path):
+    """What quantize does with its staged file: the same path in and out, with force."""
+    from albert_edge.quantize.ort_optimize import optimize_for_onnxruntime
+
+    path = tmp_path / "staged.onnx"
+    path.write_bytes(int8.read_bytes())
+    feeds = _feeds(9)
+    want = Session(int8, num_threads=1).run(feeds)
+    assert optimize_for_onnxruntime(path, path, force=True) == path
+    assert optimized_by(path) == ort.__version__
+    got = Session(path, num_threads=1).run(feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["staged.onnx"]  # no temporary left
+
+
 def test_optimize_refuses_an_existing_output_unless_forced(int8, tmp_path):
     from albert_edge.quantize.ort_optimize import optimize_for_onnxruntime
 
