@@ -9,8 +9,9 @@ and by the tied MLM decoder, is quantized here (onnx_graph.quantize_tied_table) 
 onnxruntime sees the graph, and its readers are kept away from onnxruntime's quantizer.
 
 int8-dynamic files run each self-attention as one MultiHeadAttention node
-(albert_edge.converters.onnx_fuse): it reads the int8 Q, K, V products and leaves every weight
-where it was.
+(albert_edge.converters.onnx_fuse), and compute its Q, K and V as one int8 product over the
+three int8 weights, concatenated at load (onnx_graph.pack_attention_inputs): every weight stays
+stored once, under its own name.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from albert_edge.errors import ConversionError
 
 from .calibration import Batch
 from .onnx_graph import (check_gemm_weights, find_lookup_tables, find_word_embeddings, float_tied_decoder,
-                         quantize_tied_table, to_float16)
+                         pack_attention_inputs, quantize_tied_table, to_float16)
 from .result import Built
 from .schemes import CalibrationMethod, QuantizeConfig, Recipe
 from .source import ModelFile
@@ -125,6 +126,9 @@ def _dynamic(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibrat
             op_types_to_quantize=_OP_TYPES, nodes_to_exclude=exclude,
             extra_options={"MatMulConstBOnly": True},
         )
+    quantized = onnx.load(str(out), load_external_data=True)
+    if pack_attention_inputs(quantized):
+        onnx.save(quantized, str(out))
     return Built(out, kept, notes)
 
 

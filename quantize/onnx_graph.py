@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 from albert_edge.errors import ConversionError
 
 __all__ = ["TiedTable", "find_word_embeddings", "find_lookup_tables", "quantize_tied_table", "float_tied_decoder", "check_gemm_weights",
-           "to_float16", "consumers"]
+           "to_float16", "consumers", "pack_attention_inputs"]
 
 log = logging.getLogger(__name__)
 
@@ -276,3 +276,137 @@ def _set_attr(node: onnx.NodeProto, name: str, value) -> None:
             attr.CopyFrom(helper.make_attribute(name, value))
             return
     node.attribute.append(helper.make_attribute(name, value))
+
+
+# -- one product for Q, K and V -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Projection:
+    """One int8 projection as quantize_dynamic writes it:
+    Add(Mul(Cast(MatMulInteger(xq, weight, xz, zero)), Mul(xs, scale)), bias)."""
+
+    nodes: tuple[onnx.NodeProto, ...]  # MatMulInteger, Cast, scale Mul, Mul, Add
+    inputs: tuple[str, str, str]  # xq, xz, xs: the shared DynamicQuantizeLinear's outputs
+    weight: str
+    zero: str
+    scale: str
+    bias: str
+
+
+def pack_attention_inputs(model: onnx.ModelProto) -> int:
+    """Compute the Q, K and V projections read by each MultiHeadAttention as one int8 product:
+    the three int8 weights (and their scales, zero points, biases) stay stored as they are, and
+    one Concat per shared set, which onnxruntime folds once at load, packs them into an [H, 3H]
+    matrix that every layer application reads; a Split hands Q, K and V to the attention. One
+    product in place of three saves two GEMM calls per layer (~5% of an ALBERT-base call at 32
+    tokens). Returns how many attentions were rewritten; the others are left as they are."""
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    producer = {out: node for node in graph.node for out in node.output}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    packs: dict[tuple[str, ...], tuple[str, int]] = {}
+    made: list[onnx.NodeProto] = []
+    at: dict[int, list[onnx.NodeProto]] = {}
+    replaced: set[int] = set()
+    for node in graph.node:
+        if node.op_type != "MultiHeadAttention":
+            continue
+        parts = [_projection(name, producer, inits, readers) for name in node.input[:3]]
+        if any(p is None for p in parts) or len({p.inputs for p in parts}) != 1:
+            continue
+        key = tuple(p.weight for p in parts)
+        if key not in packs:
+            packs[key] = (f"{parts[0].weight}__qkv{len(packs)}", sum(int(inits[p.weight].dims[1]) for p in parts))
+            made += _pack_nodes(graph, parts, inits, packs[key][0])
+        base, _ = packs[key]
+        sizes = [int(inits[p.weight].dims[1]) for p in parts]
+        first = min(parts, key=lambda p: _index(graph, p.nodes[0])).nodes[0]
+        at[id(first)] = _packed_product(graph, parts[0].inputs, base, sizes, list(node.input[:3]), node.name)
+        replaced |= {id(n) for p in parts for n in p.nodes}
+    if not at:
+        return 0
+    nodes = list(made)
+    for node in graph.node:
+        nodes += at.get(id(node), [])
+        if id(node) not in replaced:
+            nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    log.info("Q, K and V of %d attention(s) computed as one int8 product (%d packed set(s))", len(at), len(packs))
+    return len(at)
+
+
+def _index(graph: onnx.GraphProto, node: onnx.NodeProto) -> int:
+    return next(i for i, n in enumerate(graph.node) if n is node)
+
+
+def _projection(name: str, producer, inits, readers) -> _Projection | None:
+    """The int8 projection that makes ``name``, or None unless it has exactly that form and each
+    step only the next for reader."""
+    def made(tensor: str, op: str, single: bool = True):
+        node = producer.get(tensor)
+        ok = node is not None and node.op_type == op and (not single or readers.get(tensor, 0) == 1)
+        return node if ok else None
+
+    add = made(name, "Add", single=False)
+    mul = made(add.input[0], "Mul") if add is not None else None
+    cast = made(mul.input[0], "Cast") if mul is not None else None
+    product = made(cast.input[0], "MatMulInteger") if cast is not None else None
+    scale_mul = made(mul.input[1], "Mul") if mul is not None else None
+    if product is None or scale_mul is None or len(product.input) != 4:
+        return None
+    xq, weight, xz, zero = product.input
+    xs, scale = scale_mul.input
+    if not all(n in inits for n in (weight, zero, scale, add.input[1])) or len(inits[weight].dims) != 2:
+        return None
+    return _Projection((product, cast, scale_mul, mul, add), (xq, xz, xs), weight, zero, scale, add.input[1])
+
+
+def _per_column(graph: onnx.GraphProto, inits, name: str, columns: int, made: list) -> str:
+    """``name`` (a per-tensor scalar or a per-column vector) as a vector of ``columns``: a
+    scalar stays stored as it is and is expanded at load (appending the Expand to ``made``)."""
+    if len(inits[name].dims) == 1 and int(inits[name].dims[0]) == columns:
+        return name
+    shape = f"__columns_{columns}"
+    if shape not in inits:
+        inits[shape] = numpy_helper.from_array(np.asarray([columns], dtype=np.int64), shape)
+        graph.initializer.append(inits[shape])
+    made.append(helper.make_node("Expand", [name, shape], [f"{name}__columns"], name=f"{name}__columns"))
+    return made[-1].output[0]
+
+
+def _pack_nodes(graph: onnx.GraphProto, parts: list[_Projection], inits, base: str) -> list[onnx.NodeProto]:
+    """Concat nodes (of initializers only: folded at load) for the packed weight, its zero
+    points, scales and bias."""
+    sizes = [int(inits[p.weight].dims[1]) for p in parts]
+    made: list[onnx.NodeProto] = []
+    zeros = [_per_column(graph, inits, p.zero, n, made) for p, n in zip(parts, sizes)]
+    scales = [_per_column(graph, inits, p.scale, n, made) for p, n in zip(parts, sizes)]
+    return made + [
+        helper.make_node("Concat", [p.weight for p in parts], [f"{base}_weight"], axis=1, name=f"{base}_weight"),
+        helper.make_node("Concat", zeros, [f"{base}_zero"], axis=0, name=f"{base}_zero"),
+        helper.make_node("Concat", scales, [f"{base}_scale"], axis=0, name=f"{base}_scale"),
+        helper.make_node("Concat", [p.bias for p in parts], [f"{base}_bias"], axis=0, name=f"{base}_bias"),
+    ]
+
+
+def _packed_product(graph: onnx.GraphProto, inputs: tuple[str, str, str], base: str, sizes: list[int],
+                    outputs: list[str], name: str) -> list[onnx.NodeProto]:
+    """The projection of every part at once, split back into ``outputs``. onnxruntime fuses the
+    first five nodes with the DynamicQuantizeLinear before them into one DynamicQuantizeMatMul."""
+    xq, xz, xs = inputs
+    split = f"{base}_split{len(sizes)}"
+    if split not in {t.name for t in graph.initializer}:
+        graph.initializer.append(numpy_helper.from_array(np.asarray(sizes, dtype=np.int64), split))
+    p = f"{name}__qkv"
+    return [
+        helper.make_node("MatMulInteger", [xq, f"{base}_weight", xz, f"{base}_zero"], [f"{p}_int"], name=f"{p}_matmul"),
+        helper.make_node("Cast", [f"{p}_int"], [f"{p}_float"], to=TensorProto.FLOAT, name=f"{p}_cast"),
+        helper.make_node("Mul", [xs, f"{base}_scale"], [f"{p}_scales"], name=f"{p}_scales"),
+        helper.make_node("Mul", [f"{p}_float", f"{p}_scales"], [f"{p}_scaled"], name=f"{p}_rescale"),
+        helper.make_node("Add", [f"{p}_scaled", f"{base}_bias"], [f"{p}_out"], name=f"{p}_bias"),
+        helper.make_node("Split", [f"{p}_out", split], outputs, axis=-1, name=f"{p}_split"),
+    ]

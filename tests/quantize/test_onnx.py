@@ -91,7 +91,8 @@ def test_per_channel_or_per_tensor_scales(workdir, per_channel):
                       workdir / "q.onnx")
     assert result.check.ok
     graph = onnx.load(str(workdir / "q.onnx")).graph
-    weights = {n.input[1] for n in graph.node if n.op_type == "MatMulInteger"}
+    concats = {n.output[0]: list(n.input) for n in graph.node if n.op_type == "Concat"}  # packed Q, K, V
+    weights = {w for n in graph.node if n.op_type == "MatMulInteger" for w in concats.get(n.input[1], [n.input[1]])}
     scales = [numpy_helper.to_array(t) for t in graph.initializer
               if t.name.endswith("_scale") and t.name.removesuffix("_scale") + "_quantized" in weights]
     assert len(scales) == 12 + 2  # per group: Q, K, V, dense, ffn, ffn_output; E->H; the MLM transform
@@ -108,11 +109,43 @@ def test_int8_dynamic_runs_each_attention_as_one_node(workdir, scheme, fused):
     ops = [n.op_type for n in graph.node]
     assert ops.count("MultiHeadAttention") == (4 if fused else 0)  # L = 4
     assert ops.count("Softmax") == (0 if fused else 4)
-    producers = {o: n.op_type for n in graph.node for o in n.output}
+    if not fused:
+        return
+    producers = {o: n for n in graph.node for o in n.output}
+    inits = {t.name for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "MultiHeadAttention":
-            # each of Q, K, V: (int8 product -> Cast -> Mul by scales) + bias
-            assert all(producers[i] == "Add" for i in node.input[:3])
+            # Q, K, V: one Split of one int8 product, whose weight is a Concat of the three
+            # stored int8 weights (folded once at load), each under its own name
+            (split,) = {producers[i].name: producers[i] for i in node.input[:3]}.values()
+            assert split.op_type == "Split"
+            chain = producers[split.input[0]]
+            while chain.op_type != "MatMulInteger":
+                chain = producers[chain.input[0]]
+            concat = producers[chain.input[1]]
+            assert concat.op_type == "Concat" and len(concat.input) == 3 and set(concat.input) <= inits
+            assert all(graph_init.endswith("weight_t_quantized") for graph_init in concat.input)
+
+
+def test_one_product_for_q_k_v_gives_the_three_products(workdir, monkeypatch):
+    """The packed Q, K, V product against the three products it replaces, on the same file:
+    the same weights, so the same results up to how the activations' int8 rounding falls."""
+    import albert_edge.quantize.onnx as quantize_onnx
+    from albert_edge.quantize.onnx_graph import pack_attention_inputs
+
+    monkeypatch.setattr(quantize_onnx, "pack_attention_inputs", lambda model: 0)
+    quantize(workdir / "model.onnx", QuantizeConfig("int8-dynamic", **TEXT), workdir / "three.onnx")
+    model = onnx.load(str(workdir / "three.onnx"))
+    assert pack_attention_inputs(model) == 4  # L = 4 applications of G = 2 groups
+    onnx.save(model, str(workdir / "one.onnx"))
+    sizes = {t.name: t.ByteSize() for t in onnx.load(str(workdir / "three.onnx")).graph.initializer}
+    assert {t.name: t.ByteSize() for t in model.graph.initializer if t.name in sizes} == sizes  # none copied
+    parent = Session(workdir / "model.onnx").run(feeds())["prediction_logits"]
+    three = Session(workdir / "three.onnx").run(feeds())["prediction_logits"]
+    one = Session(workdir / "one.onnx").run(feeds())["prediction_logits"]
+    error = np.abs(three - parent).max()
+    print("max |int8 - fp32|", error, "max |one - three|", np.abs(one - three).max())
+    assert np.abs(one - three).max() <= error and np.abs(one - parent).max() <= 1.5 * error
 
 
 def test_onnxruntime_alone_breaks_the_tied_table_and_the_check_says_so(workdir):
@@ -163,7 +196,8 @@ def test_a_shared_weight_quantized_per_use_is_caught(workdir):
     for node in graph.node:
         if node.op_type == "MatMulInteger":
             readers.setdefault(node.input[1], []).append(node)
-    name, nodes = next((n, r) for n, r in readers.items() if len(r) > 1)  # read by two layers
+    stored = {t.name for t in graph.initializer}  # (Q, K, V read a Concat of theirs)
+    name, nodes = next((n, r) for n, r in readers.items() if len(r) > 1 and n in stored)  # read by two layers
     weight = numpy_helper.to_array(next(t for t in graph.initializer if t.name == name))
     copy = np.clip(np.rint(weight.astype(np.float32) * 0.9), -127, 127).astype(np.int8)  # another scale
     graph.initializer.append(numpy_helper.from_array(copy, name + "_layer2"))
