@@ -7,6 +7,8 @@
   once as int8 with one scale per row and rewrites both readers to use it.
 - ``to_float16`` stores every float weight in float16 and computes in float16, with int64
   inputs and float32 outputs as before.
+- ``pack_attention_inputs`` makes the Q, K and V projections of an int8 file one product over
+  a Concat of their three stored int8 weights, which onnxruntime folds once at load.
 """
 
 from __future__ import annotations
@@ -298,8 +300,9 @@ def pack_attention_inputs(model: onnx.ModelProto) -> int:
     the three int8 weights (and their scales, zero points, biases) stay stored as they are, and
     one Concat per shared set, which onnxruntime folds once at load, packs them into an [H, 3H]
     matrix that every layer application reads; a Split hands Q, K and V to the attention. One
-    product in place of three saves two GEMM calls per layer (~5% of an ALBERT-base call at 32
-    tokens). Returns how many attentions were rewritten; the others are left as they are."""
+    product in place of three saves two GEMM calls per layer: ~5% of an ALBERT-base int8 call
+    at 32 tokens (onnxruntime 1.31, x86, 2 threads); at 128 the Split's copy costs about what
+    the GEMMs save. Returns how many attentions were rewritten; the others are left as they are."""
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
     producer = {out: node for node in graph.node for out in node.output}
