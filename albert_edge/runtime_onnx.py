@@ -1,39 +1,42 @@
 """How albert_edge.runtime opens an .onnx file in onnxruntime: settings chosen for a small process.
 
 Peak RSS (VmHWM) of a fresh process holding an ALBERT-base-shape int8-dynamic file (V=30000,
-11.6 MB) after one call at 32 and one at 128 tokens, onnxruntime 1.31, x86, 2 threads, median of
-5 processes (`python benchmarks/memory.py FILE --routes onnx session --rounds 5 --runs 3`; the
-process is 29 MiB before onnxruntime is imported, 51 MiB after):
+11.6 MB) through calls at 32 and at 128 tokens, onnxruntime 1.31, x86, 2 threads, median of 5
+processes (`python benchmarks/onnx_memory.py FILE`; the process is 51 MiB once numpy and
+onnxruntime are imported, 61 MiB with a one-node model loaded):
 
-- onnxruntime as albert-edge opened it before (by path, optimizers and memory pattern on): 96.7 MiB
-- memory pattern off (``enable_mem_pattern``): onnxruntime plans one activation block per input
-  shape and keeps each in its arena; off, tensors come from the arena one by one and their
-  memory serves every length. 4.3 MiB less, latency unchanged.
-- weights mapped from the file (:func:`in_place_model`): given a path, onnxruntime parses the
-  whole protobuf (a copy of every weight) and copies each weight again into its own tensor.
-  Given the graph with each large initializer pointing at its own bytes in the same file, it
-  maps them instead; prepacking then reads the mapped pages. 6 MiB less, same file, outputs
-  identical. Both together (what Session does with any .onnx file):                          86.3 MiB
+- by path, optimizers and memory pattern on (how albert-edge opened files before):     96.3 MiB
+- memory pattern off (``enable_mem_pattern``): onnxruntime plans one activation block per
+  input shape and keeps each in its arena; off, tensors come from the arena one by one and
+  their memory serves every length. Latency unchanged:                                 91.4 MiB
+- and the weights mapped from the file (:func:`in_place_model`): given a path, onnxruntime
+  parses the whole protobuf (a copy of every weight) and copies each weight again into its
+  own tensor; given the graph with each large initializer pointing at its own bytes in the
+  same file, it maps them, and prepacking reads the mapped pages. Same file, outputs
+  identical:                                                                           83.6 MiB
+- and the memory freed while loading handed back (:func:`return_freed_memory`):       81.7 MiB
 - a file optimized offline (:func:`albert_edge.quantize.ort_optimize.optimize_for_onnxruntime`,
-  marked with :data:`OPTIMIZED_KEY`) opened with onnxruntime's optimizers off: the optimizer's
-  working memory on a 1,100-node graph is never spent, and the 420-node graph it leaves is what
-  is loaded. Outputs identical, latency unchanged:                                           82.7 MiB
-  (onnxruntime.quantization.quantize_dynamic's file, run with onnxruntime's defaults:        96.2 MiB)
+  marked with :data:`OPTIMIZED_KEY`) is opened with onnxruntime's optimizers off: its
+  420-node graph instead of 1,100 nodes, no optimizer work at load:                    79.6 MiB
 
-Prepacking stays on: without it a call at 32 tokens took 1.34x as long. A mapped file must not
-be rewritten in place while a session holds it (albert-edge replaces files by renaming, which
-leaves the mapped one intact).
+onnxruntime.quantization.quantize_dynamic's file with onnxruntime's defaults: 100.1 MiB here.
+What is left is onnxruntime's (7 MiB of its code paged in by any CPU session, the packed int8
+weights, about 6 MiB of graph and kernels, 4 MiB of activations at 128 tokens) and, while
+loading, the mapped weights beside their packed copies. Prepacking stays on: without it a call
+at 32 tokens took 1.34x as long. A mapped file must not be rewritten in place while a session
+holds it (albert-edge replaces files by renaming, which leaves the mapped one intact).
 Standard library only, besides the ``ort`` module handed in.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 from pathlib import Path
 
 __all__ = ["OPTIMIZED_KEY", "DISABLED_OPTIMIZERS", "IN_PLACE_MIN_BYTES", "read_metadata", "optimized_by",
-           "in_place_model", "inference_session", "session_options"]
+           "in_place_model", "inference_session", "return_freed_memory", "session_options"]
 
 log = logging.getLogger(__name__)
 
@@ -208,15 +211,33 @@ def inference_session(ort, path: str | os.PathLike, options, providers: list[str
     :func:`in_place_model` can arrange it (an onnxruntime too old for the folder setting, or a
     file it cannot read that way, is loaded by its path as usual)."""
     path = Path(path)
+    session = None
     data = in_place_model(path)
     if data is not None:
         options.add_session_config_entry(_FOLDER_KEY, str(path.resolve().parent))
         try:
-            return ort.InferenceSession(data, options, providers=providers, disabled_optimizers=DISABLED_OPTIMIZERS)
+            session = ort.InferenceSession(data, options, providers=providers, disabled_optimizers=DISABLED_OPTIMIZERS)
         except Exception as exc:  # onnxruntime raises its own exception types
             log.debug("%s: loading with the weights in place failed (%s); loading by path", path,
                       str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-    return ort.InferenceSession(str(path), options, providers=providers, disabled_optimizers=DISABLED_OPTIMIZERS)
+        del data
+    if session is None:
+        session = ort.InferenceSession(str(path), options, providers=providers, disabled_optimizers=DISABLED_OPTIMIZERS)
+    return_freed_memory()
+    return session
+
+
+def return_freed_memory(libc=None) -> bool:
+    """Hand the heap memory freed while loading (the parsed graph, optimizer and packing scratch)
+    back to the system: glibc keeps freed memory for later allocations, and the activations at
+    the first calls then come on top of it. ALBERT-base int8: the process peaks 2.5-3.7 MiB lower.
+    glibc's ``malloc_trim``; False where the C library has none (musl, macOS, Windows)."""
+    try:
+        trim = (libc or ctypes.CDLL(None)).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return False
+    trim(0)
+    return True
 
 
 def session_options(ort, path: str | os.PathLike, num_threads: int | None = None, provider: str | None = None,

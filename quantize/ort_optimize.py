@@ -7,8 +7,9 @@ metadata. The extended level is the hardware-independent one (constant folding, 
 and fusions into onnxruntime's own operators: DynamicQuantizeMatMul, MatMulIntegerToFloat,
 FusedMatMul, Gelu); the layout level that follows depends on the CPU and is left to the device.
 ``albert_edge.runtime.Session`` opens a marked file with the optimizers off: on an ALBERT-base
-int8 file the process peaks 3.6 MiB lower (82.7 against 86.3 MiB, outputs identical, latency
-unchanged; see albert_edge.runtime_onnx). The file then runs in onnxruntime only.
+int8 file it loads in 0.09 s instead of 0.13 s and the process peaks 0.8-2 MiB lower (81.9
+against 82.7 MiB in benchmarks/memory.py's session route; outputs identical, latency unchanged;
+see albert_edge.runtime_onnx). The file then runs in onnxruntime only.
 
 Before the file is put in place it must load, give the source file's outputs on a sample batch,
 store no weight twice and no more weight bytes than the source.
@@ -45,7 +46,7 @@ def optimize_for_onnxruntime(src: str | os.PathLike, dst: str | os.PathLike, *, 
     cannot load ``src`` or the result fails a check; nothing is written then.
 
     The weights stay in the one file: albert_edge.runtime maps them from it (a separate .data
-    file measured the same, 82.4 against 82.5 MiB, and is a second file to copy)."""
+    file measured the same and is a second file to copy)."""
     import onnx
     import onnxruntime as ort
 

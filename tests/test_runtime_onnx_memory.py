@@ -13,7 +13,7 @@ onnx = pytest.importorskip("onnx")
 from albert_edge.errors import AlbertEdgeError, ConversionError  # noqa: E402
 from albert_edge.runtime import Session  # noqa: E402
 from albert_edge.runtime_onnx import (  # noqa: E402
-    OPTIMIZED_KEY, in_place_model, optimized_by, read_metadata, session_options)
+    OPTIMIZED_KEY, in_place_model, optimized_by, read_metadata, return_freed_memory, session_options)
 
 FUSED = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}  # what int8 MatMuls become in onnxruntime
 
@@ -244,6 +244,39 @@ def test_damaged_onnx_gives_the_same_one_line_as_before(int8, tmp_path, damage):
     with pytest.raises(AlbertEdgeError, match="onnxruntime cannot load it") as caught:
         Session(path, num_threads=1)
     assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+FREED = r"""
+import ctypes, sys
+from albert_edge.runtime_onnx import return_freed_memory
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+def rss():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS")) // 1024
+blocks = [libc.malloc(4000) for _ in range(8000)]  # 32 MB in small blocks, below glibc's mmap threshold
+for b in blocks:
+    ctypes.memset(b, 1, 4000)
+keep = libc.malloc(4000)  # holds the heap's top, so freeing the rest cannot shrink it from the end
+for b in blocks:
+    libc.free(b)
+before = rss()
+print(return_freed_memory(), before, rss())
+"""
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_return_freed_memory_gives_the_heap_back():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FREED], capture_output=True, text=True, timeout=60)
+    ok, before, after = done.stdout.split()
+    assert ok == "True" and int(before) - int(after) >= 20, done.stdout
+
+
+def test_return_freed_memory_without_malloc_trim_does_nothing():
+    assert return_freed_memory(libc=object()) is False
 
 
 # -- the session options --------------------------------------------------------------------------
