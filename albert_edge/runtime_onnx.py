@@ -212,7 +212,7 @@ def inference_session(ort, path: str | os.PathLike, options, providers: list[str
     file it cannot read that way, is loaded by its path as usual)."""
     path = Path(path)
     session = None
-    data = in_place_model(path)
+    data = None if _other_file_in_cwd(path) else in_place_model(path)
     if data is not None:
         options.add_session_config_entry(_FOLDER_KEY, str(path.resolve().parent))
         try:
@@ -225,6 +225,16 @@ def inference_session(ort, path: str | os.PathLike, options, providers: list[str
         session = ort.InferenceSession(str(path), options, providers=providers, disabled_optimizers=DISABLED_OPTIMIZERS)
     return_freed_memory()
     return session
+
+
+def _other_file_in_cwd(path: Path) -> bool:
+    """Whether a different file of ``path``'s name is in the working directory: an onnxruntime
+    older than the folder setting (1.19) would take its bytes for the weights."""
+    here = Path.cwd() / path.name
+    try:
+        return here.exists() and not here.samefile(path)
+    except OSError:
+        return True
 
 
 def return_freed_memory(libc=None) -> bool:

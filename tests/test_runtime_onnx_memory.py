@@ -212,6 +212,31 @@ def test_session_falls_back_to_the_path_when_in_place_loading_fails(int8, tmp_pa
         np.testing.assert_array_equal(got[name], want[name])
 
 
+def test_a_same_named_file_in_the_working_directory_is_never_read(int8, tmp_path, monkeypatch):
+    """Without the folder setting onnxruntime reads a bytes-loaded model's data beside the working
+    directory: a different file of the same name there must make Session load by path."""
+    import albert_edge.runtime_onnx as module
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "cwd").mkdir()
+    mine = tmp_path / "model" / "same.onnx"
+    mine.write_bytes(int8.read_bytes())
+    decoy = tmp_path / "cwd" / "same.onnx"
+    decoy.write_bytes(bytes(len(int8.read_bytes())))  # zeros where the weights would be
+    monkeypatch.setattr(module, "_FOLDER_KEY", "session.no_such_setting")  # as an old onnxruntime
+    monkeypatch.chdir(tmp_path / "cwd")
+    feeds = _feeds(5)
+    got = Session(mine, num_threads=1).run(feeds)
+    assert not _mapped(decoy) and not _mapped(mine)
+    want = Session(int8, num_threads=1).run(feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+    monkeypatch.chdir(tmp_path / "model")  # the same file there: mapped as usual
+    session = Session(mine, num_threads=1)
+    assert _mapped(mine)
+    session.run(feeds)
+
+
 def test_a_file_with_external_data_loads_as_it_is(tmp_path):
     """Weights already in a .data file are left where they are (their location is the folder's)."""
     torch = pytest.importorskip("torch")
