@@ -229,7 +229,8 @@ def inference_session(ort, path: str | os.PathLike, options, providers: list[str
 
 def _other_file_in_cwd(path: Path) -> bool:
     """Whether a different file of ``path``'s name is in the working directory: an onnxruntime
-    older than the folder setting (1.19) would take its bytes for the weights."""
+    that predates the folder setting (it ignores settings it does not know) looks for the
+    weights there, and would take that file's bytes for them."""
     here = Path.cwd() / path.name
     try:
         return here.exists() and not here.samefile(path)
