@@ -40,6 +40,9 @@ __all__ = ["OpCost", "GraphCount", "count"]
 # Matrix products, by the names onnxruntime and TFLite give them: MACs = output elements x K.
 MATMULS = frozenset({"MatMul", "MatMulInteger", "QLinearMatMul", "Gemm", "FusedMatMul",
                      "FULLY_CONNECTED", "BATCH_MATMUL"})
+# Attention ops that hold two products of activations: Q x K^T and softmax x V (onnxruntime's
+# com.microsoft.MultiHeadAttention, which albert-edge's int8-dynamic .onnx files use).
+ATTENTIONS = frozenset({"MultiHeadAttention"})
 # Ops that read only the rows they gather from a stored table, not the whole table.
 GATHERS = frozenset({"Gather", "GatherElements", "GATHER", "EMBEDDING_LOOKUP"})
 # Element operations per output element for the ops that do more than one (the rest count one).
@@ -145,6 +148,12 @@ def _cost(node: _Node) -> OpCost:
         weights = min(weights, sum(_size(s) * _ITEMSIZE.get(d, 4) for d, s in node.outputs))
     if node.op in MATMULS and len(node.inputs) >= 2:
         macs = out_elements * _contracted(node.op, node.inputs[0][1], node.inputs[1][1], node.outputs[0][1])
+        flops = 0
+    elif node.op in ATTENTIONS and len(node.inputs) >= 2:
+        # query (B, Tq, H) and key (B, Tk, H), already projected: B*Tq*Tk*H MACs per product, over
+        # all heads. The softmax's element operations are not counted (the head count is an attribute).
+        (batch, t_query, hidden), t_key = node.inputs[0][1][-3:], node.inputs[1][1][-2]
+        macs = 2 * batch * t_query * t_key * hidden
         flops = 0
     else:
         macs = 0

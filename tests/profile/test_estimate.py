@@ -61,6 +61,26 @@ def test_macs_match_the_config_with_every_layer_application(model_dir, fmt, batc
     assert len(batched) == 2 * L and sum(o.macs for o in batched) == batch * L * 2 * seq * seq * H
 
 
+def test_int8_onnx_with_fused_attention_counts_the_same_macs(tmp_path):
+    """int8-dynamic .onnx files compute attention in one MultiHeadAttention node per layer and
+    Q, K, V as one product: the count still matches the config, the attention products in fp32
+    and every product with a weight in int8."""
+    from albert_edge.converters.export import convert
+    from albert_edge.quantize import QuantizeConfig, quantize
+
+    from ..converters.conftest import tiny_model
+
+    convert(tiny_model(CONFIG), tmp_path / "fp32", targets=("onnx",), head="base", seq_len=16)
+    int8 = tmp_path / "model.int8.onnx"
+    quantize(tmp_path / "fp32" / "model.onnx", QuantizeConfig("int8-dynamic", num_samples=4, eval_samples=4), int8)
+    counted = count(int8, 1, 12)
+    attention = [o for o in counted.ops if o.op == "MultiHeadAttention"]
+    assert len(attention) == L  # the fusion really happened, once per layer application
+    assert counted.macs == hand_macs(1, 12)
+    assert sum(o.macs for o in attention) == L * 2 * 12 * 12 * H
+    assert counted.by_precision()["int8"]["macs"] == hand_macs(1, 12) - sum(o.macs for o in attention)
+
+
 def test_roofline_takes_the_slower_of_compute_and_memory():
     compute_bound = OpCost("mm", "MatMul", "fp32", macs=10**9, flops=0, weight_bytes=10**6, activation_bytes=0)
     memory_bound = OpCost("add", "Add", "fp32", macs=0, flops=10**6, weight_bytes=0, activation_bytes=10**9)
