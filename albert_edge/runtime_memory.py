@@ -46,7 +46,6 @@ import os
 import platform
 import struct
 import sys
-import tempfile
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -204,6 +203,8 @@ def _native_log() -> Iterator[Callable[[], str]]:
     if log.isEnabledFor(logging.DEBUG):
         yield lambda: ""
         return
+    import tempfile  # here, not at the top: its imports cost an ONNX-only process ~1.3 MiB
+
     try:
         if sys.stderr is not None:
             sys.stderr.flush()

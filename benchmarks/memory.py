@@ -10,7 +10,7 @@ falls on every route alike. Routes:
                          libLiteRt.so's C API (albert_edge.runtime_memory.CompiledTFLite)
     tflite-wrapper       the same CompiledModel and options through ai-edge-litert's Python wrapper
                          (what runtime_memory used before: the wrapper's own memory and speed)
-    onnx                 onnxruntime, as albert_edge.runtime opens it
+    onnx                 onnxruntime, as albert_edge.runtime opens it (runtime_onnx: weights mapped from the file)
     onnx-no-prepack      the same with session.disable_prepacking=1
     onnx-plain           onnxruntime with its default optimizations (how a peer's file is run)
     session              albert_edge.runtime.Session with its defaults (what a user gets)
@@ -115,14 +115,18 @@ def _open(route: str, path: Path, threads: int):
         return session.run
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    if route == "onnx-no-prepack":
-        options.add_session_config_entry("session.disable_prepacking", "1")
-    disabled = [] if route == "onnx-plain" else ["SkipLayerNormFusion"]  # plain: onnxruntime's defaults
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"],
-                                   disabled_optimizers=disabled)
+    from albert_edge import runtime_onnx
+
+    providers = ["CPUExecutionProvider"]
+    if route == "onnx-plain":  # onnxruntime's defaults, loaded by path: how a peer's file is run
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        session = ort.InferenceSession(str(path), options, providers=providers)
+    else:  # as albert_edge.runtime opens it (weights mapped from the file, memory pattern off)
+        options = runtime_onnx.session_options(ort, path, threads)
+        if route == "onnx-no-prepack":
+            options.add_session_config_entry("session.disable_prepacking", "1")
+        session = runtime_onnx.inference_session(ort, path, options, providers)
     names = [o.name for o in session.get_outputs()]
     return lambda feeds: dict(zip(names, session.run(names, {k: v.astype(np.int64) for k, v in feeds.items()})))
 
