@@ -2,10 +2,11 @@
 
 Batch 1, sequence 128, 2 threads by default. The model is built (a preset, random init, or a
 checkpoint), converted to fp32 ONNX / TFLite, quantized with every scheme of each format, and
-then every model is timed round-robin, a block of ``--block`` consecutive calls of each in turn
-(after one untimed call, so its weights are warm in cache), until each has ``--runs`` timed
-calls: load from other processes on a shared machine falls on all of them alike. Each median
-is printed as a ratio to PyTorch eager.
+then every model runs in a fresh process of its own (benchmarks/memory.py's child: PyTorch eager
+for the checkpoint, ``albert_edge.runtime.Session`` for each file), ``--rounds`` times, the
+models interleaved in each round, so load from other processes falls on all of them alike and no
+two runtimes share a process. Each median is printed as a ratio to PyTorch eager, with the
+process's peak memory.
 
     python benchmarks/quantize_speed.py                              # ALBERT-base, ONNX and TFLite
     python benchmarks/quantize_speed.py --formats onnx --runs 50
@@ -22,19 +23,14 @@ import argparse
 import json
 import logging
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-# PyTorch's OpenMP threads spin while they wait for work; on a machine shared with other jobs
-# that turns a 0.4 s ALBERT-base call into 2-3 s, which would flatter every ratio below. Must be
-# set before torch starts its thread pool; --omp-active measures the spinning default.
-if "--omp-active" not in sys.argv:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).parent))
+import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measurement)
 
 log = logging.getLogger("quantize_speed")
 
@@ -53,13 +49,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--runs", type=int, default=20, help="Timed calls per model.")
-    p.add_argument("--block", type=int, default=5, help="Consecutive timed calls per model per round.")
-    p.add_argument("--warmup", type=int, default=3, help="Untimed calls per model first.")
+    p.add_argument("--runs", type=int, default=10, help="Timed calls per model per process (after one untimed call).")
+    p.add_argument("--rounds", type=int, default=3, help="Fresh processes per model, interleaved.")
     p.add_argument("--work", help="Directory for the files (default: a temporary one).")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--omp-active", action="store_true",
-                   help="Leave PyTorch's OpenMP threads spinning (its default) instead of OMP_WAIT_POLICY=PASSIVE.")
     p.add_argument("--target", type=float, default=0.2,
                    help="Ratio to eager every int8 file should reach or beat (default 0.2); marked per row.")
     p.add_argument("--json", action="store_true", help="Print the results as JSON.")
@@ -131,47 +124,12 @@ def _files(args, ckpt: Path, head: str, work: Path) -> list[tuple[str, str, Path
     return files
 
 
-def _inputs(args, vocab_size: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(args.seed)
-    ids = rng.integers(5, vocab_size, size=(args.batch, args.seq_len), dtype=np.int64)
-    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-
-
-def _runners(args, ckpt: Path, head: str, files, feeds):
-    """name -> zero-argument callable running one inference."""
-    import torch
-
-    from albert_edge import checkpoints
-    from albert_edge.runtime import Session
-
-    torch.set_num_threads(args.threads)
-    _, model = checkpoints.load_model(ckpt, head)
-    tensors = [torch.from_numpy(feeds[k]) for k in ("input_ids", "attention_mask", "token_type_ids")]
-
-    def eager():
-        with torch.inference_mode():
-            model(*tensors)
-
-    runners = {("pytorch", "eager fp32"): eager}
-    for fmt, scheme, path in files:
-        session = Session(path, num_threads=args.threads)
-        runners[(fmt, scheme)] = lambda s=session: s.run(feeds)
-    return runners, model.config
-
-
-def measure(args, runners) -> dict[tuple[str, str], list[float]]:
-    for run in runners.values():
-        for _ in range(args.warmup):
-            run()
-    times: dict[tuple[str, str], list[float]] = {key: [] for key in runners}
-    while any(len(t) < args.runs for t in times.values()):  # round-robin: load hits every model alike
-        for key, run in runners.items():
-            run()  # its weights back in cache after the other models ran
-            for _ in range(min(args.block, args.runs - len(times[key]))):
-                start = time.perf_counter()
-                run()
-                times[key].append(time.perf_counter() - start)
-    return times
+def measure(args, ckpt: Path, files) -> list[dict]:
+    """memory.measure's rows: PyTorch eager on the checkpoint, then each file through Session."""
+    plan = [(ckpt, "pytorch")] + [(path, "session") for _, _, path in files]
+    settings = argparse.Namespace(seq_lens=[args.seq_len], batch=args.batch, threads=args.threads, runs=args.runs,
+                                  rounds=args.rounds)
+    return memory.measure(settings, plan=plan, reference=plan[0])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,40 +142,36 @@ def main(argv: list[str] | None = None) -> int:
         files = _files(args, ckpt, head, work)
         from albert_edge.config import load_config
 
-        feeds = _inputs(args, load_config(ckpt).vocab_size)
-        runners, config = _runners(args, ckpt, head, files, feeds)
-        times = measure(args, runners)
-        sizes = {(fmt, scheme): path.stat().st_size for fmt, scheme, path in files}
-    eager = statistics.median(times[("pytorch", "eager fp32")])
+        config = load_config(ckpt)
+        measured = measure(args, ckpt, files)
+    T = args.seq_len
+    eager = measured[0][f"p50_ms@{T}"]
     rows = []
-    for (fmt, scheme), values in times.items():
-        median = statistics.median(values)
-        rows.append({"format": fmt, "scheme": scheme, "median_ms": round(1000 * median, 2),
-                     "min_ms": round(1000 * min(values), 2),
-                     "p90_ms": round(1000 * float(np.percentile(values, 90)), 2),
-                     "ratio_to_eager": round(median / eager, 4), "bytes": sizes.get((fmt, scheme)),
+    for (fmt, scheme), row in zip([("pytorch", "eager fp32")] + [(f, s) for f, s, _ in files], measured):
+        median = row[f"p50_ms@{T}"]
+        rows.append({"format": fmt, "scheme": scheme, "median_ms": median, "p90_ms": row[f"p90_ms@{T}"],
+                     "peak_rss_mib": row["peak_rss_mib"], "ratio_to_eager": round(median / eager, 4),
+                     "bytes": row["bytes"], "max_abs_diff": row["max_abs_diff"],
                      "meets_target": median / eager <= args.target if scheme.startswith("int8") else None})
     setup = {"model": args.checkpoint or args.preset, "overrides": args.overrides, "head": head,
              "hidden_size": config.hidden_size, "layers": config.num_hidden_layers, "vocab_size": config.vocab_size,
              "batch": args.batch, "seq_len": args.seq_len, "threads": args.threads, "runs": args.runs,
-             "block": args.block, "target": args.target,
-             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(default)"), "load_average": os.getloadavg()}
+             "rounds": args.rounds, "target": args.target, "load_average": os.getloadavg()}
     if args.json:
         print(json.dumps({"setup": setup, "results": rows}, indent=2))
         return 0
     print(f"{setup['model']} {' '.join(args.overrides)} ({head}, H={config.hidden_size}, L={config.num_hidden_layers}, "
           f"V={config.vocab_size}): batch {args.batch}, seq {args.seq_len}, {args.threads} threads, "
-          f"median of {args.runs} calls in round-robin blocks of {args.block}; "
-          f"OMP_WAIT_POLICY={setup['omp_wait_policy']}, "
+          f"median of {args.rounds} fresh processes x {args.runs} calls, interleaved; "
           f"load average {setup['load_average'][0]:.1f}")
     target = f"<={args.target:g}x"
-    print(f"{'format':<8} {'scheme':<14} {'size MB':>9} {'median ms':>10} {'min ms':>8} {'p90 ms':>9} {'x eager':>8} "
+    print(f"{'format':<8} {'scheme':<14} {'size MB':>9} {'median ms':>10} {'p90 ms':>9} {'peak MiB':>9} {'x eager':>8} "
           f"{target:>7}")
     for r in rows:
         size = f"{r['bytes'] / 1e6:.2f}" if r["bytes"] else "-"
         meets = {True: "yes", False: "NO", None: ""}[r["meets_target"]]
-        print(f"{r['format']:<8} {r['scheme']:<14} {size:>9} {r['median_ms']:>10.1f} {r['min_ms']:>8.1f} "
-              f"{r['p90_ms']:>9.1f} {r['ratio_to_eager']:>8.3f} {meets:>7}")
+        print(f"{r['format']:<8} {r['scheme']:<14} {size:>9} {r['median_ms']:>10.1f} {r['p90_ms']:>9.1f} "
+              f"{r['peak_rss_mib']:>9.1f} {r['ratio_to_eager']:>8.3f} {meets:>7}")
     return 0
 
 
