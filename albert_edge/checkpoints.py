@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from .config import AlbertConfig, load_config
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError, ConfigError, optional_import
 from .files import atomic_write
 from .model import ALL_HEADS, AlbertModel, build_model
 
@@ -246,7 +246,7 @@ def _tf_prefix(path: Path) -> Path:
 
 def _import_tf():
     try:
-        import tensorflow as tf
+        tf = optional_import("tensorflow")
     except ImportError:
         raise CheckpointError(
             "reading an original TF checkpoint needs tensorflow: pip install 'albert-edge[convert]'"

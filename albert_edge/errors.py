@@ -7,11 +7,12 @@ what the line reads. Anything else is a bug."""
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 
 __all__ = [
     "AlbertEdgeError", "ConfigError", "CheckpointError", "ConversionError", "TokenizerError",
-    "RuntimeUnavailable", "OutputError", "user_message",
+    "RuntimeUnavailable", "OutputError", "user_message", "optional_import",
 ]
 
 
@@ -84,3 +85,16 @@ def user_message(exc: BaseException) -> str | None:
 def _one_line(text: str) -> str:
     """Messages are one line: several lines of a library's message joined, never cut."""
     return " ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+
+
+def optional_import(name: str):
+    """``importlib.import_module(name)`` for an optional dependency whose ImportError the caller
+    turns into one line. A Ctrl-C or SIGTERM that lands while a compiled module initialises leaves
+    the import as ImportError("initialization failed") with the interrupt as its cause (pybind11
+    wraps it): that one is raised again as the interrupt it is, not reported as a missing package."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            raise exc.__cause__ from None
+        raise

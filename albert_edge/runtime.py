@@ -15,7 +15,7 @@ import numpy as np
 from . import runtime_memory, runtime_onnx
 from .tflite_check import check_tflite
 from .converters.graph import TensorSpec
-from .errors import RuntimeUnavailable
+from .errors import RuntimeUnavailable, optional_import
 
 __all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES"]
 
@@ -156,7 +156,7 @@ class _OnnxBackend:
     def __init__(self, path: Path, num_threads: int | None, provider: str | None = None,
                  ops_trace: str | os.PathLike | None = None):
         try:
-            import onnxruntime as ort
+            ort = optional_import("onnxruntime")
         except ImportError:
             raise RuntimeUnavailable(
                 "running .onnx files needs onnxruntime (pip install 'albert-edge[onnx]')"
@@ -279,7 +279,7 @@ def _tflite_spec(name: str, detail: dict) -> TensorSpec:
 def _tflite_interpreter():
     for module_name, attr in _TFLITE_INTERPRETERS:
         try:
-            module = importlib.import_module(module_name)
+            module = optional_import(module_name)
         except ImportError:
             continue
         log.debug("TFLite interpreter: %s", module_name)

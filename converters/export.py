@@ -5,7 +5,6 @@ name, verify it against PyTorch, and only when all passed move them in place and
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import logging
 import os
@@ -17,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert_edge.errors import ConversionError, user_message
+from albert_edge.errors import ConversionError, optional_import, user_message
 from albert_edge.files import missing_root, write_failure
 
 from . import manifest as manifest_io
@@ -322,7 +321,7 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
 
 def _exporter(target: Target):
     try:
-        return importlib.import_module(target.module)
+        return optional_import(target.module)
     except ImportError as exc:
         raise ConversionError(f"the {target.name} exporter is not available: {exc}") from None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from albert_edge.errors import RuntimeUnavailable
+from albert_edge.errors import RuntimeUnavailable, optional_import
 
 from .graph import GraphContents, StoredTensor, TensorSpec
 
@@ -19,7 +19,7 @@ __all__ = ["read"]
 
 def _onnx():
     try:
-        import onnx
+        onnx = optional_import("onnx")
     except ImportError:
         raise RuntimeUnavailable("reading .onnx files needs onnx (pip install 'albert-edge[convert]')") from None
     return onnx

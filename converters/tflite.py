@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from albert_edge.errors import ConversionError
+from albert_edge.errors import ConversionError, optional_import
 
 from .graph import INPUT_NAMES
 from .op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
@@ -248,7 +248,7 @@ def _run_converter(saved_model: str, buffer_offset: bool, run=None) -> bytes:
 
 def _import_tensorflow():
     try:
-        import tensorflow as tf
+        tf = optional_import("tensorflow")
     except ImportError:
         raise ConversionError("converting to TFLite needs tensorflow (pip install 'albert-edge[convert]')") from None
     return tf

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RuntimeUnavailable
+from ..errors import RuntimeUnavailable, optional_import
 from ..runtime import format_of
 
 __all__ = ["OpCost", "GraphCount", "count"]
@@ -187,7 +187,7 @@ def _feeds(inputs: list[tuple[str, str]], batch: int, seq_len: int) -> dict[str,
 
 def _onnx_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
     try:
-        import onnxruntime as ort
+        ort = optional_import("onnxruntime")
     except ImportError:
         raise RuntimeUnavailable("counting .onnx operators needs onnxruntime (pip install 'albert-edge[onnx]')") from None
     from ..runtime import _ORT_TYPES
