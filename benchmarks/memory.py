@@ -2,7 +2,8 @@
 
 Each (file, route) runs in a fresh child process (one model per process: the kernel's VmHWM
 then belongs to that model alone), several rounds interleaved so load from other processes
-falls on every route alike. Routes:
+falls on every route alike. Before each child, the file is dropped from the page cache (``evict``),
+so every process reads its model cold. Routes:
 
     tflite-interpreter   the classic ai-edge-litert Interpreter, XNNPACK on (packs per node)
     tflite-no-xnnpack    the classic Interpreter without XNNPACK (reference kernels)
@@ -198,7 +199,24 @@ def child(args: argparse.Namespace) -> None:
     print(json.dumps(record))
 
 
+def evict(path: Path) -> None:
+    """Drop ``path`` (a file, or each file of a checkpoint directory) from the page cache, so every
+    child reads its model cold, as after a boot. Runtimes map model files, and a mapped file's
+    resident pages count in the process's RSS: how many a fault maps depends on how the kernel
+    holds the file in its cache (a file written in one large write() is cached in large folios,
+    and the same ALBERT-base int8 file then peaked 8 MiB higher), so a warm cache would make the
+    figure depend on how and when the file was written."""
+    for file in ([path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())):
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)  # dirty pages cannot be dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def _run_child(argv: list[str], route: str, path: Path, out: Path) -> dict:
+    evict(path)
     done = subprocess.run([sys.executable, __file__, *argv, "--child", route, str(path), str(out)],
                           capture_output=True, text=True, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
     if done.returncode != 0:
