@@ -123,9 +123,32 @@ def library_path() -> Path | None:
     return None
 
 
+# The ctypes structures of this module follow LiteRT's C headers as these ai-edge-litert releases
+# ship them; a release whose layouts were not checked against them is left to the classic
+# Interpreter rather than driven through structures that may have moved.
+CHECKED_RELEASES = ("2.3.",)
+
+
+def installed_release(library: Path) -> str | None:
+    """The installed ai-edge-litert's version, from its dist-info folder beside the package
+    (importlib.metadata would cost this process ~3.5 MiB)."""
+    for info in sorted(library.parent.parent.glob("ai_edge_litert-*.dist-info")):
+        return info.name[len("ai_edge_litert-"):-len(".dist-info")]
+    return None
+
+
 def available() -> bool:
-    """Whether LiteRT's CompiledModel (libLiteRt.so of ai-edge-litert 2.x) is installed and runs on this CPU."""
-    return library_path() is not None and cpu_runs_compiled_model()
+    """Whether LiteRT's CompiledModel (libLiteRt.so of a checked ai-edge-litert release) is
+    installed and runs on this CPU."""
+    library = library_path()
+    if library is None or not cpu_runs_compiled_model():
+        return False
+    release = installed_release(library)
+    if release is None or not release.startswith(CHECKED_RELEASES):
+        log.info("ai-edge-litert %s: its C API layouts are not among the checked releases (%s)",
+                 release or "(version unknown)", ", ".join(r + "x" for r in CHECKED_RELEASES))
+        return False
+    return True
 
 
 def read_signature(path: str | os.PathLike) -> tuple[str, list[TensorSpec], list[TensorSpec]] | None:
@@ -302,7 +325,8 @@ class CompiledTFLite:
     def __init__(self, path: str | os.PathLike, num_threads: int | None = None,
                  payloads: tuple[tuple[bytes, bytes], ...] = ()):
         if not available():
-            raise RuntimeUnavailable("LiteRT's CompiledModel needs ai-edge-litert 2 or newer, and on Arm a CPU "
+            raise RuntimeUnavailable("LiteRT's CompiledModel route needs ai-edge-litert "
+                                     f"{', '.join(r + 'x' for r in CHECKED_RELEASES)}, and on Arm a CPU "
                                      "with the ARMv8.2 fp16 and dot-product extensions")
         signature = _read_signature(path)
         if signature is None:

@@ -267,6 +267,16 @@ def test_without_ai_edge_litert_the_route_is_declined(albert_file, monkeypatch):
     assert runtime_memory.open_tflite(albert_file, 1) is None
 
 
+def test_an_unchecked_ai_edge_litert_release_is_left_to_the_interpreter(albert_file, monkeypatch):
+    library = runtime_memory.library_path()
+    assert runtime_memory.installed_release(library).startswith(runtime_memory.CHECKED_RELEASES)
+    monkeypatch.setattr(runtime_memory, "CHECKED_RELEASES", ("9.9.",))  # as if a newer release were installed
+    assert not runtime_memory.available()
+    assert runtime_memory.open_tflite(albert_file, 1) is None
+    session = Session(albert_file, num_threads=1)
+    assert not session.weights_once and session.backend_name == "ai_edge_litert"
+
+
 @pytest.mark.parametrize("shape, feed, want", [
     ((-1, -1, 768), (2, 9), (2, 9, 768)),
     ((-1, 768), (2, 9), (2, 768)),
