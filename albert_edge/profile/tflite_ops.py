@@ -69,9 +69,8 @@ def tflite_breakdown(path: str | os.PathLike, threads: int | None, feeds: dict[s
     ``path`` run on ``feeds`` (int32 ids), in ms per call: the mean of each operator over
     ``calls`` profiled calls after one unprofiled call that allocates."""
     path = Path(path)
-    if not runtime_memory.available():  # on an ARMv8.0 CPU (Raspberry Pi 4) CompiledModel dies with SIGILL
-        raise RuntimeUnavailable("LiteRT's CompiledModel, which the profiler belongs to, needs ai-edge-litert 2 "
-                                 "and, on Arm, a CPU with the ARMv8.2 fp16 and dot-product extensions")
+    # Declined (RuntimeUnavailable) where the route is not available, e.g. on an ARMv8.0 CPU
+    # (Raspberry Pi 4), where CompiledModel dies with SIGILL.
     session = runtime_memory.CompiledTFLite(path, threads, payloads=(_PROFILING,))
     try:
         profiler = C.c_void_p()
