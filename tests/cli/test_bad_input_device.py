@@ -160,6 +160,17 @@ def _table(base: tuple[str, ...], rows: dict[str, tuple]) -> dict[str, Case]:
     return {name: Case(base + tuple(row[0]), *row[1:]) for name, row in rows.items()}
 
 
+def _unwritable(option: str, file_name: str) -> dict[str, tuple]:
+    """Rows of an output-file option pointed where no file can be written."""
+    name = option.lstrip("-")
+    return {
+        f"{name}-under-a-file": ([option, f"{{w}}/afile/{file_name}"], "is a file, not a directory"),
+        f"{name}-directory": ([option, "{w}"], "is a directory"),
+        f"{name}-read-only": ([option, f"{{mnt}}/{file_name}"], "not writable", "readonly"),
+        f"{name}-full-disk": ([option, f"{{mnt}}/{file_name}"], "disk is full", "full"),
+    }
+
+
 PROFILE = ("profile", "{w}/conv/model.onnx", "--seq-len", str(SEQ), "--threads", "1", "--runs", "2",
            "--min-seconds", "0", "--warmup", "0")
 PROFILE_CASES = _table(PROFILE, {
@@ -197,18 +208,12 @@ PROFILE_CASES = _table(PROFILE, {
     "baseline-directory": (["--baseline", "{w}"], "cannot read it as profile results"),
     "baseline-other-records": (["--baseline", "{w}/other.jsonl"], "not profile results"),
     "csv-exists": (["--csv", "{w}/afile"], "exists; pass --force"),
-    "csv-under-a-file": (["--csv", "{w}/afile/x.csv"], "is a file, not a directory"),
-    "csv-directory": (["--csv", "{w}"], "is a directory"),
-    "csv-read-only": (["--csv", "{mnt}/p.csv"], "not writable", "readonly"),
-    "csv-full-disk": (["--csv", "{mnt}/p.csv"], "disk is full", "full"),
-    "append-under-a-file": (["--append", "{w}/afile/x.jsonl"], "is a file, not a directory"),
-    "append-directory": (["--append", "{w}"], "is a directory"),
+    **_unwritable("--csv", "p.csv"),
+    **_unwritable("--append", "p.jsonl"),
     "append-to-broken": (["--append", "{w}/broken.json"], "not profile results"),
     "append-to-cut": (["--append", "{w}/prof-cut.jsonl"], "not profile results"),
     "append-to-other-records": (["--append", "{w}/other.jsonl"], "not profile results"),
     "append-to-not-utf8": (["--append", "{w}/latin1.json"], "cannot read it as profile results"),
-    "append-read-only": (["--append", "{mnt}/p.jsonl"], "not writable", "readonly"),
-    "append-full-disk": (["--append", "{mnt}/p.jsonl"], "disk is full", "full"),
     "estimate-unknown": (["--estimate", "bogus"], "unknown device 'bogus'"),
     "estimate-empty": (["--estimate", ""], "no device named"),
     "estimate-one-unknown": (["--estimate", "pi4,rpi9"], "unknown device 'rpi9'"),
@@ -218,8 +223,7 @@ PROFILE_CASES = _table(PROFILE, {
     "ssh-config-missing": (["--remote", "pi@127.0.0.1", "--ssh-config", "{w}/nothing"], "no such file"),
 })
 PROFILE_CASES.update({
-    f"file-{how}": Case(("profile", f"{{w}}/damaged/{how}/model.onnx", "--seq-len", str(SEQ), "--threads", "1",
-                         "--runs", "2", "--min-seconds", "0", "--warmup", "0"), f"damaged/{how}/model.onnx")
+    f"file-{how}": Case(("profile", f"{{w}}/damaged/{how}/model.onnx", *PROFILE[2:]), f"damaged/{how}/model.onnx")
     for how in ("truncated", "first-64-bytes", "empty", "zeros", "random", "text")
 })
 PROFILE_CASES.update({
@@ -296,8 +300,7 @@ PIPELINE_CASES = _table(PIPELINE, {
     "out-full-disk": (["--out", "{mnt}/run"], "disk is full", "full"),
 })
 PIPELINE_CASES.update({
-    name: Case(("pipeline", source, "--to", "onnx", "--seq-len", str(SEQ), "--profile-seq-len", str(SEQ), "--out",
-                "{scratch}/run"), message)
+    name: Case(("pipeline", source, *PIPELINE[2:]), message)
     for name, (source, message) in {
         "source-missing": ("{w}/nothing", "no such checkpoint"),
         "source-a-file": ("{w}/afile", "is not a checkpoint directory"),
