@@ -215,13 +215,21 @@ def evict(path: Path) -> None:
             os.close(fd)
 
 
-def _run_child(argv: list[str], route: str, path: Path, out: Path) -> dict:
-    evict(path)
-    done = subprocess.run([sys.executable, __file__, *argv, "--child", route, str(path), str(out)],
-                          capture_output=True, text=True, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+def fresh_process(argv: list[str], what: str, model: Path | None = None, env: dict | None = None) -> dict:
+    """Run ``python ARGV`` (a benchmark script's child) in a fresh process, OpenMP threads passive,
+    ``model`` read cold (see ``evict``), and return the JSON object it printed last; a failed
+    child stops the benchmark with the tail of its stderr. Every benchmark here times this way."""
+    if model is not None:
+        evict(model)
+    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **(env or {})})
     if done.returncode != 0:
-        raise SystemExit(f"{route} {path}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        raise SystemExit(f"{what}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _run_child(argv: list[str], route: str, path: Path, out: Path) -> dict:
+    return fresh_process([__file__, *argv, "--child", route, str(path), str(out)], f"{route} {path}", path)
 
 
 def _routes(args: argparse.Namespace, path: Path) -> list[str]:

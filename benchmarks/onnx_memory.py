@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -85,14 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.files:
         p.error("name at least one .onnx file")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from memory import fresh_process  # here, not at the top: the children measure their own imports
+
     plan = [(f, lead) for f in args.files for lead in args.leads]
     got: dict = {key: [] for key in plan}
     for _ in range(args.rounds):
         for f, lead in plan:
-            done = subprocess.run([sys.executable, __file__, "--child", lead, str(f)], capture_output=True, text=True)
-            if done.returncode:
-                raise SystemExit(f"{lead} {f}: child failed:\n{done.stderr[-2000:]}")
-            got[(f, lead)].append(json.loads(done.stdout.splitlines()[-1]))
+            got[(f, lead)].append(fresh_process([__file__, "--child", lead, str(f)], f"{lead} {f}", f))
     print(f"{'file':40s} {'lead':11s} {'peak MiB':>9s} {'range':>13s} {'after load':>10s}")
     for (f, lead), records in got.items():
         end = [r["end"] for r in records]

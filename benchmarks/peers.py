@@ -41,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measurement)
+from quantize_speed import _config, add_model_options  # noqa: E402  (the model options, read one way)
 
 log = logging.getLogger("peers")
 INPUTS = memory.INPUTS
@@ -48,10 +49,7 @@ INPUTS = memory.INPUTS
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", help="A Hugging Face ALBERT directory (default: --preset, random init).")
-    p.add_argument("--preset", default="albert-base-v2", help="Config preset when no --checkpoint.")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="Override a preset config field (e.g. vocab_size=8000); repeatable.")
+    add_model_options(p, "A Hugging Face ALBERT directory (default: --preset, random init).")
     p.add_argument("--seq-lens", nargs="+", type=int, default=[32, 128], help="Sequence lengths timed.")
     p.add_argument("--batch", type=int, default=1, help="Batch size of the timed calls.")
     p.add_argument("--threads", type=int, default=2, help="Runtime threads.")
@@ -72,7 +70,6 @@ def _checkpoint(args, work: Path) -> Path:
 
         from albert_edge import checkpoints
         from albert_edge.model import build_model
-        from quantize_speed import _config  # --preset with its --set overrides, read one way
 
         torch.manual_seed(0)
         model = build_model(_config(args), "base")

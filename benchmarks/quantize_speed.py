@@ -35,12 +35,17 @@ import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measuremen
 log = logging.getLogger("quantize_speed")
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", help="A checkpoint directory (default: --preset, random init).")
+def add_model_options(p: argparse.ArgumentParser, checkpoint_help: str) -> None:
+    """--checkpoint, or --preset with --set overrides (read by ``_config``): the model a benchmark builds."""
+    p.add_argument("--checkpoint", help=checkpoint_help)
     p.add_argument("--preset", default="albert-base-v2", help="Config preset when no --checkpoint.")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="Override a preset config field (e.g. vocab_size=8000); repeatable.")
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_model_options(p, "A checkpoint directory (default: --preset, random init).")
     p.add_argument("--head", default=None, help="Head to build or load (default: base for a preset).")
     p.add_argument("--formats", nargs="+", default=["onnx", "tflite"], choices=["onnx", "tflite"])
     p.add_argument("--schemes", nargs="+", default=None, help="Only these schemes (default: all of each format).")

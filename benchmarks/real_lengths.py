@@ -23,12 +23,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import memory  # noqa: E402  (benchmarks/memory.py: fresh_process, the way every benchmark here times)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -88,14 +90,10 @@ def child(args: argparse.Namespace) -> None:
 
 
 def _run_child(args: argparse.Namespace, mode: str, path: Path, out: Path) -> dict:
-    argv = [sys.executable, __file__, str(path), "--tokenizer", args.tokenizer, "--text", args.text,
+    argv = [__file__, str(path), "--tokenizer", args.tokenizer, "--text", args.text,
             "--sentences", str(args.sentences), "--passes", str(args.passes), "--max-seq-len", str(args.max_seq_len),
             "--min-bucket", str(args.min_bucket), "--threads", str(args.threads), "--child", mode, str(path)]
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "REAL_LENGTHS_OUT": str(out)}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"{mode} {path}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return memory.fresh_process(argv, f"{mode} {path}", path, env={"REAL_LENGTHS_OUT": str(out)})
 
 
 def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:

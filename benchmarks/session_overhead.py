@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import memory  # noqa: E402  (benchmarks/memory.py: fresh_process, the way every benchmark here times)
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -129,12 +130,9 @@ def child(args: argparse.Namespace) -> None:
 
 
 def _run_child(args: argparse.Namespace, route: str, path: Path, seq_len: int) -> dict:
-    argv = [sys.executable, __file__, "x", "--threads", str(args.threads), "--runs", str(args.runs),
+    argv = [__file__, "x", "--threads", str(args.threads), "--runs", str(args.runs),
             "--warmup", str(args.warmup), "--child", route, str(path), str(seq_len)]
-    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-    if done.returncode != 0:
-        raise SystemExit(f"{route} {path} seq {seq_len}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return memory.fresh_process(argv, f"{route} {path} seq {seq_len}", path)
 
 
 def measure(args: argparse.Namespace) -> list[dict]:

@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -145,12 +143,8 @@ def child(args: argparse.Namespace) -> None:
 
 def _run_child(args: argparse.Namespace, route: str, path: Path, out: Path) -> dict:
     argv = ["--seq-lens", *map(str, args.seq_lens), "--threads", str(args.threads), "--runs", str(args.runs)]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([sys.executable, __file__, *argv, "--child", route, str(path), str(out)],
-                          capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"{route} {path}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return memory.fresh_process([__file__, *argv, "--child", route, str(path), str(out)], f"{route} {path}", path,
+                                env={"TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
 # -- the comparison --------------------------------------------------------------------------------
