@@ -21,7 +21,8 @@ from albert_edge.converters.graph import TensorSpec
 from albert_edge.errors import RuntimeUnavailable
 from albert_edge.runtime import Session
 
-pytestmark = pytest.mark.skipif(not runtime_memory.available(), reason="needs ai-edge-litert 2 (CompiledModel)")
+pytestmark = pytest.mark.skipif(not runtime_memory.available(),
+                                reason="LiteRT's CompiledModel route not available (ai-edge-litert release, CPU)")
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # The shared-weight file: one W x W fp32 weight (4 MiB) read by N_USES fully-connected nodes.
