@@ -88,11 +88,9 @@ def make_bundle(opts: BundleOptions, on_step: Step | None = None) -> dict[str, A
     in a temporary directory beside it and moved into place only when complete."""
     step = on_step or (lambda *_: None)
     out = Path(opts.out_dir)
-    if out.exists() and not out.is_dir():
-        raise AlbertEdgeError(f"--out {out} already exists and is a file, not a directory; choose another path")
-    if out.exists() and any(out.iterdir()) and not opts.force:
+    check_output_dir(out, force=True)  # a file, under a file, or not writable
+    if out.is_dir() and any(out.iterdir()) and not opts.force:
         raise AlbertEdgeError(f"{out} already exists and is not empty (use --force to replace it)")
-    check_output_dir(out, force=True)  # under a file, or not writable
     made = missing_root(out.parent)
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
