@@ -85,6 +85,8 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=out.parent))
     except OSError as exc:
+        if made is not None:  # the parents made before the temporary directory failed
+            shutil.rmtree(made, ignore_errors=True)
         raise ReportError(f"cannot create {out.parent}: {exc.strerror or exc}") from None
     try:
         chart_dir = tmp / "charts"

@@ -213,6 +213,19 @@ def test_read_only_parent(tmp_path):
         parent.chmod(0o755)
 
 
+def test_failed_start_leaves_no_parents(tmp_path, monkeypatch):
+    """The temporary directory cannot be made: the parents made for --out are removed again."""
+    import tempfile
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_space)
+    result = CliRunner().invoke(main, ["report", "tiny", "--no-charts", "--out", str(tmp_path / "new" / "deeper" / "r")])
+    assert result.exit_code == 2 and "cannot create" in result.output
+    assert sorted(tmp_path.iterdir()) == []
+
+
 def test_existing_out_needs_force(tmp_path):
     out = tmp_path / "r"
     out.mkdir()
