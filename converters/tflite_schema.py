@@ -84,6 +84,18 @@ class _Table:
                              count=struct.unpack_from("<I", self._buf, at)[0], offset=at + 4)
 
 
+def _vector_of(field: int, cls: type) -> tuple:
+    """The two accessors of a vector-of-tables field, as the generated bindings name them:
+    ``Xs(i)`` (element ``i``, None when the field is absent) and ``XsLength()``."""
+    def element(self, i: int):
+        return self._table(field, i, cls)
+
+    def length(self) -> int:
+        return self._length(field)
+
+    return element, length
+
+
 class OperatorCode(_Table):
     def DeprecatedBuiltinCode(self) -> int:
         return self._scalar(0, "<b")
@@ -130,11 +142,7 @@ class Operator(_Table):
 
 
 class SubGraph(_Table):
-    def Tensors(self, i: int) -> Tensor:
-        return self._table(0, i, Tensor)
-
-    def TensorsLength(self) -> int:
-        return self._length(0)
+    Tensors, TensorsLength = _vector_of(0, Tensor)
 
     def InputsAsNumpy(self):
         return self._numpy(1, np.int32)
@@ -142,11 +150,7 @@ class SubGraph(_Table):
     def OutputsAsNumpy(self):
         return self._numpy(2, np.int32)
 
-    def Operators(self, i: int) -> Operator:
-        return self._table(3, i, Operator)
-
-    def OperatorsLength(self) -> int:
-        return self._length(3)
+    Operators, OperatorsLength = _vector_of(3, Operator)
 
 
 class Buffer(_Table):
@@ -177,17 +181,8 @@ class TensorMap(_Table):
 
 
 class SignatureDef(_Table):
-    def Inputs(self, i: int) -> TensorMap:
-        return self._table(0, i, TensorMap)
-
-    def InputsLength(self) -> int:
-        return self._length(0)
-
-    def Outputs(self, i: int) -> TensorMap:
-        return self._table(1, i, TensorMap)
-
-    def OutputsLength(self) -> int:
-        return self._length(1)
+    Inputs, InputsLength = _vector_of(0, TensorMap)
+    Outputs, OutputsLength = _vector_of(1, TensorMap)
 
     def SignatureKey(self) -> bytes | None:
         return self._string(2)
@@ -205,38 +200,15 @@ class Model(_Table):
     def Version(self) -> int:
         return self._scalar(0, "<I")
 
-    def OperatorCodes(self, i: int) -> OperatorCode:
-        return self._table(1, i, OperatorCode)
-
-    def OperatorCodesLength(self) -> int:
-        return self._length(1)
-
-    def Subgraphs(self, i: int) -> SubGraph:
-        return self._table(2, i, SubGraph)
-
-    def SubgraphsLength(self) -> int:
-        return self._length(2)
+    OperatorCodes, OperatorCodesLength = _vector_of(1, OperatorCode)
+    Subgraphs, SubgraphsLength = _vector_of(2, SubGraph)
 
     def Description(self) -> bytes | None:
         return self._string(3)
 
-    def Buffers(self, i: int) -> Buffer:
-        return self._table(4, i, Buffer)
-
-    def BuffersLength(self) -> int:
-        return self._length(4)
-
-    def Metadata(self, i: int) -> Metadata:
-        return self._table(6, i, Metadata)
-
-    def MetadataLength(self) -> int:
-        return self._length(6)
-
-    def SignatureDefs(self, i: int) -> SignatureDef:
-        return self._table(7, i, SignatureDef)
-
-    def SignatureDefsLength(self) -> int:
-        return self._length(7)
+    Buffers, BuffersLength = _vector_of(4, Buffer)
+    Metadata, MetadataLength = _vector_of(6, Metadata)
+    SignatureDefs, SignatureDefsLength = _vector_of(7, SignatureDef)
 
 
 BuiltinOperator = _builtin_operators()
