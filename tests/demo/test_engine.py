@@ -121,4 +121,3 @@ def test_a_file_that_fails_to_load_leaves_the_old_one_serving(tiny_bundle, tmp_p
     with pytest.raises(RuntimeUnavailable):
         engine.select("tflite-fp32")
     assert engine.variant.key == "onnx-int8" and engine.classify("still here")["model"] == "onnx-int8"
-
