@@ -101,9 +101,10 @@ def full_range_tables(model: Model, originals: Sequence[np.ndarray] = ()) -> lis
     return fixed
 
 
-def _set_quantization(model: Model, t: int, scale: float) -> None:
+def _set_quantization(model: Model, t: int, scale: float, zero: int = 0) -> None:
+    """Give tensor ``t`` per-tensor parameters ``scale`` and ``zero``."""
     q = model.schema.QuantizationParametersT()
-    q.scale, q.zeroPoint, q.quantizedDimension = [float(scale)], [0], 0
+    q.scale, q.zeroPoint, q.quantizedDimension = [float(scale)], [int(zero)], 0
     model.graph.tensors[t].quantization = q
 
 
@@ -211,15 +212,10 @@ def _share_range(model: Model, ends: list[int]) -> bool:
     components = [_same_params_component(model, t) for t in ends]
     if any(c is None for c in components) or not all(is_quantized(model, t) for t in ends):
         return False
-    _set_range(model, set().union(*components), *_union_range(model, ends))
+    scale, zero = _union_range(model, ends)
+    for t in set().union(*components):
+        _set_quantization(model, t, scale, zero)
     return True
-
-
-def _set_range(model: Model, tensors: set[int], scale: float, zero: int) -> None:
-    for t in tensors:
-        q = model.schema.QuantizationParametersT()
-        q.scale, q.zeroPoint, q.quantizedDimension = [scale], [zero], 0
-        model.graph.tensors[t].quantization = q
 
 
 def _union_range(model: Model, inputs: list[int]) -> tuple[float, int]:
