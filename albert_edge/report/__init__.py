@@ -137,13 +137,13 @@ def _install(tmp: Path, out: Path) -> None:
         os.chmod(item, 0o755 if item.is_dir() else 0o644)
     os.chmod(tmp, 0o755)
     old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX + "old-", dir=out.parent))
-        os.replace(out, old / out.name)
     try:
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX + "old-", dir=out.parent))
+            os.replace(out, old / out.name)
         os.replace(tmp, out)
-    except OSError:
-        if old is not None:
+    except BaseException:  # an interrupt too: the old report goes back before ``old`` is removed
+        if old is not None and (old / out.name).exists() and not out.exists():
             os.replace(old / out.name, out)
         raise
     finally:

@@ -237,6 +237,29 @@ def test_existing_out_needs_force(tmp_path):
     assert not (out / "mine.txt").exists() and (out / "report.json").is_file()
 
 
+def test_interrupt_while_installing_keeps_the_old_report(tmp_path, monkeypatch):
+    """Ctrl-C after the old report was moved aside, before the new one is in place: the old
+    report is put back, whole."""
+    out = tmp_path / "r"
+    assert run("report", "tiny", "--no-charts", "--out", out).exit_code == 0
+    before = (out / "report.json").read_bytes()
+    import albert_edge.report as report_module
+
+    real_replace = os.replace
+
+    def interrupted(src, dst):
+        if Path(dst) == out and "old-" not in str(src):
+            raise KeyboardInterrupt
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(report_module.os, "replace", interrupted)
+    result = CliRunner().invoke(main, ["report", "tiny", "--no-charts", "--out", str(out), "--force"])
+    monkeypatch.undo()
+    assert result.exit_code == 130, result.output
+    assert (out / "report.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
 def test_partial_inputs_say_what_they_lack(tmp_path, conversion):
     """A lone model file (no manifest beside it): no config, so no parameters or compute."""
     lone = tmp_path / "lone"
