@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from .graph import INPUT_NAMES
 from .onnx import _drop_unused_initializers
 
-__all__ = ["fuse_attention", "MS_DOMAIN"]
+__all__ = ["fuse_attention", "GraphIndex", "MS_DOMAIN"]
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,9 @@ class _PaddingMask:
     fill: float
 
 
-class _Graph:
-    """Who makes and who reads each tensor, and the constants the matcher needs."""
+class GraphIndex:
+    """Who makes and who reads each tensor of a graph, and its constants (for the matchers here
+    and in albert_edge.quantize.onnx_graph)."""
 
     def __init__(self, graph: onnx.GraphProto) -> None:
         self.producer = {out: node for node in graph.node for out in node.output}
@@ -99,7 +100,7 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int, inplace: bool = False
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         model = copy
-    g = _Graph(model.graph)
+    g = GraphIndex(model.graph)
     found = [a for a in map(lambda n: _match(g, n), model.graph.node) if a is not None]
     masks = {name: _padding_mask(g, name) for name in {a.mask_bias for a in found}}
     found = [a for a in found if masks[a.mask_bias] is not None]
@@ -133,7 +134,7 @@ def _make_attention(a: _Attention, key_padding: str, num_heads: int, fill: float
     )
 
 
-def _match(g: _Graph, softmax: onnx.NodeProto) -> _Attention | None:
+def _match(g: GraphIndex, softmax: onnx.NodeProto) -> _Attention | None:
     """The attention around ``softmax``, or None when any step differs from the exporter's:
     Softmax(Q.K^T / c + mask_bias) . V, heads merged back by Transpose + Reshape."""
     if softmax.op_type != "Softmax" or _attr(softmax, "axis", -1) not in (-1, 3):
@@ -163,7 +164,7 @@ def _match(g: _Graph, softmax: onnx.NodeProto) -> _Attention | None:
     return _Attention(query, key, value, scale, mask_bias, merge.output[0], tuple(map(id, chain)))
 
 
-def _scaled_scores(g: _Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto | None, str]:
+def _scaled_scores(g: GraphIndex, add: onnx.NodeProto) -> tuple[onnx.NodeProto | None, str]:
     """The Div or Mul by a constant that scales Q.K^T, read by ``add`` alone, and the other
     input of ``add`` (the mask bias)."""
     for scores, other in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
@@ -173,7 +174,7 @@ def _scaled_scores(g: _Graph, add: onnx.NodeProto) -> tuple[onnx.NodeProto | Non
     return None, ""
 
 
-def _heads(g: _Graph, name: str, perm: list[int]) -> tuple[str, list[onnx.NodeProto]] | None:
+def _heads(g: GraphIndex, name: str, perm: list[int]) -> tuple[str, list[onnx.NodeProto]] | None:
     """The (B, T, H) tensor that Reshape to (B, T, heads, head_dim) then Transpose(perm) made
     into ``name``, with those two nodes; None unless each has no other reader."""
     transpose = g.made_by(name, "Transpose")
@@ -185,7 +186,7 @@ def _heads(g: _Graph, name: str, perm: list[int]) -> tuple[str, list[onnx.NodePr
     return reshape.input[0], [reshape, transpose]
 
 
-def _padding_mask(g: _Graph, name: str) -> _PaddingMask | None:
+def _padding_mask(g: GraphIndex, name: str) -> _PaddingMask | None:
     """``name`` as (1 - float(attention_mask)[:, None, None, :]) * fill, or None."""
     mul = g.made_by(name, "Mul")
     if mul is None:

@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from albert_edge.converters.onnx_fuse import GraphIndex
 from albert_edge.errors import ConversionError
 
 __all__ = ["TiedTable", "find_word_embeddings", "find_lookup_tables", "quantize_tied_table", "float_tied_decoder", "check_gemm_weights",
@@ -304,12 +305,8 @@ def pack_attention_inputs(model: onnx.ModelProto) -> int:
     at 32 tokens (onnxruntime 1.31, x86, 2 threads); at 128 the Split's copy costs about what
     the GEMMs save. Returns how many attentions were rewritten; the others are left as they are."""
     graph = model.graph
-    inits = {t.name: t for t in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
-    readers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
+    g = GraphIndex(graph)
+    inits = g.initializers
     packs: dict[tuple[str, ...], tuple[str, int]] = {}
     made: list[onnx.NodeProto] = []
     at: dict[int, list[onnx.NodeProto]] = {}
@@ -317,7 +314,7 @@ def pack_attention_inputs(model: onnx.ModelProto) -> int:
     for node in graph.node:
         if node.op_type != "MultiHeadAttention":
             continue
-        parts = [_projection(name, producer, inits, readers) for name in node.input[:3]]
+        parts = [_projection(g, name) for name in node.input[:3]]
         if any(p is None for p in parts) or len({p.inputs for p in parts}) != 1:
             continue
         key = tuple(p.weight for p in parts)
@@ -346,13 +343,12 @@ def _index(graph: onnx.GraphProto, node: onnx.NodeProto) -> int:
     return next(i for i, n in enumerate(graph.node) if n is node)
 
 
-def _projection(name: str, producer, inits, readers) -> _Projection | None:
+def _projection(g: GraphIndex, name: str) -> _Projection | None:
     """The int8 projection that makes ``name``, or None unless it has exactly that form and each
     step only the next for reader."""
     def made(tensor: str, op: str, single: bool = True):
-        node = producer.get(tensor)
-        ok = node is not None and node.op_type == op and (not single or readers.get(tensor, 0) == 1)
-        return node if ok else None
+        node = g.made_by(tensor, op)
+        return node if node is not None and (not single or g.only_reader(tensor) is not None) else None
 
     add = made(name, "Add", single=False)
     mul = made(add.input[0], "Mul") if add is not None else None
@@ -363,6 +359,7 @@ def _projection(name: str, producer, inits, readers) -> _Projection | None:
         return None
     xq, weight, xz, zero = product.input
     xs, scale = scale_mul.input
+    inits = g.initializers
     if not all(n in inits for n in (weight, zero, scale, add.input[1])) or len(inits[weight].dims) != 2:
         return None
     return _Projection((product, cast, scale_mul, mul, add), (xq, xz, xs), weight, zero, scale, add.input[1])
