@@ -99,14 +99,13 @@ def make_bundle(opts: BundleOptions, on_step: Step | None = None) -> dict[str, A
         info = _build(opts, work, step)
         info["build_seconds"] = round(time.perf_counter() - start, 1)
         atomic_write(work / "bundle" / BUNDLE_FILE, json.dumps(info, indent=2) + "\n")
-        aside = None
-        if out.exists():  # moved aside, not deleted, until the new bundle is in place
-            aside = work / "old-bundle"
-            os.replace(out, aside)
+        aside = work / "old-bundle"  # the old bundle, moved aside, not deleted, until the new one is in place
         try:
+            if out.exists():
+                os.replace(out, aside)
             os.replace(work / "bundle", out)
-        except BaseException:
-            if aside is not None:
+        except BaseException:  # an interrupt too: the old bundle goes back before ``work`` is removed
+            if aside.exists() and not out.exists():
                 os.replace(aside, out)
             raise
     except BaseException:
