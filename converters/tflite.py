@@ -27,6 +27,7 @@ from albert_edge.errors import ConversionError, optional_import
 
 from .graph import INPUT_NAMES
 from .op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
+from .weights import model_param_bytes
 
 if TYPE_CHECKING:
     from torch import nn
@@ -91,7 +92,7 @@ def _convert_in_children(model: nn.Module, path: Path, seq_len: int) -> None:
     summed over the processes (PSS; benchmarks/convert_sizes.py)."""
     with tempfile.TemporaryDirectory(prefix="albert-edge-tflite-") as saved:
         _in_child(_save, model, saved)
-        offset = _param_bytes(model) > _EXPORT_BUFFER_OFFSET_ABOVE
+        offset = model_param_bytes(model, 4) > _EXPORT_BUFFER_OFFSET_ABOVE
         _in_fresh_process(saved, offset, tuple(model.output_names), path, seq_len)
 
 
@@ -211,11 +212,7 @@ def _converted(model: nn.Module, buffer_offset: bool | None = None, run_converte
 
 
 def _buffer_offset(model: nn.Module, asked: bool | None) -> bool:
-    return asked if asked is not None else _param_bytes(model) > _BUFFER_OFFSET_ABOVE
-
-
-def _param_bytes(model: nn.Module) -> int:
-    return sum(p.numel() * 4 for p in model.parameters())
+    return asked if asked is not None else model_param_bytes(model, 4) > _BUFFER_OFFSET_ABOVE
 
 
 def _save(model: nn.Module, saved: str) -> None:
