@@ -49,7 +49,7 @@ def _describe_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def _describe_model_file(path: Path) -> dict[str, Any]:
-    from .converters.weights import read_file  # the reader `inspect` uses: one clear line on a damaged file
+    from .formats.weights import read_file  # the reader `inspect` uses: one clear line on a damaged file
 
     contents = read_file(path)
     info: dict[str, Any] = {
@@ -108,8 +108,8 @@ def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
     shows of it): inputs, outputs, op histogram, stored vs unique weight bytes and every duplicated
     weight, the weight precision analysis, and for TFLite the operator versions with the first
     runtime that has each."""
-    from .converters.op_versions import runtime_report
-    from .converters.weights import inspect_file
+    from .formats.op_versions import runtime_report
+    from .formats.weights import inspect_file
     from .errors import RuntimeUnavailable
     from .quantize import describe as describe_precision
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from . import runtime_memory, runtime_onnx
-from .tflite_check import check_tflite
-from .converters.graph import TensorSpec
+from .formats.tflite_check import check_tflite
+from .formats.graph import TensorSpec
 from .errors import RuntimeUnavailable, optional_import
 
 __all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES"]
@@ -255,7 +255,7 @@ class _TFLiteBackend:
 def _needs_newer_runtime(path: Path, interpreter: str) -> str:
     """Why tflite-runtime (or tensorflow.lite, same numbering) refused ``path``, when the file's
     operator versions need a newer release than the one installed."""
-    from .converters.op_versions import min_runtime, op_versions, version_key
+    from .formats.op_versions import min_runtime, op_versions, version_key
 
     if interpreter == "ai_edge_litert":  # numbered on its own, and newer than every table entry
         return ""

@@ -51,7 +51,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from albert_edge.config import AlbertConfig
-    from albert_edge.converters.op_versions import min_runtime, op_versions
+    from albert_edge.formats.op_versions import min_runtime, op_versions
     from albert_edge.runtime import Session
 
     vocab = AlbertConfig.preset(args.preset).vocab_size

@@ -19,7 +19,7 @@ from typing import Any
 from albert_edge.errors import ConversionError, optional_import, user_message
 from albert_edge.files import missing_root, write_failure
 
-from . import manifest as manifest_io
+from albert_edge.formats import manifest as manifest_io
 from .verify import VerifyReport, verify
 
 __all__ = ["convert", "ConversionResult", "ConvertedFile", "TARGETS", "Target", "check_out_dir", "head_of", "select_outputs"]

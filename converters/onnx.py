@@ -29,8 +29,8 @@ from onnx import helper, numpy_helper
 from albert_edge import __version__
 from albert_edge.errors import ConversionError
 
-from .graph import INPUT_NAMES, StoredTensor
-from .weights import find_duplicates
+from albert_edge.formats.graph import INPUT_NAMES, StoredTensor
+from albert_edge.formats.weights import find_duplicates
 
 __all__ = ["export", "deduplicate_weights", "INPUT_NAMES", "MIN_OPSET", "DEFAULT_OPSET", "EXTERNAL_DATA_THRESHOLD"]
 

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .graph import INPUT_NAMES
+from albert_edge.formats.graph import INPUT_NAMES
 from .onnx import _drop_unused_initializers
 
 __all__ = ["fuse_attention", "GraphIndex", "MS_DOMAIN"]

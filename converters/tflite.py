@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 from albert_edge.errors import ConversionError, optional_import
 
-from .graph import INPUT_NAMES
-from .op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
-from .weights import model_param_bytes
+from albert_edge.formats.graph import INPUT_NAMES
+from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
+from albert_edge.formats.weights import model_param_bytes
 
 if TYPE_CHECKING:
     from torch import nn

@@ -15,8 +15,8 @@ import numpy as np
 
 from albert_edge.runtime import Session
 
-from .graph import INPUT_NAMES, GraphContents
-from .weights import WeightsReport, analyze, read_file
+from albert_edge.formats.graph import INPUT_NAMES, GraphContents
+from albert_edge.formats.weights import WeightsReport, analyze, read_file
 
 __all__ = ["verify", "VerifyReport", "ParityCase", "SENTENCES", "INPUT_NAMES", "ATOL", "RTOL", "default_lengths"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from albert_edge.converters.graph import INPUT_NAMES
+from albert_edge.formats.graph import INPUT_NAMES
 from albert_edge.errors import ConfigError, TokenizerError
 from albert_edge.train.errors import DataError
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from albert_edge.converters.graph import GraphContents
-from albert_edge.converters.weights import WeightsReport, analyze, read_file
+from albert_edge.formats.graph import GraphContents
+from albert_edge.formats.weights import WeightsReport, analyze, read_file
 from albert_edge.errors import ConversionError, RuntimeUnavailable
 from albert_edge.runtime import Session
 
-from .complete import UNEXPECTED, FloatWeight, float_weights
-from .once import MATCH, WeightCopies, same_values, tolerance, weight_copies
+from albert_edge.formats.float_weights import UNEXPECTED, FloatWeight, float_weights
+from albert_edge.formats.copies import MATCH, WeightCopies, same_values, tolerance, weight_copies
 
 __all__ = ["FloatWeight", "WeightCopies", "QuantCheck", "float_weights", "weight_copies", "check_quantized",
            "describe", "same_values", "tolerance", "UNEXPECTED", "MATCH"]
@@ -129,7 +129,7 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
 
 def _manifest_entry(path: Path):
     """The entry of ``path`` in the manifest beside it, if there is one."""
-    from albert_edge.converters import manifest as manifest_io
+    from albert_edge.formats import manifest as manifest_io
 
     try:
         return manifest_io.read(path.parent).file(path.name)

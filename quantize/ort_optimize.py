@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from albert_edge.converters.weights import BOUND_FACTOR, BOUND_SLACK, analyze, read_file
+from albert_edge.formats.weights import BOUND_FACTOR, BOUND_SLACK, analyze, read_file
 from albert_edge.errors import ConversionError, RuntimeUnavailable
 from albert_edge.files import atomic_write, check_new_file
 from albert_edge.runtime import Session, _first_line

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from albert_edge.converters import manifest as manifest_io
+from albert_edge.formats import manifest as manifest_io
 from albert_edge.errors import ConversionError
 
 from .accuracy import AccuracyReport

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from albert_edge.config import AlbertConfig
-from albert_edge.converters import manifest as manifest_io
-from albert_edge.converters.graph import INPUT_NAMES
-from albert_edge.converters.weights import model_format, read_file
+from albert_edge.formats import manifest as manifest_io
+from albert_edge.formats.graph import INPUT_NAMES
+from albert_edge.formats.weights import model_format, read_file
 from albert_edge.errors import ConfigError, ConversionError
 
 __all__ = ["ModelFile", "open_model_file", "INPUT_NAMES"]

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from albert_edge.converters.op_versions import TFLITE_RUNTIME_LAST
-from albert_edge.converters.weights import read_file
+from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST
+from albert_edge.formats.weights import read_file
 from albert_edge.errors import ConversionError
 
 from .calibration import Batch
@@ -37,7 +37,7 @@ from .result import Built
 from .schemes import QuantizeConfig, Recipe
 from .source import ModelFile
 from .tflite_islands import drop_unused, float_islands, run_in_float
-from .tflite_model import Model, load, op_inputs, pack
+from albert_edge.formats.tflite_model import Model, load, op_inputs, pack
 from .tflite_sharing import full_range_tables, share_input_ranges, share_tied_table
 
 __all__ = ["build", "rebuild_model", "Form"]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .tflite_model import (
+from albert_edge.formats.tflite_model import (
     Model,
     dequantized,
     is_quantized,

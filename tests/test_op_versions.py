@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from albert_edge.converters.op_versions import (
+from albert_edge.formats.op_versions import (
     RUNTIME_VERSIONS,
     TFLITE_RUNTIME_LAST,
     OpVersion,

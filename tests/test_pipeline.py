@@ -76,7 +76,7 @@ def test_rerun_skips_what_is_up_to_date_and_redoes_what_changed(ran):
 
 
 def test_a_file_the_manifest_no_longer_vouches_for_is_made_again(ran):
-    from albert_edge.converters.manifest import read, write
+    from albert_edge.formats.manifest import read, write
 
     files = ran / "ckpt" / "files"
     manifest = read(files)

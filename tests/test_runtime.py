@@ -113,7 +113,7 @@ def test_onnx_feeds_must_match_inputs(onnx_file):
 
 def test_out_of_range_ids_are_refused_when_cast():
     from albert_edge.runtime import _cast
-    from albert_edge.converters.graph import TensorSpec
+    from albert_edge.formats.graph import TensorSpec
 
     spec = TensorSpec("input_ids", "int32", (-1, -1))
     assert _cast(np.array([[1, 2]], dtype=np.int64), spec).dtype == np.int32

@@ -1,7 +1,7 @@
 """Damaged .tflite files give one clear line, never a crashed process.
 
 tflite-runtime 2.14 segfaults on many damaged files (and no interpreter verifies the flatbuffer
-before reading it), so ``Session`` checks the file's structure first (albert_edge.tflite_check).
+before reading it), so ``Session`` checks the file's structure first (albert_edge.formats.tflite_check).
 Every load here runs in its own child process, so a crash is a failed test and not a dead test
 run; each is tried with this environment's interpreter and, where the tflite-runtime 2.14
 environment that .ci/tflite214.sh makes is present, with tflite-runtime 2.14 too.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from albert_edge.converters import tflite_schema
+from albert_edge.formats import tflite_schema
 
 ROOT = Path(__file__).parents[1]
 TFLITE214 = Path(os.environ.get("TFLITE214_VENV", ROOT / ".venv-tflite214")) / "bin" / "python"

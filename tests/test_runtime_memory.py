@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from albert_edge import runtime_memory
-from albert_edge.converters.graph import TensorSpec
+from albert_edge.formats.graph import TensorSpec
 from albert_edge.errors import RuntimeUnavailable
 from albert_edge.runtime import Session
 
@@ -142,7 +142,7 @@ def test_a_shared_weight_is_packed_once(shared_file):
     """16 nodes read one 4 MiB weight: the Interpreter's XNNPACK packs 16 copies (+~60 MiB),
     the weight cache one (LiteRT's own libraries add ~10 MiB). Each route measured in its own
     fresh process."""
-    from albert_edge.converters.tflite_reader import read
+    from albert_edge.formats.tflite_reader import read
 
     # TensorFlow's converter stores the weight once for the 16 nodes (and, depending on its
     # version, a second copy for the first): far fewer copies than nodes.
@@ -215,7 +215,7 @@ def test_runs_with_no_stderr(albert_file):
 def test_a_load_litert_refuses_is_one_line_with_its_reason(albert_file, tmp_path, capfd):
     """An operator version no runtime has: LiteRT's reason in one RuntimeUnavailable, its log
     kept off the terminal, Session falls back to the Interpreter (which refuses it too)."""
-    from albert_edge.converters import tflite_schema
+    from albert_edge.formats import tflite_schema
 
     data = bytearray(albert_file.read_bytes())
     model = tflite_schema.Model.GetRootAs(bytes(data))

@@ -358,7 +358,7 @@ def test_optimized_file_is_fused_marked_and_gives_the_same_outputs(int8, optimiz
 
 
 def test_optimized_file_stores_each_weight_once(int8, optimized):
-    from albert_edge.converters.weights import analyze, read_file
+    from albert_edge.formats.weights import analyze, read_file
 
     before, after = analyze(read_file(int8)), analyze(read_file(optimized))
     assert not after.duplicates

@@ -208,7 +208,7 @@ def _run_step(name: str, model: _Model, options: PipelineOptions, state: State,
 
 def _in_manifest(model: _Model, outputs: dict[str, str], root: Path) -> bool:
     """Model files a step wrote must also be in the conversion's manifest with the same sha256."""
-    from ..converters import manifest as manifest_io
+    from ..formats import manifest as manifest_io
 
     files = {Path(rel).name: sha for rel, sha in outputs.items()
              if (root / rel).parent == model.files and Path(rel).suffix in (".onnx", ".tflite")}

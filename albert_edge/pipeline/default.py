@@ -77,7 +77,7 @@ def make_small(out: Path, on_event: Callable[[dict], None] | None = None) -> tup
     """The small pretrained ALBERT in ``out`` (a checkpoint with its spiece.model), from the cache
     when a verified copy of the same recipe is there. Returns (checkpoint, training figures)."""
     from ..train.corpus import builtin_corpus_path
-    from ..converters.manifest import sha256_of
+    from ..formats.manifest import sha256_of
 
     corpus = builtin_corpus_path()
     key = hashlib.sha256(json.dumps({**SMALL_RECIPE, "corpus": sha256_of(corpus)}, sort_keys=True).encode()
@@ -94,7 +94,7 @@ def make_small(out: Path, on_event: Callable[[dict], None] | None = None) -> tup
 
 
 def _verified(cached: Path) -> bool:
-    from ..converters.manifest import sha256_of
+    from ..formats.manifest import sha256_of
 
     try:
         meta = json.loads((cached / "cache.json").read_text(encoding="utf-8"))
@@ -105,7 +105,7 @@ def _verified(cached: Path) -> bool:
 
 def _train_small(cached: Path, corpus: Path, on_event) -> None:
     from ..config import AlbertConfig
-    from ..converters.manifest import sha256_of
+    from ..formats.manifest import sha256_of
     from ..tokenizer import train_spiece
     from ..train.data import MaskingOptions
     from ..train.pretrain import PretrainOptions, pretrain

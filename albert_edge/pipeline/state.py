@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..converters.manifest import sha256_of
+from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError
 from ..files import atomic_write
 

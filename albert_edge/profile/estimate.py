@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..converters.manifest import sha256_of
+from ..formats.manifest import sha256_of
 from ..errors import RuntimeUnavailable
 from .devices import DEVICES, GB, Device, host_device, parse_devices
 from .opcount import GraphCount, count

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..converters.graph import INPUT_NAMES
+from ..formats.graph import INPUT_NAMES
 
 __all__ = ["ModelLimits", "model_limits", "fixed_feeds", "text_feeds", "CLS_ID", "SEP_ID", "FIRST_WORD_ID"]
 

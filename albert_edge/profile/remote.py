@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..converters.manifest import MANIFEST_NAME, sha256_of
+from ..formats.manifest import MANIFEST_NAME, sha256_of
 from ..runtime import format_of
 from ..tokenizer import find_spiece
 from .record import ProfileRecord

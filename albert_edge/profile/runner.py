@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..converters.manifest import sha256_of
+from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, RuntimeUnavailable
 from ..runtime import _TFLITE_INTERPRETERS, format_of, ort_providers
 from .inputs import model_limits

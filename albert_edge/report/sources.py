@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PRESETS, AlbertConfig, load_config
-from ..converters.manifest import sha256_of
+from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, ConfigError
 from ..profile.record import SCHEMA as PROFILE_SCHEMA
 
@@ -72,7 +72,7 @@ def gather(sources: list[str | Path], name: str | None = None) -> Inputs:
 
 
 def _read_source(source: str, inputs: Inputs) -> None:
-    from ..converters import manifest as manifest_io
+    from ..formats import manifest as manifest_io
 
     if source in PRESETS and not Path(source).exists():
         _set_config(inputs, AlbertConfig.preset(source), source, source)
@@ -124,7 +124,7 @@ def _read_config(path: Path, inputs: Inputs, kind: str) -> None:
 
 
 def _read_manifest(path: Path, inputs: Inputs) -> None:
-    from ..converters import manifest as manifest_io
+    from ..formats import manifest as manifest_io
 
     directory = path if path.is_dir() else path.parent
     try:
@@ -154,7 +154,7 @@ def _read_manifest(path: Path, inputs: Inputs) -> None:
 
 
 def _read_model_file(path: Path, inputs: Inputs) -> None:
-    from ..converters import manifest as manifest_io
+    from ..formats import manifest as manifest_io
 
     directory = path.parent
     sha = sha256_of(path)

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from albert_edge.converters import onnx as onnx_export
 from albert_edge.converters.export import convert
 from albert_edge.converters.verify import verify
-from albert_edge.converters.weights import inspect_file
+from albert_edge.formats.weights import inspect_file
 from albert_edge.errors import ConversionError
 from albert_edge.model import HEADS
 
@@ -185,8 +185,8 @@ def _check_same_outputs_and_once(model):
     x = RNG.standard_normal((2, 4, 4)).astype(np.float32)
     for before, after in zip(_run(model, x), _run(deduped, x)):
         np.testing.assert_allclose(after, before, rtol=1e-6, atol=1e-6)
-    from albert_edge.converters.graph import StoredTensor
-    from albert_edge.converters.weights import find_duplicates
+    from albert_edge.formats.graph import StoredTensor
+    from albert_edge.formats.weights import find_duplicates
 
     stored = [StoredTensor(t.name, numpy_helper.to_array(t)) for t in deduped.graph.initializer]
     assert find_duplicates(stored) == []

@@ -14,13 +14,8 @@ litert = pytest.importorskip("ai_edge_litert.interpreter")
 
 from albert_edge.config import AlbertConfig  # noqa: E402
 from albert_edge.converters import tflite  # noqa: E402
-from albert_edge.converters.op_versions import (  # noqa: E402
-    TFLITE_RUNTIME_LAST,
-    min_runtime,
-    op_versions,
-    too_new_for,
-)
-from albert_edge.converters.tflite_reader import read  # noqa: E402
+from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, min_runtime, op_versions, too_new_for  # noqa: E402
+from albert_edge.formats.tflite_reader import read  # noqa: E402
 from albert_edge.errors import ConversionError  # noqa: E402
 from albert_edge.model import build_model  # noqa: E402
 
@@ -223,7 +218,7 @@ def test_loads_in_tflite_runtime_214_and_inspect_says_so(exported):
 def test_operator_versions_newer_than_the_runtime_are_refused(tmp_path):
     """A converter that writes FULLY_CONNECTED version 12 (per-channel hybrid, runtime 2.17):
     the exporter refuses the file unless asked for no runtime floor."""
-    from albert_edge.quantize.tflite_model import load, pack
+    from albert_edge.formats.tflite_model import load, pack
 
     def fc_version_12(converter):
         model = load(converter.convert())

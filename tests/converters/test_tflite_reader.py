@@ -20,7 +20,7 @@ from ai_edge_litert import schema_py_generated as schema  # noqa: E402
 
 from albert_edge.config import AlbertConfig  # noqa: E402
 from albert_edge.converters import tflite  # noqa: E402
-from albert_edge.converters.tflite_reader import read  # noqa: E402
+from albert_edge.formats.tflite_reader import read  # noqa: E402
 from albert_edge.model import build_model  # noqa: E402
 
 TINY = AlbertConfig.preset("tiny")
@@ -159,7 +159,7 @@ def test_reads_without_torch_or_tensorflow(mlm_file, blocked):
 
         sys.meta_path.insert(0, Blocked())
         import numpy as np
-        from albert_edge.converters.tflite_reader import read
+        from albert_edge.formats.tflite_reader import read
 
         c = read(sys.argv[1])
         print(json.dumps({
@@ -193,7 +193,7 @@ def any_layout(request, mlm, mlm_file, tmp_path):
 def test_the_standard_library_schema_reads_what_the_bindings_read(any_layout, monkeypatch):
     """Every value the reader takes from the file, through tflite_schema and through
     ai-edge-litert's generated bindings."""
-    from albert_edge.converters import tflite_reader, tflite_schema
+    from albert_edge.formats import tflite_reader, tflite_schema
 
     assert {k: v for k, v in vars(tflite_schema.TensorType).items() if not k.startswith("_")} == {
         k: v for k, v in vars(schema.TensorType).items() if not k.startswith("_") and v <= 18}
@@ -211,7 +211,7 @@ def test_the_standard_library_schema_reads_what_the_bindings_read(any_layout, mo
 
 @pytest.mark.parametrize("cut", [12, 100, 1000])
 def test_the_standard_library_schema_refuses_a_cut_file(mlm_file, tmp_path, monkeypatch, cut):
-    from albert_edge.converters import tflite_reader, tflite_schema
+    from albert_edge.formats import tflite_reader, tflite_schema
 
     monkeypatch.setattr(tflite_reader, "_schema", lambda: tflite_schema)
     path = tmp_path / "cut.tflite"

@@ -12,7 +12,7 @@ import pytest
 from onnx import numpy_helper
 
 from albert_edge import checkpoints
-from albert_edge.converters import manifest
+from albert_edge.formats import manifest
 from albert_edge.converters.export import convert
 from albert_edge.converters.onnx import export
 from albert_edge.converters.verify import ATOL, default_lengths, verify

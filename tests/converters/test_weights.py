@@ -10,8 +10,8 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.config import AlbertConfig
-from albert_edge.converters import weights as W
-from albert_edge.converters.graph import GraphContents, StoredTensor
+from albert_edge.formats import weights as W
+from albert_edge.formats.graph import GraphContents, StoredTensor
 from albert_edge.errors import ConversionError
 from albert_edge.model import build_model
 

@@ -52,7 +52,7 @@ def build(out: Path) -> None:
 
     from albert_edge import checkpoints
     from albert_edge.converters.export import convert
-    from albert_edge.converters.op_versions import min_runtime, op_versions
+    from albert_edge.formats.op_versions import min_runtime, op_versions
     from albert_edge.model import build_model
     from albert_edge.quantize import QuantizeConfig, quantize
     from albert_edge.runtime import Session

@@ -53,7 +53,7 @@ def _feeds(references, seq):
 
 @pytest.mark.parametrize("name", LOADABLE)
 def test_loads_and_matches_litert(name, references):
-    from albert_edge.converters.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
+    from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
     from albert_edge.runtime import Session
 
     assert not too_new_for(op_versions(FILES / "files" / name), TFLITE_RUNTIME_LAST)
@@ -77,7 +77,7 @@ def test_loads_and_matches_litert(name, references):
 @pytest.mark.parametrize("name", REFUSED)
 def test_newer_operator_versions_are_refused_and_flagged(name):
     """The --tflite-compat latest file: the table says 2.14 cannot load it, and 2.14 agrees."""
-    from albert_edge.converters.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
+    from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
     from albert_edge.errors import RuntimeUnavailable
     from albert_edge.runtime import Session
 

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from albert_edge.cli import main
-from albert_edge.converters import manifest as manifest_io
+from albert_edge.formats import manifest as manifest_io
 
 from .conftest import CORPUS, copy_dir
 

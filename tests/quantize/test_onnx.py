@@ -10,8 +10,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from albert_edge.converters import manifest as manifest_io
-from albert_edge.converters.weights import analyze, read_file
+from albert_edge.formats import manifest as manifest_io
+from albert_edge.formats.weights import analyze, read_file
 from albert_edge.quantize import QuantizeConfig, quantize
 from albert_edge.quantize.checks import UNEXPECTED, check_quantized, float_weights
 from albert_edge.runtime import Session

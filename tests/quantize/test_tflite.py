@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from albert_edge.converters import manifest as manifest_io
-from albert_edge.converters.op_versions import TFLITE_RUNTIME_LAST, min_runtime, op_versions, too_new_for, version_key
-from albert_edge.converters.tflite_reader import read
+from albert_edge.formats import manifest as manifest_io
+from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, min_runtime, op_versions, too_new_for, version_key
+from albert_edge.formats.tflite_reader import read
 from albert_edge.errors import ConversionError
 from albert_edge.quantize import QuantizeConfig, quantize
 from albert_edge.quantize.checks import check_quantized, float_weights
@@ -73,7 +73,7 @@ def test_scheme(workdir, scheme):
 def test_latest_keeps_per_channel_dynamic_range_weights(workdir):
     """--tflite-compat latest: the converter's per-channel hybrid FULLY_CONNECTED (version 12),
     which only runtimes from 2.17 load; the default writes one scale per tensor instead."""
-    from albert_edge.quantize.tflite_model import load
+    from albert_edge.formats.tflite_model import load
 
     def scales(path):
         model = load(path.read_bytes())

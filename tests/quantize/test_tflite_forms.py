@@ -9,7 +9,7 @@ import pytest
 
 from albert_edge import runtime_memory
 from albert_edge.quantize import QuantizeConfig, quantize
-from albert_edge.quantize.tflite_model import load, op_inputs, op_outputs, pack
+from albert_edge.formats.tflite_model import load, op_inputs, op_outputs, pack
 from albert_edge.runtime import Session
 
 from .conftest import CORPUS, SEQ, copy_dir, feeds, small_config

@@ -65,7 +65,7 @@ def write(tmp_path: Path, *sources) -> Path:
 def test_compute_equals_the_runtimes_count_of_the_file(conversion):
     """The config formula and the MACs the runtime's own node list adds up to agree exactly."""
     from albert_edge.config import AlbertConfig
-    from albert_edge.converters.manifest import read
+    from albert_edge.formats.manifest import read
     from albert_edge.profile.opcount import count
     from albert_edge.report import compute_rows
 
@@ -94,7 +94,7 @@ def test_conversion_files_equal_inspect_json(tmp_path, conversion):
 
 
 def test_accuracy_of_a_trained_model_is_the_manifests(tmp_path, trained_conversion):
-    from albert_edge.converters.manifest import read
+    from albert_edge.formats.manifest import read
 
     data = report_json(write(tmp_path, trained_conversion))
     entry = read(trained_conversion).file("model.int8-dynamic.onnx")
@@ -107,7 +107,7 @@ def test_accuracy_of_a_trained_model_is_the_manifests(tmp_path, trained_conversi
 
 def test_random_weights_never_show_accuracy(tmp_path, conversion):
     """A conversion of a checkpoint noted as random-init shows no agreement figure at all."""
-    from albert_edge.converters.manifest import read, write as write_manifest
+    from albert_edge.formats.manifest import read, write as write_manifest
 
     ckpt = make_checkpoint(tmp_path / "random-ckpt", random_note=True)
     edge = copy_dir(conversion, tmp_path / "edge")

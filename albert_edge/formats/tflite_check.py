@@ -17,7 +17,7 @@ import os
 import struct
 from pathlib import Path
 
-from .errors import RuntimeUnavailable
+from ..errors import RuntimeUnavailable
 
 __all__ = ["DamagedModel", "check_tflite"]
 

@@ -40,7 +40,7 @@ BOUND_SLACK = 64 * 1024
 # not a duplicated weight.
 MIN_NUMEL = 8
 
-_READERS = {"onnx": "albert_edge.converters.onnx_reader", "tflite": "albert_edge.converters.tflite_reader"}
+_READERS = {"onnx": "albert_edge.formats.onnx_reader", "tflite": "albert_edge.formats.tflite_reader"}
 _CHUNK = 1 << 20  # elements per step when fingerprinting, to bound temporary memory
 
 

@@ -1,6 +1,6 @@
 """Once: where each weight of the fp32 parent is stored in a quantized file.
 
-Byte comparison (albert_edge.converters.weights) cannot see two int8 copies of one weight made
+Byte comparison (albert_edge.formats.weights) cannot see two int8 copies of one weight made
 with different scales, so copies are found by value. A float tensor holds a parent weight when
 it equals it rounded to its type. An integer tensor whose quantization the file records
 (TFLite) holds it when, dequantized, it is within half a step everywhere (a table quantized
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from albert_edge.converters.graph import GraphContents
-from albert_edge.converters.weights import read_file
+from .graph import GraphContents
+from .weights import read_file
 from albert_edge.runtime import FORMATS
 
 __all__ = ["WeightCopies", "weight_copies", "same_values", "tolerance", "MATCH", "MIN_COPY_NUMEL"]

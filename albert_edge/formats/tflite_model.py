@@ -11,7 +11,7 @@ import numpy as np
 
 from albert_edge.errors import RuntimeUnavailable
 
-from .once import same_values, tolerance
+from .copies import same_values, tolerance
 
 __all__ = ["Model", "load", "pack", "DTYPES", "QUANTIZED", "op_inputs", "op_outputs", "is_quantized", "dequantized",
            "new_float_tensor", "make_op", "quant_version", "original_of", "exact_values"]

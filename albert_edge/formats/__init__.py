@@ -1,0 +1,15 @@
+"""albert_edge.formats: read back every file albert-edge writes, on any device.
+
+Device side: numpy and the standard library (the ONNX reader uses the ``onnx`` package when it
+is installed); never torch, tensorflow or the build side (converters, quantize, train).
+
+- :mod:`.graph`: what a file holds (inputs, outputs, stored tensors), common to every reader.
+- :mod:`.onnx_reader`, :mod:`.tflite_reader`: the readers; :mod:`.tflite_schema` is our own
+  flatbuffer accessor for .tflite files, :mod:`.tflite_check` the structural check run before
+  an interpreter sees a file, :mod:`.tflite_model` the object model the TFLite passes edit.
+- :mod:`.op_versions`: each TFLite operator's version and the first runtime release that has it.
+- :mod:`.weights`: weights once, proven: stored vs unique bytes and every duplicated weight.
+- :mod:`.copies`: where each fp32 weight is stored in a quantized file (int8 copies too).
+- :mod:`.float_weights`: every matrix product that reads a float weight, and why.
+- :mod:`.manifest`: the ``manifest.json`` beside a conversion's files, and file hashing.
+"""
