@@ -8,7 +8,7 @@ so every process reads its model cold. Routes:
     tflite-interpreter   the classic ai-edge-litert Interpreter, XNNPACK on (packs per node)
     tflite-no-xnnpack    the classic Interpreter without XNNPACK (reference kernels)
     tflite-compiled      LiteRT CompiledModel + XNNPACK in-memory weight cache (weights once), through
-                         libLiteRt.so's C API (albert_edge.runtime_memory.CompiledTFLite)
+                         libLiteRt.so's C API (albert_edge.runtime.compiled.CompiledTFLite)
     tflite-wrapper       the same CompiledModel and options through ai-edge-litert's Python wrapper
                          (what runtime_memory used before: the wrapper's own memory and speed)
     onnx                 onnxruntime, as albert_edge.runtime opens it (runtime_onnx: weights mapped from the file)
@@ -100,7 +100,7 @@ def _open(route: str, path: Path, threads: int):
 
         return Session(path, num_threads=threads).run
     if route == "tflite-compiled":
-        from albert_edge.runtime_memory import CompiledTFLite
+        from albert_edge.runtime.compiled import CompiledTFLite
 
         return CompiledTFLite(path, threads).run
     if route == "tflite-wrapper":
@@ -116,7 +116,7 @@ def _open(route: str, path: Path, threads: int):
         return session.run
     import onnxruntime as ort
 
-    from albert_edge import runtime_onnx
+    from albert_edge.runtime import onnx_engine as runtime_onnx
 
     providers = ["CPUExecutionProvider"]
     if route == "onnx-plain":  # onnxruntime's defaults, loaded by path: how a peer's file is run
@@ -139,7 +139,7 @@ def _wrapper(path: Path, threads: int):
     from ai_edge_litert.options import CpuOptions, Options
     from ai_edge_litert.tensor_buffer import TensorBuffer
 
-    from albert_edge import runtime_memory
+    from albert_edge.runtime import compiled as runtime_memory
 
     key, _, outputs = runtime_memory.read_signature(path)
     cpu = CpuOptions(num_threads=threads, xnnpack_weight_cache_path=runtime_memory.WEIGHT_CACHE)

@@ -1,5 +1,5 @@
 """Peak memory of an .onnx file in onnxruntime under each way of opening it: the leads behind
-albert_edge.runtime_onnx's settings, one fresh process per (file, lead, round).
+albert_edge.runtime.onnx_engine's settings, one fresh process per (file, lead, round).
 
 Each child imports numpy and onnxruntime, opens the file, calls it 5 times at 32 then at 128
 tokens (2 threads) and reports VmHWM after loading and at the end; the table shows medians and ranges.
@@ -41,7 +41,7 @@ def _open(lead: str, path: Path):
         return lambda feeds: session.run(feeds)
     import onnxruntime as ort
 
-    from albert_edge import runtime_onnx
+    from albert_edge.runtime import onnx_engine as runtime_onnx
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

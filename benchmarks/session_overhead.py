@@ -77,7 +77,7 @@ def _raw_compiled(path: Path, threads: int, feeds):
     from ai_edge_litert.options import CpuOptions, Options
     from ai_edge_litert.tensor_buffer import TensorBuffer
 
-    from albert_edge import runtime_memory
+    from albert_edge.runtime import compiled as runtime_memory
 
     key, _, outputs = runtime_memory.read_signature(path)
     cpu = CpuOptions(num_threads=threads, xnnpack_weight_cache_path=runtime_memory.WEIGHT_CACHE)
@@ -101,7 +101,7 @@ def _raw_compiled(path: Path, threads: int, feeds):
 
 
 def child(args: argparse.Namespace) -> None:
-    from albert_edge import runtime_memory
+    from albert_edge.runtime import compiled as runtime_memory
     from albert_edge.runtime import Session
 
     route, path, seq_len = args.child[0], Path(args.child[1]), int(args.child[2])

@@ -129,7 +129,7 @@ def verify(model, path: str | os.PathLike, *, seq_len: int = 128, seq_lens: tupl
     """
     start = time.perf_counter()
     path = Path(path)
-    # Each shared weight packed once (albert_edge.runtime_memory): the Interpreter's XNNPACK packs
+    # Each shared weight packed once (albert_edge.runtime.compiled): the Interpreter's XNNPACK packs
     # a copy per layer, which made verification the peak of a conversion (ALBERT-large TFLite
     # convert + verify: 2.48 GiB per layer, 1.50 GiB once).
     session = Session(path, num_threads=num_threads, weights_once=True)

@@ -2,14 +2,14 @@
 
 :func:`optimize_for_onnxruntime` runs onnxruntime's graph optimizers up to the extended level,
 for the CPU execution provider, with the fusions albert_edge.runtime leaves out left out here
-too, and writes the graph they leave with ``albert_edge.runtime_onnx.OPTIMIZED_KEY`` in its
+too, and writes the graph they leave with ``albert_edge.runtime.onnx_engine.OPTIMIZED_KEY`` in its
 metadata. The extended level is the hardware-independent one (constant folding, eliminations,
 and fusions into onnxruntime's own operators: DynamicQuantizeMatMul, MatMulIntegerToFloat,
 FusedMatMul, Gelu); the layout level that follows depends on the CPU and is left to the device.
 ``albert_edge.runtime.Session`` opens a marked file with the optimizers off: on an ALBERT-base
 int8 file it loads in 0.09 s instead of 0.13 s and the process peaks 0.8-2 MiB lower (81.9
 against 82.7 MiB in benchmarks/memory.py's session route; outputs identical, latency unchanged;
-see albert_edge.runtime_onnx). The file then runs in onnxruntime only.
+see albert_edge.runtime.onnx_engine). The file then runs in onnxruntime only.
 
 Before the file is put in place it must load, give the source file's outputs on a sample batch,
 store no weight twice and no more weight bytes than the source.
@@ -28,7 +28,7 @@ from albert_edge.formats.weights import BOUND_FACTOR, BOUND_SLACK, analyze, read
 from albert_edge.errors import ConversionError, RuntimeUnavailable
 from albert_edge.files import atomic_write, check_new_file
 from albert_edge.runtime import Session, _first_line
-from albert_edge.runtime_onnx import DISABLED_OPTIMIZERS, OPTIMIZED_KEY
+from albert_edge.runtime.onnx_engine import DISABLED_OPTIMIZERS, OPTIMIZED_KEY
 
 __all__ = ["optimize_for_onnxruntime"]
 

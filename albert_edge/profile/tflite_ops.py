@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import runtime_memory
+from ..runtime import compiled as runtime_memory
 from ..errors import RuntimeUnavailable
 from .inputs import _manifest
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from albert_edge import runtime_memory
+from albert_edge.runtime import compiled as runtime_memory
 from albert_edge.quantize import QuantizeConfig, quantize
 from albert_edge.formats.tflite_model import load, op_inputs, op_outputs, pack
 from albert_edge.runtime import Session

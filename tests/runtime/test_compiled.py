@@ -1,4 +1,4 @@
-"""albert_edge.runtime_memory: TFLite files through LiteRT's CompiledModel (libLiteRt.so's C API)
+"""albert_edge.runtime.compiled: TFLite files through LiteRT's CompiledModel (libLiteRt.so's C API)
 with XNNPACK's weight cache, each shared weight packed once, with the same outputs as the classic
 Interpreter, and none of ai-edge-litert's Python wrapper in the process."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from albert_edge import runtime_memory
+from albert_edge.runtime import compiled as runtime_memory
 from albert_edge.formats.graph import TensorSpec
 from albert_edge.errors import RuntimeUnavailable
 from albert_edge.runtime import Session
@@ -40,7 +40,7 @@ def albert_file(tmp_path_factory) -> Path:
     _needs_the_route()
     from albert_edge.converters import tflite
 
-    from .converters.conftest import tiny_model
+    from ..converters.conftest import tiny_model
 
     return tflite.export(tiny_model(), tmp_path_factory.mktemp("mem") / "model.tflite", seq_len=16)
 

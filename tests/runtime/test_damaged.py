@@ -20,7 +20,7 @@ import pytest
 
 from albert_edge.formats import tflite_schema
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 TFLITE214 = Path(os.environ.get("TFLITE214_VENV", ROOT / ".venv-tflite214")) / "bin" / "python"
 PYTHONS = [pytest.param(sys.executable, id="this-env"),
            pytest.param(str(TFLITE214), id="tflite-runtime-2.14", marks=pytest.mark.skipif(
@@ -55,8 +55,8 @@ def load(python: str, path: Path) -> subprocess.CompletedProcess:
 def good(tmp_path_factory) -> bytes:
     from albert_edge.converters.tflite import export
 
-    from .converters.conftest import tiny_model
-    from .profile.conftest import CONFIG
+    from ..converters.conftest import tiny_model
+    from ..profile.conftest import CONFIG
 
     path = tmp_path_factory.mktemp("damaged") / "model.tflite"
     export(tiny_model(CONFIG), path, seq_len=16)

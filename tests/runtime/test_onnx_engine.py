@@ -1,4 +1,4 @@
-"""How Session opens .onnx files for a small process (albert_edge.runtime_onnx), and files whose
+"""How Session opens .onnx files for a small process (albert_edge.runtime.onnx_engine), and files whose
 graph onnxruntime optimized offline (albert_edge.quantize.ort_optimize): real onnxruntime
 sessions on a tiny int8 ALBERT."""
 
@@ -12,8 +12,14 @@ onnx = pytest.importorskip("onnx")
 
 from albert_edge.errors import AlbertEdgeError, ConversionError  # noqa: E402
 from albert_edge.runtime import Session  # noqa: E402
-from albert_edge.runtime_onnx import (  # noqa: E402
-    OPTIMIZED_KEY, in_place_model, optimized_by, read_metadata, return_freed_memory, session_options)
+from albert_edge.runtime.onnx_engine import (
+    OPTIMIZED_KEY,
+    in_place_model,
+    optimized_by,
+    read_metadata,
+    return_freed_memory,
+    session_options,
+)
 
 FUSED = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}  # what int8 MatMuls become in onnxruntime
 
@@ -26,7 +32,7 @@ def int8(tmp_path_factory):
     from albert_edge.model import build_model
     from albert_edge.quantize import QuantizeConfig, quantize
 
-    from .quantize.conftest import small_config
+    from ..quantize.conftest import small_config
 
     torch.manual_seed(0)
     out = tmp_path_factory.mktemp("ort-memory")
@@ -127,7 +133,7 @@ def test_read_metadata_skips_the_graph_instead_of_reading_it(tmp_path, monkeypat
         def __exit__(self, *exc):
             self.f.close()
 
-    import albert_edge.runtime_onnx as module
+    import albert_edge.runtime.onnx_engine as module
 
     monkeypatch.setattr(module, "open", lambda *a, **k: Counting(real_open(*a, **k)), raising=False)
     assert read_metadata(path) == {OPTIMIZED_KEY: "x"}
@@ -197,7 +203,7 @@ def test_session_maps_the_weights_from_the_file(int8, tmp_path):
 
 def test_session_falls_back_to_the_path_when_in_place_loading_fails(int8, tmp_path, monkeypatch):
     """An onnxruntime without the folder setting looks for the data beside the working directory."""
-    import albert_edge.runtime_onnx as module
+    import albert_edge.runtime.onnx_engine as module
 
     copy = tmp_path / "model" / "fallback.onnx"
     copy.parent.mkdir()
@@ -215,7 +221,7 @@ def test_session_falls_back_to_the_path_when_in_place_loading_fails(int8, tmp_pa
 def test_a_same_named_file_in_the_working_directory_is_never_read(int8, tmp_path, monkeypatch):
     """Without the folder setting onnxruntime reads a bytes-loaded model's data beside the working
     directory: a different file of the same name there must make Session load by path."""
-    import albert_edge.runtime_onnx as module
+    import albert_edge.runtime.onnx_engine as module
 
     (tmp_path / "model").mkdir()
     (tmp_path / "cwd").mkdir()
@@ -243,7 +249,7 @@ def test_a_file_with_external_data_loads_as_it_is(tmp_path):
     from albert_edge.converters.onnx import export
     from albert_edge.model import build_model
 
-    from .quantize.conftest import small_config
+    from ..quantize.conftest import small_config
 
     torch.manual_seed(0)
 
@@ -273,7 +279,7 @@ def test_damaged_onnx_gives_the_same_one_line_as_before(int8, tmp_path, damage):
 
 FREED = r"""
 import ctypes, sys
-from albert_edge.runtime_onnx import return_freed_memory
+from albert_edge.runtime.onnx_engine import return_freed_memory
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
@@ -427,7 +433,7 @@ def test_the_checks_catch_a_file_that_is_not_the_source(int8, tmp_path):
     from albert_edge.model import build_model
     from albert_edge.quantize.ort_optimize import _problems
 
-    from .quantize.conftest import small_config
+    from ..quantize.conftest import small_config
 
     torch.manual_seed(1)
     convert(build_model(small_config(), "base"), tmp_path / "other", targets=("onnx",), seq_len=8)

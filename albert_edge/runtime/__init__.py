@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import runtime_memory, runtime_onnx
-from .formats.tflite_check import check_tflite
-from .formats.graph import TensorSpec
-from .errors import RuntimeUnavailable, optional_import
+from ..errors import RuntimeUnavailable, optional_import
+from ..formats.graph import TensorSpec
+from ..formats.tflite_check import check_tflite
+from . import compiled, onnx_engine
 
 __all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES"]
 
@@ -73,7 +73,7 @@ class Session:
     path prefix; ``end_profiling()`` stops it and returns the trace file.
     ``weights_once`` (TFLite with XNNPACK) runs the file through LiteRT's CompiledModel with
     XNNPACK's weight cache, so a weight shared by L layers is packed once instead of L times
-    (see albert_edge.runtime_memory); ``self.weights_once`` says whether that route is in use.
+    (see albert_edge.runtime.compiled); ``self.weights_once`` says whether that route is in use.
     """
 
     def __init__(self, path: str | os.PathLike, num_threads: int | None = None, provider: str | None = None,
@@ -92,10 +92,10 @@ class Session:
                 raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
             self._backend = None
             if weights_once and delegate == "xnnpack":  # each shared weight packed once, not per layer
-                self._backend = runtime_memory.open_tflite(self.path, num_threads)
+                self._backend = compiled.open_tflite(self.path, num_threads)
             if self._backend is None:
                 self._backend = _TFLiteBackend(self.path, num_threads, delegate)
-        self.weights_once: bool = isinstance(self._backend, runtime_memory.CompiledTFLite)
+        self.weights_once: bool = isinstance(self._backend, compiled.CompiledTFLite)
         self.inputs: list[TensorSpec] = self._backend.inputs
         self.outputs: list[TensorSpec] = self._backend.outputs
         self.backend_name: str = self._backend.name
@@ -161,11 +161,11 @@ class _OnnxBackend:
             raise RuntimeUnavailable(
                 "running .onnx files needs onnxruntime (pip install 'albert-edge[onnx]')"
             ) from None
-        options = runtime_onnx.session_options(ort, path, num_threads, provider, ops_trace)
+        options = onnx_engine.session_options(ort, path, num_threads, provider, ops_trace)
         providers = ort_providers(provider, ort.get_available_providers())
         self._profiling = ops_trace is not None
         try:
-            self._session = runtime_onnx.inference_session(ort, path, options, providers)
+            self._session = onnx_engine.inference_session(ort, path, options, providers)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {_first_line(exc)}") from None
         self.accelerator = self._session.get_providers()[0]
@@ -255,7 +255,7 @@ class _TFLiteBackend:
 def _needs_newer_runtime(path: Path, interpreter: str) -> str:
     """Why tflite-runtime (or tensorflow.lite, same numbering) refused ``path``, when the file's
     operator versions need a newer release than the one installed."""
-    from .formats.op_versions import min_runtime, op_versions, version_key
+    from ..formats.op_versions import min_runtime, op_versions, version_key
 
     if interpreter == "ai_edge_litert":  # numbered on its own, and newer than every table entry
         return ""

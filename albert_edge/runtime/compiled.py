@@ -52,8 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .formats.graph import TensorSpec
-from .errors import RuntimeUnavailable
+from ..formats.graph import TensorSpec
+from ..errors import RuntimeUnavailable
 
 __all__ = ["CompiledTFLite", "WEIGHT_CACHE", "available", "cpu_runs_compiled_model", "library_path",
            "read_signature", "output_shape"]
@@ -162,7 +162,7 @@ def _read_signature(path: str | os.PathLike) -> tuple[int, str, list[TensorSpec]
     """(index, key, inputs, outputs) of the signature CompiledTFLite runs, read from the
     flatbuffer through mmap so that only its few metadata pages are touched (the file is neither
     read nor copied whole)."""
-    from .formats import tflite_schema  # here, not at the top: an ONNX Session never needs it
+    from ..formats import tflite_schema  # here, not at the top: an ONNX Session never needs it
 
     failure = None
     try:
