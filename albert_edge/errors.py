@@ -12,7 +12,7 @@ import json
 
 __all__ = [
     "AlbertEdgeError", "ConfigError", "CheckpointError", "ConversionError", "TokenizerError",
-    "RuntimeUnavailable", "OutputError", "user_message", "optional_import",
+    "RuntimeUnavailable", "OutputError", "DataError", "user_message", "optional_import",
 ]
 
 
@@ -42,6 +42,10 @@ class RuntimeUnavailable(AlbertEdgeError):
 
 class OutputError(AlbertEdgeError):
     """An output cannot be written where it was asked for, or would replace a file without --force."""
+
+
+class DataError(AlbertEdgeError, ValueError):
+    """A corpus or labelled file is missing, empty, or cannot give training examples."""
 
 
 # What to do about an operating-system error while reading or writing a path, by errno.

@@ -122,7 +122,7 @@ def _build(opts: BundleOptions, work: Path, step: Step) -> dict[str, Any]:
     from albert_edge.converters.export import convert
     from albert_edge.quantize import QuantizeConfig, quantize
     from albert_edge.tokenizer import train_spiece
-    from albert_edge.train.corpus import builtin_corpus_path
+    from albert_edge.text import builtin_corpus_path
     from albert_edge.train.data import MaskingOptions
     from albert_edge.train.finetune import FinetuneOptions, finetune
     from albert_edge.train.labelled import TOPICS, write_topic_dataset

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from albert_edge.formats.graph import INPUT_NAMES
-from albert_edge.errors import ConfigError, TokenizerError
-from albert_edge.train.errors import DataError
+from albert_edge.errors import ConfigError, DataError, TokenizerError
+from albert_edge.text import read_sentences
 
 __all__ = ["TextSplit", "Batch", "Prepared", "prepare", "read_sentences", "split_text", "load_tokenizer",
            "text_batches", "random_batches", "MASK_FRACTION"]
@@ -26,8 +26,6 @@ __all__ = ["TextSplit", "Batch", "Prepared", "prepare", "read_sentences", "split
 log = logging.getLogger(__name__)
 
 MASK_FRACTION = 0.15  # of the real tokens in an evaluation batch, replaced by [MASK]
-_MIN_WORDS = 3  # shorter lines (headings, list bullets) say little about activation ranges
-_MAX_SENTENCES = 20_000  # read no more than this: calibration needs dozens, not millions
 
 
 @dataclass(frozen=True)
@@ -50,42 +48,6 @@ class Batch:
     @property
     def valid(self) -> np.ndarray:
         return self.feeds["attention_mask"].astype(bool)
-
-
-def read_sentences(paths: Sequence[str | os.PathLike]) -> tuple[list[str], list[str]]:
-    """Sentences of the given UTF-8 text files (or ``builtin``), in order, and the sources read."""
-    from albert_edge.train.corpus import resolve_corpus, split_sentences
-
-    files = resolve_corpus([str(p) for p in paths])
-    sentences: list[str] = []
-    for path in files:
-        text = _read_text(Path(path))
-        found = [s for line in text.splitlines() if line.strip() for s in split_sentences(line)]
-        found = [s for s in found if len(s.split()) >= _MIN_WORDS] or found
-        if not found:
-            raise DataError(f"calibration text {path} holds no sentence")
-        sentences.extend(found)
-        if len(sentences) >= _MAX_SENTENCES:
-            break
-    return sentences[:_MAX_SENTENCES], [str(f) for f in files]
-
-
-def _read_text(path: Path) -> str:
-    if not path.is_file():
-        raise DataError(f"calibration text {path} does not exist")
-    data = path.read_bytes()
-    if not data.strip():
-        raise DataError(f"calibration text {path} is empty")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"calibration text {path} is not UTF-8 (byte 0x{data[exc.start]:02x} at "
-                        f"offset {exc.start}); convert it to UTF-8") from None
-    if "\x00" in text:
-        raise DataError(f"calibration text {path} holds NUL bytes: it is not a text file")
-    if not text.strip():
-        raise DataError(f"calibration text {path} is empty")
-    return text
 
 
 def split_text(sentences: Sequence[str], num_calibration: int, num_eval: int, seed: int = 0,

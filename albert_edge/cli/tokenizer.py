@@ -45,7 +45,7 @@ def train(files: tuple[Path, ...], out_dir: Path, vocab_size: int, character_cov
 
     check_new_file(out_dir / SPIECE_NAME, force)
     if any(str(f) == "builtin" for f in files):
-        from ..train.corpus import builtin_corpus_path  # stdlib only, no torch
+        from ..text import builtin_corpus_path  # stdlib only, no torch
 
         files = tuple(builtin_corpus_path() if str(f) == "builtin" else f for f in files)
     with err_console.status(f"training a {vocab_size}-piece vocabulary"):

@@ -76,7 +76,7 @@ def make_random(out: Path, seed: int = 0) -> Path:
 def make_small(out: Path, on_event: Callable[[dict], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """The small pretrained ALBERT in ``out`` (a checkpoint with its spiece.model), from the cache
     when a verified copy of the same recipe is there. Returns (checkpoint, training figures)."""
-    from ..train.corpus import builtin_corpus_path
+    from ..text import builtin_corpus_path
     from ..formats.manifest import sha256_of
 
     corpus = builtin_corpus_path()

@@ -88,7 +88,7 @@ def text_feeds(text: str, tokenizer_path: str | os.PathLike, max_sentences: int,
                max_seq_len: int | None) -> tuple[list[dict[str, np.ndarray]], dict[str, Any]]:
     """Real sentences of ``text`` ("builtin" or a UTF-8 file), each tokenized at its own length
     (batch 1, no padding, truncated to ``max_seq_len``), and statistics of their token lengths."""
-    from ..quantize.calibration import read_sentences
+    from ..text import read_sentences
     from ..tokenizer import AlbertTokenizer, find_spiece
 
     sentences, sources = read_sentences([text])

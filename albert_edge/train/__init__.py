@@ -1,7 +1,7 @@
 """ALBERT pretraining (masked LM with n-gram masking + sentence-order prediction) and fine-tuning.
 
-- ``corpus``: plain-text corpora read as a stream of documents, and the builtin corpus (the
-  documentation of Python's own standard library, gathered offline at run time).
+- Corpora and the builtin corpus are read by :mod:`albert_edge.text` (device side, shared with
+  quantization's calibration, ``profile --text`` and the demo).
 - ``tokens``: the sentencepiece view the data pipeline needs (ids, word starts, special ids).
 - ``data``: pretraining examples (sentence-order pairs, n-gram masking) streamed in chunks, with a
   position that a checkpoint saves so a resumed run sees exactly the data it would have seen.

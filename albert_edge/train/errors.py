@@ -3,13 +3,9 @@ line and exits with code 2."""
 
 from __future__ import annotations
 
-from ..errors import AlbertEdgeError
+from ..errors import AlbertEdgeError, DataError
 
 __all__ = ["DataError", "TrainingError"]
-
-
-class DataError(AlbertEdgeError, ValueError):
-    """A corpus or labelled file is missing, empty, or cannot give training examples."""
 
 
 class TrainingError(AlbertEdgeError):

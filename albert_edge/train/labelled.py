@@ -16,7 +16,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from .corpus import builtin_documents
+from ..text import builtin_documents
 from .errors import DataError
 from ..files import atomic_write
 

@@ -33,7 +33,7 @@ from ..errors import CheckpointError, ConfigError
 from ..files import check_output_dir, missing_root, staged_dir
 from ..model import AlbertForPreTraining, build_model
 from . import state as st
-from .corpus import resolve_corpus
+from ..text import resolve_corpus
 from .data import Example, MaskingOptions
 from .distributed import DistContext, barrier, distributed, wrap
 from .loop import JsonLog, Objective, autocast, step_seed, train_step

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .corpus import DocPosition, iter_documents
+from ..text import DocPosition, iter_documents
 from .data import Example, MaskingOptions, examples_from_document
 from .errors import DataError
 from .tokens import Vocabulary

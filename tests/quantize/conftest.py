@@ -32,7 +32,7 @@ def small_config(**changes) -> AlbertConfig:
 
 
 def _sentences() -> list[str]:
-    from albert_edge.train.corpus import split_sentences
+    from albert_edge.text import split_sentences
 
     lines = CORPUS.read_text(encoding="utf-8").splitlines()
     return [s for line in lines if line.strip() for s in split_sentences(line)]

@@ -15,7 +15,7 @@ from albert_edge.quantize.calibration import (
     split_text,
     text_batches,
 )
-from albert_edge.train.errors import DataError
+from albert_edge.errors import DataError
 
 from .conftest import CORPUS
 

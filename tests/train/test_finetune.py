@@ -12,7 +12,7 @@ import torch
 
 from albert_edge import checkpoints
 from albert_edge.model import build_model
-from albert_edge.train.corpus import split_sentences
+from albert_edge.text import split_sentences
 from albert_edge.train.errors import DataError
 from albert_edge.train.finetune import FinetuneOptions, finetune
 from albert_edge.train.finetune_data import Columns, build_features, label_names, read_records

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DataError
-from ..files import atomic_write
+from .files import atomic_write
 
 __all__ = [
     "BUILTIN",
@@ -47,6 +47,7 @@ __all__ = [
     "builtin_corpus_path",
     "builtin_stats",
     "iter_documents",
+    "read_sentences",
     "resolve_corpus",
     "split_sentences",
 ]
@@ -54,6 +55,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BUILTIN = "builtin"
+_MIN_WORDS = 3  # shorter lines (headings, list bullets) say little about activation ranges
+_MAX_SENTENCES = 20_000  # read no more than this: calibration needs dozens, not millions
 # Bumped whenever the builtin corpus's recipe changes, so stale caches are not reused.
 _BUILTIN_VERSION = 1
 _SKIP_TOP = {"idlelib", "tkinter", "turtledemo", "turtle", "test", "lib2to3", "ensurepip",
@@ -338,3 +341,37 @@ def builtin_stats(docs: Iterable[BuiltinDocument] | None = None) -> dict[str, fl
     sentences = sum(len(split_sentences(p)) for d in docs for p in d.paragraphs)
     return {"documents": len(docs), "paragraphs": sum(len(d.paragraphs) for d in docs),
             "sentences": sentences, "megabytes": round(text_bytes / 1e6, 2)}
+
+
+def read_sentences(paths: Sequence[str | os.PathLike]) -> tuple[list[str], list[str]]:
+    """Sentences of the given UTF-8 text files (or ``builtin``), in order, and the sources read."""
+    files = resolve_corpus([str(p) for p in paths])
+    sentences: list[str] = []
+    for path in files:
+        text = _read_text(Path(path))
+        found = [s for line in text.splitlines() if line.strip() for s in split_sentences(line)]
+        found = [s for s in found if len(s.split()) >= _MIN_WORDS] or found
+        if not found:
+            raise DataError(f"calibration text {path} holds no sentence")
+        sentences.extend(found)
+        if len(sentences) >= _MAX_SENTENCES:
+            break
+    return sentences[:_MAX_SENTENCES], [str(f) for f in files]
+
+
+def _read_text(path: Path) -> str:
+    if not path.is_file():
+        raise DataError(f"calibration text {path} does not exist")
+    data = path.read_bytes()
+    if not data.strip():
+        raise DataError(f"calibration text {path} is empty")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"calibration text {path} is not UTF-8 (byte 0x{data[exc.start]:02x} at "
+                        f"offset {exc.start}); convert it to UTF-8") from None
+    if "\x00" in text:
+        raise DataError(f"calibration text {path} holds NUL bytes: it is not a text file")
+    if not text.strip():
+        raise DataError(f"calibration text {path} is empty")
+    return text

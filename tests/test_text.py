@@ -8,11 +8,17 @@ import sys
 
 import pytest
 
-from albert_edge.train.corpus import (
-    BUILTIN, BuiltinDocument, DocPosition, builtin_corpus_path, builtin_stats, iter_documents, resolve_corpus,
+from albert_edge.text import (
+    BUILTIN,
+    BuiltinDocument,
+    DocPosition,
+    builtin_corpus_path,
+    builtin_stats,
+    iter_documents,
+    resolve_corpus,
     split_sentences,
 )
-from albert_edge.train.errors import DataError
+from albert_edge.errors import DataError
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -76,7 +82,7 @@ def test_builtin_corpus_is_real_prose(tmp_path, monkeypatch):
 
 _BUILD = """
 import hashlib, sys
-from albert_edge.train import corpus
+from albert_edge import text as corpus
 every = corpus._stdlib_sources()
 corpus._stdlib_sources = lambda: every[::20]  # a sample of the sources keeps this quick
 docs = corpus.builtin_documents()
