@@ -31,13 +31,13 @@ def _name_list(text: str) -> tuple[str, ...]:
 def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | None):
     """--estimate: the device rows (unknown names fail before anything is measured); 'list'
     prints the table and exits."""
-    from ..profile.devices import parse_devices
+    from ..device.catalog import parse_devices
     from ..profile.estimate import DEVICE_COLUMNS, device_rows
 
     if value is None:
         return None
     if value.strip() == "list":
-        from ..profile.devices import DEVICES
+        from ..device.catalog import DEVICES
 
         print_table("devices for --estimate (CPU complex; peak = 2 ops per multiply-accumulate)", DEVICE_COLUMNS,
                     device_rows(), right=(2, 3, 4, 5, 6, 7))

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..formats.manifest import sha256_of
 from ..errors import RuntimeUnavailable
-from .devices import DEVICES, GB, Device, host_device, parse_devices
+from ..device.catalog import DEVICES, GB, Device, host_device, parse_devices
 from .opcount import GraphCount, count
 from .record import ProfileRecord
 

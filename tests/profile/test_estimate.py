@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from albert_edge.cli import main
 from albert_edge.errors import RuntimeUnavailable
 from albert_edge.profile import ProfileSettings, profile
-from albert_edge.profile.devices import DEVICES, Device, UnknownDevice, device, host_device, parse_devices
+from albert_edge.device.catalog import DEVICES, Device, UnknownDevice, device, host_device, parse_devices
 from albert_edge.profile.estimate import estimate, roofline_ms
 from albert_edge.profile.opcount import GraphCount, OpCost, count
 
@@ -191,7 +191,7 @@ def test_cli_lists_the_devices():
 def test_counts_and_estimates_run_without_torch_or_tensorflow(run_blocked, model_dir):
     result = run_blocked(f"""
         from albert_edge.profile import remote
-        from albert_edge.profile.devices import device
+        from albert_edge.device.catalog import device
         from albert_edge.profile.estimate import estimate
         from albert_edge.profile.opcount import count
         print(count({str(model_dir / 'model.onnx')!r}, 1, 8).macs, count({str(model_dir / 'model.tflite')!r}, 1, 8).macs)

@@ -4,6 +4,9 @@ throttling, and the process's own resident memory. Standard library only (device
 Every reader tolerates a missing or unreadable source and returns None, so the same code runs on a
 Pi, a Jetson, a phone-class board, a laptop or a container. Boards differ only in which files and
 tools they have: the sources are rows in tables below, not branches per device.
+
+:mod:`.catalog` holds the devices we may not have at hand (Raspberry Pis, Jetsons, phone-class
+cores) as rows of figures, for estimates, and recognises the host among them.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..device import _read
+from . import _read
 from ..errors import AlbertEdgeError
 
 __all__ = ["Device", "DEVICES", "UnknownDevice", "device", "parse_devices", "host_device"]
@@ -214,7 +214,7 @@ def host_device(description: dict[str, Any] | None = None) -> Device:
     """A row for the machine we run on: a table row when the board names one (a Pi measuring
     itself), else peaks from its cores x clock x the vector extension it reports, and the copy
     bandwidth measured now."""
-    from ..device import describe
+    from . import describe
 
     info = description or describe()
     board = (info.get("board") or "").lower()
