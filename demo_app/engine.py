@@ -81,7 +81,7 @@ VARIANTS = (Variant("onnx", "int8"), Variant("tflite", "int8"), Variant("onnx", 
 
 
 class Bundle:
-    """A bundle directory (see ``albert_edge.demo.bundle``): bundle.json, spiece.model,
+    """A bundle directory (see ``albert_edge.pipeline.bundle``): bundle.json, spiece.model,
     labels.json and a directory of model files per task. ``info`` stands in for bundle.json
     while the bundle is still being made."""
 

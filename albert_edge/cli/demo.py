@@ -147,7 +147,7 @@ def bundle(out_dir: Path, preset: str, threads: int | None, seed: int, force: bo
     short pretraining on the builtin corpus, a topic classifier fine-tuned on labelled paragraphs
     of it, ONNX and TFLite files in fp32 and int8, and the held-out accuracy of each file.
     Needs the build side (pip install 'albert-edge[convert]')."""
-    from ..demo.bundle import BundleOptions, make_bundle
+    from ..pipeline.bundle import BundleOptions, make_bundle
 
     opts = BundleOptions(str(out_dir), preset=preset, threads=threads, seed=seed, force=force)
     with progress() as bar:

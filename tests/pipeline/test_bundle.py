@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import demo_app.bundle as bundle_module
-from demo_app.bundle import BundleOptions, make_bundle
+import albert_edge.pipeline.bundle as bundle_module
+from albert_edge.pipeline.bundle import BundleOptions, make_bundle
 
 
 def _built(opts, work: Path, step) -> dict:

@@ -31,7 +31,7 @@ from typing import Any
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.files import atomic_write, check_output_dir, missing_root
 
-from .engine import BUNDLE_FILE, LABELS_FILE, TASK_DIRS, Bundle, Engine
+from albert_edge.demo.engine import BUNDLE_FILE, LABELS_FILE, TASK_DIRS, Bundle, Engine
 
 __all__ = ["PRESETS", "BundleOptions", "make_bundle", "held_out_accuracy"]
 
