@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AlbertEdgeError
+from .hub import resolve
 
 __all__ = ["describe", "inspect_model"]
 
@@ -17,7 +18,7 @@ MODEL_SUFFIXES = (".onnx", ".tflite")
 
 def describe(path: str | os.PathLike) -> dict[str, Any]:
     """A JSON-able description of ``path``; raises AlbertEdgeError when it is none of the above."""
-    path = Path(path)
+    path = resolve(path)
     if not path.exists() and not Path(str(path) + ".index").exists():
         raise AlbertEdgeError(f"{path} does not exist")
     if path.is_file() and path.suffix.lower() in MODEL_SUFFIXES:

@@ -241,8 +241,9 @@ def _newest_opset() -> int:
 def _load(checkpoint_or_model, head: str | None) -> tuple[Any, dict[str, Any]]:
     if isinstance(checkpoint_or_model, (str, os.PathLike)):
         from albert_edge import checkpoints
+        from albert_edge.hub import resolve
 
-        path = Path(checkpoint_or_model)
+        path = resolve(checkpoint_or_model)
         ckpt = checkpoints.load(path)
         checkpoints.check_float_weights(ckpt)
         model = checkpoints.model_from_checkpoint(ckpt, head)

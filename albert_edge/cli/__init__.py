@@ -179,7 +179,8 @@ def quiet_libraries(verbose: int) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ logs: fatal only
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     os.environ.setdefault("GLOG_minloglevel", "3")
-    for name in ("tensorflow", "absl", "h5py", "jax"):
+    os.environ.setdefault("HF_HUB_VERBOSITY", "error")  # huggingface_hub sets its level on import
+    for name in ("tensorflow", "absl", "h5py", "jax", "huggingface_hub"):
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
 

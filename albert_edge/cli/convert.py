@@ -32,10 +32,10 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str | None, seq_len: int,
             opset: int | None, outputs: tuple[str, ...], force: bool, as_json: bool) -> None:
-    """Convert CHECKPOINT (a Hugging Face directory, an original TF checkpoint, or albert-edge
-    training output) to each --to format in --out. Every file is verified against PyTorch and
-    checked to store each shared weight once before it is moved in place; manifest.json is
-    written last."""
+    """Convert CHECKPOINT (a Hugging Face directory or model id such as albert/albert-base-v2 or
+    org/name@revision, an original TF checkpoint, or albert-edge training output) to each --to
+    format in --out. Every file is verified against PyTorch and checked to store each shared
+    weight once before it is moved in place; manifest.json is written last."""
     from ..converters.export import convert as run_convert
 
     with progress() as bar:

@@ -13,8 +13,9 @@ from ._output import fmt_bytes, fmt_count, print_json, print_table
 def info(path: str, as_json: bool) -> None:
     """Say what PATH is: format, config, heads, parameter count, file size.
 
-    PATH is a Hugging Face checkpoint directory, an original TF checkpoint (directory or
-    model.ckpt-N prefix), an .onnx or .tflite file, or a `convert` output directory.
+    PATH is a Hugging Face checkpoint directory or model id (albert/albert-base-v2,
+    org/name@revision), an original TF checkpoint (directory or model.ckpt-N prefix), an .onnx
+    or .tflite file, or a `convert` output directory.
     """
     from ..info import describe
 

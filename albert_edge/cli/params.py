@@ -19,14 +19,16 @@ def params(source: str, head: str, as_json: bool) -> None:
     the same width and depth with the saving from each of ALBERT's two techniques.
 
     SOURCE is a preset name (albert-base-v2, ...; see `albert-edge params --help`), a config.json /
-    albert_config.json, or a checkpoint directory. Counts come from the config alone.
+    albert_config.json, a checkpoint directory, or a Hugging Face model id (org/name[@revision],
+    of which only config.json is fetched). Counts come from the config alone.
     """
     from pathlib import Path
 
     from ..config import load_config
+    from ..hub import resolve
     from ..params import param_report
 
-    config = load_config(source)
+    config = load_config(resolve(source, config_only=True))
     report = param_report(config, Path(source).name if Path(source).exists() else source, head)
     if as_json:
         print_json(report.to_dict())

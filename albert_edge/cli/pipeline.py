@@ -39,8 +39,10 @@ def _steps(ctx, param, value: str | None) -> tuple[str, ...]:
 def pipeline(source: str | None, out_dir: Path, targets: tuple[str, ...], schemes: tuple[str, ...], seq_len: int,
              profile_seq_lens: tuple[int, ...], threads: int, runs: int, min_seconds: float, only: tuple[str, ...],
              skip: tuple[str, ...], force: bool, as_json: bool) -> None:
-    """Convert SOURCE (a checkpoint) to ONNX and TFLite, quantize each file (int8-dynamic, fp16),
-    profile every file on this machine and write a report per model; prints where it is.
+    """Convert SOURCE (a checkpoint directory, or a Hugging Face model id such as
+    albert/albert-base-v2 or org/name@revision) to ONNX and TFLite, quantize each file
+    (int8-dynamic, fp16), profile every file on this machine and write a report per model; prints
+    where it is.
 
     A re-run skips each step whose outputs are complete, unchanged (sha256) and made from the
     same inputs. With no SOURCE it runs on a built-in default that needs no download: the

@@ -28,9 +28,10 @@ def report(sources: tuple[str, ...], out_dir: Path, seq_lens: tuple[int, ...], t
            force: bool, as_json: bool) -> None:
     """Write a model-size report of one model into --out.
 
-    Each SOURCE is a preset name (albert-base-v2, ...), a config.json, a checkpoint directory, a
-    conversion directory (its manifest.json), .onnx/.tflite files, profile results (the JSON of
-    `albert-edge profile --json`, or the JSONL of `--append`) or a `quantize --json` result.
+    Each SOURCE is a preset name (albert-base-v2, ...), a config.json, a checkpoint directory or
+    Hugging Face model id (org/name[@revision]: its config.json is fetched), a conversion
+    directory (its manifest.json), .onnx/.tflite files, profile results (the JSON of `albert-edge
+    profile --json`, or the JSONL of `--append`) or a `quantize --json` result.
     Give what you have: the report says what it lacks. Figures are those of `params`, `inspect`
     and the profile records, unchanged; sources about different models are refused.
     """

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import AlbertEdgeError
 from ..files import atomic_write, missing_root
+from ..hub import is_hub_id, repo_name, resolve
 from .state import PipelineError, State, digest
 
 __all__ = ["PipelineOptions", "PipelineResult", "StepResult", "PipelineError", "run_pipeline", "STEPS",
@@ -131,7 +132,7 @@ def run_pipeline(options: PipelineOptions, on_step: Step | None = None) -> Pipel
     """Run the chosen steps for the source (or the built-in default) into ``options.out_dir``."""
     start = time.perf_counter()
     step = on_step or (lambda *_: None)
-    if options.source is not None and not Path(options.source).exists():
+    if options.source is not None and not Path(options.source).exists() and not is_hub_id(options.source):
         raise PipelineError(f"SOURCE {options.source}: no such checkpoint")
     made = missing_root(options.out_dir)  # removed again when the run fails before any step ran
     ran: list[StepResult] = []
@@ -169,9 +170,10 @@ def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
                        recipe=json.dumps(default.SMALL_RECIPE, sort_keys=True))
         small.make = lambda progress: {"pretraining": default.make_small(small.checkpoint, _training(progress))[1]}
         return [random, small], default.DESCRIPTION
-    source = Path(options.source)
-    name = source.resolve().name
-    return [_Model(name, root / name, source)], f"checkpoint {source}"
+    hub_id = is_hub_id(options.source)
+    source = resolve(options.source)
+    name = repo_name(options.source) if hub_id else source.resolve().name
+    return [_Model(name, root / name, source)], f"checkpoint {options.source if hub_id else source}"
 
 
 def _training(progress: Callable[[str], None]) -> Callable[[dict], None]:

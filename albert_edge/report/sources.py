@@ -14,6 +14,7 @@ from typing import Any
 from ..config import PRESETS, AlbertConfig, load_config
 from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, ConfigError
+from ..hub import is_hub_id, repo_name, resolve
 from ..profile.record import SCHEMA as PROFILE_SCHEMA
 
 __all__ = ["ReportError", "Inputs", "ModelFileInput", "gather", "WEIGHTS_NOTE", "weights_note"]
@@ -78,6 +79,9 @@ def _read_source(source: str, inputs: Inputs) -> None:
         _set_config(inputs, AlbertConfig.preset(source), source, source)
         inputs.sources.append({"kind": "preset", "source": source})
         return
+    if is_hub_id(source):
+        _read_config(resolve(source, config_only=True), inputs, "checkpoint", name=repo_name(source))
+        return
     path = Path(source)
     if not path.exists():
         raise ReportError(f"{source}: no such file or directory, and not a preset ({', '.join(PRESETS)})")
@@ -114,12 +118,12 @@ def _read_json(path: Path, inputs: Inputs) -> None:
                           "a quantize result or a config)")
 
 
-def _read_config(path: Path, inputs: Inputs, kind: str) -> None:
+def _read_config(path: Path, inputs: Inputs, kind: str, name: str | None = None) -> None:
     try:
         config = load_config(path)
     except ConfigError as exc:
         raise ReportError(f"{path}: {exc}") from None
-    _set_config(inputs, config, path.name, str(path))
+    _set_config(inputs, config, name or path.name, str(path))
     inputs.sources.append({"kind": kind, "source": str(path)})
 
 
