@@ -12,7 +12,7 @@ import json
 
 __all__ = [
     "AlbertEdgeError", "ConfigError", "CheckpointError", "ConversionError", "TokenizerError",
-    "RuntimeUnavailable", "OutputError", "DataError", "user_message", "optional_import",
+    "RuntimeUnavailable", "OutputError", "DataError", "user_message", "first_line", "optional_import",
 ]
 
 
@@ -102,3 +102,10 @@ def optional_import(name: str):
         if isinstance(exc.__cause__, KeyboardInterrupt):
             raise exc.__cause__ from None
         raise
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none): what a
+    native library's multi-line error contributes to our one-line message."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

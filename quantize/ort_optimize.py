@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from albert_edge.formats.weights import BOUND_FACTOR, BOUND_SLACK, analyze, read_file
-from albert_edge.errors import ConversionError, RuntimeUnavailable
+from albert_edge.errors import ConversionError, RuntimeUnavailable, first_line
 from albert_edge.files import atomic_write, check_new_file
-from albert_edge.runtime import Session, _first_line
+from albert_edge.runtime import Session
 from albert_edge.runtime.onnx_engine import DISABLED_OPTIMIZERS, OPTIMIZED_KEY
 
 __all__ = ["optimize_for_onnxruntime"]
@@ -66,7 +66,7 @@ def optimize_for_onnxruntime(src: str | os.PathLike, dst: str | os.PathLike, *, 
             ort.InferenceSession(str(src), options, providers=["CPUExecutionProvider"],
                                  disabled_optimizers=DISABLED_OPTIMIZERS)
         except Exception as exc:  # onnxruntime raises its own exception types
-            raise ConversionError(f"{src}: onnxruntime cannot load it: {_first_line(exc)}") from None
+            raise ConversionError(f"{src}: onnxruntime cannot load it: {first_line(exc)}") from None
         model = onnx.load(str(staged))
         kept = [p for p in model.metadata_props if p.key != OPTIMIZED_KEY]
         del model.metadata_props[:]

@@ -13,3 +13,25 @@ is installed); never torch, tensorflow or the build side (converters, quantize, 
 - :mod:`.float_weights`: every matrix product that reads a float weight, and why.
 - :mod:`.manifest`: the ``manifest.json`` beside a conversion's files, and file hashing.
 """
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import RuntimeUnavailable
+
+__all__ = ["FORMATS", "format_of"]
+
+# File suffix -> format name. Every model file albert-edge writes or runs is one of these.
+FORMATS = {".onnx": "onnx", ".tflite": "tflite"}
+
+
+def format_of(path: str | os.PathLike) -> str:
+    """'onnx' or 'tflite' from the file suffix; RuntimeUnavailable for anything else."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise RuntimeUnavailable(
+            f"{path}: unknown model file type {suffix or '(no suffix)'!r}; expected {', '.join(FORMATS)}"
+        )
+    return FORMATS[suffix]

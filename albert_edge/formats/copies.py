@@ -20,7 +20,7 @@ import numpy as np
 
 from .graph import GraphContents
 from .weights import read_file
-from albert_edge.runtime import FORMATS
+from . import FORMATS
 
 __all__ = ["WeightCopies", "weight_copies", "same_values", "tolerance", "MATCH", "MIN_COPY_NUMEL"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from albert_edge.runtime import FORMATS
+from . import FORMATS
 
 __all__ = ["FloatWeight", "float_weights", "UNEXPECTED", "TFLITE_MIN_QUANTIZED"]
 

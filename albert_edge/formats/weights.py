@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from albert_edge.errors import ConversionError
-from albert_edge.runtime import FORMATS
+from . import FORMATS
 
 from .graph import GraphContents, StoredTensor
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from .. import device
-from ..errors import AlbertEdgeError, RuntimeUnavailable
-from ..runtime import Session, _first_line
+from ..errors import AlbertEdgeError, RuntimeUnavailable, first_line
+from ..runtime import Session
 from . import ops as ops_mod
 from .inputs import fixed_feeds, model_limits, text_feeds
 from .record import Memory, ProfileRecord
@@ -106,7 +106,7 @@ def _run(session: Session, feeds, job: dict[str, Any]):
     except Exception as exc:  # the runtimes raise their own types; name the shape that failed
         shape = "x".join(str(d) for d in feeds["input_ids"].shape)
         raise AlbertEdgeError(f"{job['file_as_given']}: the model fails on input {shape} (batch x sequence): "
-                              f"{_first_line(exc)}")
+                              f"{first_line(exc)}")
 
 
 def _time_text(session: Session, feeds_list, job: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:

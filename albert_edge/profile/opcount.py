@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RuntimeUnavailable, optional_import
-from ..runtime import format_of
+from ..formats import format_of
 
 __all__ = ["OpCost", "GraphCount", "count"]
 
@@ -190,7 +190,7 @@ def _onnx_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
         ort = optional_import("onnxruntime")
     except ImportError:
         raise RuntimeUnavailable("counting .onnx operators needs onnxruntime (pip install 'albert-edge[onnx]')") from None
-    from ..runtime import _ORT_TYPES
+    from ..runtime.onnx_engine import ORT_TYPES
 
     with tempfile.TemporaryDirectory(prefix="albert-edge-opcount-") as tmp:
         options = ort.SessionOptions()
@@ -202,7 +202,7 @@ def _onnx_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
         options.profile_file_prefix = os.path.join(tmp, "count")
         try:
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-            inputs = [(i.name, _ORT_TYPES.get(i.type, "int64")) for i in session.get_inputs()]
+            inputs = [(i.name, ORT_TYPES.get(i.type, "int64")) for i in session.get_inputs()]
             session.run(None, _feeds(inputs, batch, seq_len))
         except Exception as exc:  # onnxruntime raises its own exception types
             raise RuntimeUnavailable(f"{path}: onnxruntime cannot run it at batch {batch} x {seq_len}: "
@@ -231,9 +231,9 @@ def _typed(entry: dict[str, list[int]]) -> tuple[str, tuple[int, ...]]:
 # --- TFLite: the interpreter's op list and tensor details ---------------------------------------
 
 def _tflite_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
-    from ..runtime import _tflite_interpreter
+    from ..runtime.litert import tflite_interpreter
 
-    interpreter_cls, name = _tflite_interpreter()
+    interpreter_cls, name = tflite_interpreter()
     resolver = importlib.import_module(interpreter_cls.__module__).OpResolverType
     try:
         interp = interpreter_cls(model_path=str(path), num_threads=1, experimental_preserve_all_tensors=True,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..formats.manifest import MANIFEST_NAME, sha256_of
-from ..runtime import format_of
+from ..formats import format_of
 from ..tokenizer import find_spiece
 from .record import ProfileRecord
 from .runner import _RUNTIMES, _check_text, install_hint

@@ -20,7 +20,9 @@ from typing import Any
 
 from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, RuntimeUnavailable
-from ..runtime import _TFLITE_INTERPRETERS, format_of, ort_providers
+from ..formats import format_of
+from ..runtime.litert import TFLITE_INTERPRETERS
+from ..runtime.onnx_engine import ort_providers
 from .inputs import model_limits
 from .record import ProfileRecord
 
@@ -30,7 +32,7 @@ __all__ = ["run_all", "plan", "Interrupted"]
 
 CHILD = "albert_edge.profile._child"
 # Which importable modules run each format (checked before any child starts): any one of them.
-_RUNTIMES = {"onnx": ("onnxruntime",), "tflite": tuple(m.split(".")[0] for m, _ in _TFLITE_INTERPRETERS)}
+_RUNTIMES = {"onnx": ("onnxruntime",), "tflite": tuple(m.split(".")[0] for m, _ in TFLITE_INTERPRETERS)}
 
 
 def install_hint(formats: set[str]) -> str:

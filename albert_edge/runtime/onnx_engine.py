@@ -25,7 +25,8 @@ weights, about 6 MiB of graph and kernels, 4 MiB of activations at 128 tokens) a
 loading, the mapped weights beside their packed copies. Prepacking stays on: without it a call
 at 32 tokens took 1.34x as long. A mapped file must not be rewritten in place while a session
 holds it (albert-edge replaces files by renaming, which leaves the mapped one intact).
-Standard library only, besides the ``ort`` module handed in.
+Standard library and numpy only, besides the ``ort`` module handed in; :class:`OnnxBackend` is
+what :class:`albert_edge.runtime.Session` runs an .onnx file with.
 """
 
 from __future__ import annotations
@@ -35,10 +36,27 @@ import logging
 import os
 from pathlib import Path
 
-__all__ = ["OPTIMIZED_KEY", "DISABLED_OPTIMIZERS", "IN_PLACE_MIN_BYTES", "read_metadata", "optimized_by",
+import numpy as np
+
+from ..errors import RuntimeUnavailable, first_line, optional_import
+from ..formats.graph import TensorSpec
+
+__all__ = ["OnnxBackend", "PROVIDERS", "ORT_TYPES", "ort_providers", "OPTIMIZED_KEY", "DISABLED_OPTIMIZERS", "IN_PLACE_MIN_BYTES", "read_metadata", "optimized_by",
            "in_place_model", "inference_session", "return_freed_memory", "session_options"]
 
 log = logging.getLogger(__name__)
+
+# onnxruntime execution providers by short name. CPU is the default; the others run only where the
+# installed onnxruntime build has them (onnxruntime-gpu on a Jetson or a CUDA machine).
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
+             "tensorrt": "TensorrtExecutionProvider"}
+
+# onnxruntime's type names -> numpy dtype names.
+ORT_TYPES = {
+    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
+    "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(bool)": "bool",
+}
 
 # metadata_props key of a file whose graph onnxruntime has already optimized for the CPU
 # execution provider; its value is the onnxruntime version that did it.
@@ -268,3 +286,56 @@ def session_options(ort, path: str | os.PathLike, num_threads: int | None = None
         options.enable_profiling = True
         options.profile_file_prefix = str(ops_trace)
     return options
+
+
+class OnnxBackend:
+    """An .onnx file in onnxruntime, opened with :func:`session_options` and :func:`inference_session`."""
+
+    name = "onnxruntime"
+
+    def __init__(self, path: Path, num_threads: int | None, provider: str | None = None,
+                 ops_trace: str | os.PathLike | None = None):
+        try:
+            ort = optional_import("onnxruntime")
+        except ImportError:
+            raise RuntimeUnavailable(
+                "running .onnx files needs onnxruntime (pip install 'albert-edge[onnx]')"
+            ) from None
+        options = session_options(ort, path, num_threads, provider, ops_trace)
+        providers = ort_providers(provider, ort.get_available_providers())
+        self._profiling = ops_trace is not None
+        try:
+            self._session = inference_session(ort, path, options, providers)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {first_line(exc)}") from None
+        self.accelerator = self._session.get_providers()[0]
+        self.inputs = [_ort_spec(a) for a in self._session.get_inputs()]
+        self.outputs = [_ort_spec(a) for a in self._session.get_outputs()]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [s.name for s in self.outputs]
+        return dict(zip(names, self._session.run(names, feeds)))
+
+    def end_profiling(self) -> Path | None:
+        if not self._profiling:
+            return None
+        self._profiling = False
+        return Path(self._session.end_profiling())
+
+
+def ort_providers(provider: str | None, available: list[str]) -> list[str]:
+    """The provider list for onnxruntime: the one asked for, then CPU for the nodes it cannot run."""
+    if provider is None:
+        return ["CPUExecutionProvider"]
+    full = PROVIDERS.get(provider.lower(), provider)
+    if full not in PROVIDERS.values():
+        raise RuntimeUnavailable(f"unknown execution provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    if full not in available:
+        raise RuntimeUnavailable(f"execution provider {full} is not in this onnxruntime build (available: "
+                                 f"{', '.join(available)}); install onnxruntime-gpu with CUDA/TensorRT for it")
+    return list(dict.fromkeys([full, "CPUExecutionProvider"]))
+
+
+def _ort_spec(arg) -> TensorSpec:
+    shape = tuple(d if isinstance(d, (int, str)) else -1 for d in (arg.shape or ()))
+    return TensorSpec(name=arg.name, dtype=ORT_TYPES.get(arg.type, arg.type), shape=shape)

@@ -1,0 +1,123 @@
+"""How albert_edge.runtime runs a .tflite file in the classic TFLite ``Interpreter``: the route for
+every file when XNNPACK is off, and when the weights-once route (:mod:`.compiled`) is declined.
+Imports no tensorflow unless it is the only interpreter installed."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import RuntimeUnavailable, first_line, optional_import
+from ..formats.graph import TensorSpec
+
+__all__ = ["InterpreterBackend", "TFLITE_INTERPRETERS", "DELEGATES", "tflite_interpreter"]
+
+log = logging.getLogger(__name__)
+
+# The TFLite interpreters we accept, in order of preference: (module, attribute holding the class).
+TFLITE_INTERPRETERS = (
+    ("ai_edge_litert.interpreter", "Interpreter"),
+    ("tflite_runtime.interpreter", "Interpreter"),
+    ("tensorflow.lite", "Interpreter"),  # imports all of tensorflow: the workstation fallback
+)
+_SIGNATURE = "serving_default"
+
+# TFLite: "xnnpack" keeps the interpreter's default XNNPACK delegate, "none" runs the builtin
+# kernels only (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES).
+DELEGATES = ("xnnpack", "none")
+
+
+class InterpreterBackend:
+    """A .tflite file in the classic TFLite ``Interpreter`` (ai-edge-litert, tflite-runtime or
+    tensorflow.lite, whichever is installed first in :data:`TFLITE_INTERPRETERS`)."""
+
+
+    def __init__(self, path: Path, num_threads: int | None, delegate: str = "xnnpack"):
+        if delegate not in DELEGATES:
+            raise RuntimeUnavailable(f"unknown TFLite delegate {delegate!r}; expected one of {', '.join(DELEGATES)}")
+        interpreter_cls, self.name = tflite_interpreter()
+        self.accelerator = delegate
+        extra = {}
+        if delegate == "none":
+            resolver = importlib.import_module(interpreter_cls.__module__).OpResolverType
+            extra["experimental_op_resolver_type"] = resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        try:
+            self._interpreter = interpreter_cls(model_path=str(path), num_threads=num_threads, **extra)
+        except (ValueError, RuntimeError) as exc:
+            raise RuntimeUnavailable(f"{path}: {self.name} cannot load it: {first_line(exc)}"
+                                     f"{_needs_newer_runtime(path, self.name)}") from None
+        signatures = self._interpreter.get_signature_list()
+        self._runner = None
+        if signatures:
+            key = _SIGNATURE if _SIGNATURE in signatures else next(iter(signatures))
+            # The signature runner resizes its inputs to each feed's shape and re-allocates.
+            self._runner = self._interpreter.get_signature_runner(key)
+            details_in = self._runner.get_input_details()
+            details_out = self._runner.get_output_details()
+            self.inputs = [_tflite_spec(name, d) for name, d in details_in.items()]
+            self.outputs = [_tflite_spec(name, d) for name, d in details_out.items()]
+        else:
+            self._interpreter.allocate_tensors()
+            self._in = {d["name"]: d for d in self._interpreter.get_input_details()}
+            self._out = {d["name"]: d for d in self._interpreter.get_output_details()}
+            self.inputs = [_tflite_spec(n, d) for n, d in self._in.items()]
+            self.outputs = [_tflite_spec(n, d) for n, d in self._out.items()]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._runner is not None:
+            result = self._runner(**feeds)
+            return {s.name: np.array(result[s.name]) for s in self.outputs}
+        interp = self._interpreter
+        resized = False
+        for name, value in feeds.items():
+            detail = self._in[name]
+            if tuple(interp.get_tensor(detail["index"]).shape) != value.shape:
+                interp.resize_tensor_input(detail["index"], list(value.shape))
+                resized = True
+        if resized:
+            interp.allocate_tensors()
+        for name, value in feeds.items():
+            interp.set_tensor(self._in[name]["index"], value)
+        interp.invoke()
+        return {s.name: np.array(interp.get_tensor(self._out[s.name]["index"])) for s in self.outputs}
+
+
+def _needs_newer_runtime(path: Path, interpreter: str) -> str:
+    """Why tflite-runtime (or tensorflow.lite, same numbering) refused ``path``, when the file's
+    operator versions need a newer release than the one installed."""
+    from ..formats.op_versions import min_runtime, op_versions, version_key
+
+    if interpreter == "ai_edge_litert":  # numbered on its own, and newer than every table entry
+        return ""
+    try:
+        installed = importlib.import_module(interpreter).__version__
+        needed = min_runtime(op_versions(path))
+        newer = needed is not None and version_key(needed) > version_key(installed.split("-")[0].split("rc")[0])
+    except (ImportError, AttributeError, OSError, ValueError):
+        return ""
+    return (f" (its operators need TFLite runtime {needed}, {interpreter} is {installed}; "
+            "`albert-edge quantize --tflite-compat 2.14` writes files tflite-runtime 2.14 loads)") if newer else ""
+
+
+def _tflite_spec(name: str, detail: dict) -> TensorSpec:
+    dims = detail.get("shape_signature")
+    if dims is None or len(dims) == 0:
+        dims = detail["shape"]
+    return TensorSpec(name=name, dtype=np.dtype(detail["dtype"]).name, shape=tuple(int(d) for d in dims))
+
+
+def tflite_interpreter():
+    for module_name, attr in TFLITE_INTERPRETERS:
+        try:
+            module = optional_import(module_name)
+        except ImportError:
+            continue
+        log.debug("TFLite interpreter: %s", module_name)
+        return getattr(module, attr), module_name.split(".")[0]
+    raise RuntimeUnavailable(
+        "running .tflite files needs ai-edge-litert, tflite-runtime or tensorflow "
+        "(pip install 'albert-edge[tflite]')"
+    )
