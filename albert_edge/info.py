@@ -112,7 +112,7 @@ def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
     from .formats.op_versions import runtime_report
     from .formats.weights import inspect_file
     from .errors import RuntimeUnavailable
-    from .quantize import describe as describe_precision
+    from .formats.precision import describe as describe_precision
 
     contents, report = inspect_file(path)
     try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,11 @@ import numpy as np
 
 from albert_edge.formats.graph import GraphContents
 from albert_edge.formats.weights import WeightsReport, analyze, read_file
-from albert_edge.errors import ConversionError, RuntimeUnavailable
+from albert_edge.errors import RuntimeUnavailable
 from albert_edge.runtime import Session
 
 from albert_edge.formats.float_weights import UNEXPECTED, FloatWeight, float_weights
+from albert_edge.formats.precision import describe
 from albert_edge.formats.copies import MATCH, WeightCopies, same_values, tolerance, weight_copies
 
 __all__ = ["FloatWeight", "WeightCopies", "QuantCheck", "float_weights", "weight_copies", "check_quantized",
@@ -99,39 +99,3 @@ def _runs(session: Session, parent: Session, sample: dict[str, np.ndarray]) -> l
         return [f"it does not run in {session.backend_name}: {str(exc).strip().splitlines()[0][:300]}"]
     return [f"output {name} is not finite on the sample batch" for name, value in got.items()
             if not np.all(np.isfinite(value))]
-
-
-def describe(path: str | os.PathLike) -> dict[str, Any]:
-    """For ``albert-edge inspect``: the bytes stored in each precision, what products read in
-    float and why (the reasons the quantizer recorded in the manifest, else inferred), and, when
-    the manifest names the fp32 parent beside it, where each parent weight is stored."""
-    path = Path(path)
-    entry = _manifest_entry(path)
-    recorded = entry.weights.get("float_weights", []) if entry is not None else []
-    floats = float_weights(path, {w["name"]: w["reason"] for w in recorded if "name" in w})
-    contents = read_file(path)
-    dtypes: dict[str, int] = defaultdict(int)
-    for w in contents.weights:
-        dtypes[w.dtype] += w.nbytes
-    report: dict[str, Any] = {
-        "weight_bytes_by_dtype": dict(dtypes),
-        "float_weights": [asdict(w) for w in floats],
-        "unexpected_float_weights": sum(not w.expected for w in floats),
-    }
-    parent = entry.parity.get("parent") if entry is not None and isinstance(entry.parity, dict) else None
-    if parent and (path.parent / parent).is_file():
-        copies = weight_copies(read_file(path.parent / parent), path if contents.format == "tflite" else contents)
-        report["parent"] = parent
-        report["weights_checked"] = len(copies)
-        report["stored_more_than_once"] = {c.name: [n for n, _ in c.stored_as] for c in copies if len(c.stored_as) > 1}
-    return report
-
-
-def _manifest_entry(path: Path):
-    """The entry of ``path`` in the manifest beside it, if there is one."""
-    from albert_edge.formats import manifest as manifest_io
-
-    try:
-        return manifest_io.read(path.parent).file(path.name)
-    except (KeyError, ConversionError):  # no manifest, or it does not list the file
-        return None

@@ -23,17 +23,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from albert_edge.formats.tflite_model import (
-    Model,
-    dequantized,
-    is_quantized,
-    make_op,
-    new_float_tensor,
-    op_inputs,
-    op_outputs,
-    original_of,
-    quant_version,
-)
+from albert_edge.formats.tflite_model import Model, dequantized, is_quantized, op_inputs, op_outputs
+
+from .tflite_edit import make_op, new_float_tensor, original_of, quant_version
 
 __all__ = ["float_islands", "run_in_float", "drop_unused"]
 

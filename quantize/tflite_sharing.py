@@ -30,7 +30,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from albert_edge.formats.copies import same_values
-from albert_edge.formats.tflite_model import Model, dequantized, exact_values, is_quantized, op_inputs, op_outputs
+from albert_edge.formats.tflite_model import Model, dequantized, is_quantized, op_inputs, op_outputs
+
+from .tflite_edit import exact_values
 
 __all__ = ["full_range_tables", "share_tied_table", "share_input_ranges"]
 

@@ -1,20 +1,16 @@
 """A .tflite flatbuffer as Python objects, read and written with the schema bindings that
 ai-edge-litert ships (no tensorflow): the common ground of the TFLite checks and rewrites, with
-the small readers and builders the rewrites share."""
+the small readers they share (the builders the rewrites use are in albert_edge.quantize.tflite_edit)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from albert_edge.errors import RuntimeUnavailable
 
-from .copies import same_values, tolerance
-
-__all__ = ["Model", "load", "pack", "DTYPES", "QUANTIZED", "op_inputs", "op_outputs", "is_quantized", "dequantized",
-           "new_float_tensor", "make_op", "quant_version", "original_of", "exact_values"]
+__all__ = ["Model", "load", "pack", "DTYPES", "QUANTIZED", "op_inputs", "op_outputs", "is_quantized", "dequantized"]
 
 DTYPES = {
     "FLOAT32": np.float32, "FLOAT16": np.float16, "INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16,
@@ -156,70 +152,3 @@ def dequantized(model: Model, t: int) -> np.ndarray:
         shape[q.quantizedDimension] = -1
         scale, zero = scale.reshape(shape), zero.reshape(shape) if zero.size > 1 else zero
     return ((values - zero) * scale).astype(np.float32)
-
-
-def new_float_tensor(model: Model, like: int, suffix: str, data: np.ndarray | None = None) -> int:
-    s = model.schema
-    src = model.graph.tensors[like]
-    t = s.TensorT()
-    t.shape = None if src.shape is None else list(src.shape)
-    t.shapeSignature = None if src.shapeSignature is None else list(src.shapeSignature)
-    t.type = s.TensorType.FLOAT32
-    t.name = (src.name or b"") + suffix.encode()
-    t.buffer = 0
-    if data is not None:
-        buf = s.BufferT()
-        buf.data = np.frombuffer(np.ascontiguousarray(data, dtype=np.float32).tobytes(), dtype=np.uint8)
-        model.obj.buffers.append(buf)
-        t.buffer = len(model.obj.buffers) - 1
-    model.graph.tensors.append(t)
-    return len(model.graph.tensors) - 1
-
-
-def _opcode(model: Model, builtin: str, version: int) -> int:
-    s = model.schema
-    code = getattr(s.BuiltinOperator, builtin)
-    for i, c in enumerate(model.obj.operatorCodes):
-        if max(c.builtinCode, c.deprecatedBuiltinCode) == code and c.version >= version:
-            return i
-    c = s.OperatorCodeT()
-    c.builtinCode, c.deprecatedBuiltinCode, c.version = code, min(code, 127), version
-    model.obj.operatorCodes.append(c)
-    return len(model.obj.operatorCodes) - 1
-
-
-def make_op(model: Model, builtin: str, version: int, inputs: list[int], outputs: list[int]):
-    op = model.schema.OperatorT()
-    op.opcodeIndex = _opcode(model, builtin, version)
-    op.inputs, op.outputs = list(inputs), list(outputs)
-    return op
-
-
-def quant_version(model: Model, t: int) -> int:
-    return 3 if model.dtype(model.graph.tensors[t]).name == "int16" else 2
-
-
-def original_of(model: Model, t: int, originals: Sequence[np.ndarray], clipped: bool = False) -> int | None:
-    """Which of ``originals`` (the fp32 parent's weights) quantized constant ``t`` rounds from:
-    within half a quantization step everywhere, the closest if several. A ``clipped`` constant
-    (quantized over a calibrated range narrower than its values) is matched by correlation."""
-    values = dequantized(model, t).reshape(-1)
-    best, best_error = None, tolerance(float(np.max(model.graph.tensors[t].quantization.scale)), values)
-    for k, original in enumerate(originals):
-        if original.size == values.size and original.dtype.kind == "f":
-            error = float(np.abs(original.reshape(-1) - values).max())
-            if error <= best_error:
-                best, best_error = k, error
-    if best is None and clipped:
-        raw = model.constant(t)
-        best = next((k for k, o in enumerate(originals)
-                     if o.size == raw.size and o.dtype.kind == "f" and same_values(o, raw)), None)
-    return best
-
-
-def exact_values(model: Model, t: int, originals: Sequence[np.ndarray], clipped: bool = False) -> np.ndarray:
-    """The float values of quantized constant ``t``: its original when known (so requantizing
-    rounds once), else its dequantized values."""
-    k = original_of(model, t, originals, clipped)
-    values = dequantized(model, t)
-    return values if k is None else originals[k].reshape(values.shape).astype(np.float32)

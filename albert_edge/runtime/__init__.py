@@ -17,7 +17,7 @@ from ..formats.graph import TensorSpec
 from ..formats.tflite_check import check_tflite
 from . import compiled
 from .litert import DELEGATES, InterpreterBackend
-from .onnx_engine import PROVIDERS, OnnxBackend, ort_providers
+from .onnx_engine import PROVIDERS, OnnxBackend
 
 __all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES"]
 
