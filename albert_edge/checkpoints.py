@@ -8,6 +8,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -17,7 +18,7 @@ from .errors import CheckpointError, ConfigError, optional_import
 from .files import atomic_write
 from .model import ALL_HEADS, AlbertModel, build_model
 
-__all__ = ["Checkpoint", "load", "load_model", "model_from_checkpoint", "validate", "check_float_weights", "save", "detect_format", "expected_shapes", "tf_key_table"]
+__all__ = ["Checkpoint", "load", "load_model", "model_from_checkpoint", "validate", "check_float_weights", "save", "detect_format", "expected_shapes", "tf_key_table", "describe"]
 
 log = logging.getLogger(__name__)
 
@@ -381,3 +382,25 @@ def save(model: nn.Module, out_dir: str | os.PathLike, spiece: str | os.PathLike
         data = Path(spiece).read_bytes()
         atomic_write(out / "spiece.model", data)
     return out
+
+
+def describe(path: Path) -> dict[str, Any]:
+    """What `albert-edge info` says of a checkpoint: format, heads, parameters, files, config."""
+    from .formats.describe import shape_of
+
+    ckpt = load(path)
+    validate(ckpt)
+    c = ckpt.config
+    return {
+        "kind": "checkpoint",
+        "path": str(path),
+        "format": {"hf": "Hugging Face directory", "tf": "original TF checkpoint"}.get(ckpt.format, ckpt.format),
+        "heads": list(ckpt.heads),
+        "head": ckpt.head,
+        "parameters": int(sum(t.numel() for t in ckpt.state.values())),
+        "tensors": len(ckpt.state),
+        "file_bytes": sum(f.stat().st_size for f in ckpt.files),
+        "files": [f.name for f in ckpt.files],
+        "config": c.to_hf_dict(),
+        "shape": shape_of(c.to_hf_dict()),
+    }

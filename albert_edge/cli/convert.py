@@ -72,7 +72,7 @@ def inspect(model_file: Path, as_json: bool) -> None:
     and every matrix product that reads a float weight, with the reason; for a quantized file
     whose manifest names its fp32 parent, each parent weight is also looked for by value, so an
     int8 copy made twice with different scales shows too."""
-    from ..info import inspect_model
+    from ..formats.describe import inspect_model
 
     with err_console.status(f"reading {model_file.name}"):
         data = inspect_model(model_file)

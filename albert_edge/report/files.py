@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..info import inspect_model
+from ..formats.describe import inspect_model
 from .sources import ModelFileInput
 
 __all__ = ["file_row"]
