@@ -28,7 +28,7 @@ from albert_edge.model import (
     AlbertModel,
 )
 
-from .tflite import INPUT_NAMES
+from albert_edge.formats.graph import INPUT_NAMES
 
 __all__ = ["TFAlbert", "input_signature"]
 

@@ -22,7 +22,7 @@ class TensorType:
 
 
 def _builtin_operators() -> type:
-    from .op_versions import RUNTIME_VERSIONS
+    from .tflite_operators import RUNTIME_VERSIONS
 
     codes = {name: code for name, (code, _) in RUNTIME_VERSIONS.items()}
     codes.update(CONCAT_EMBEDDINGS=29, CALL=31, CUSTOM=32, DELEGATE=51, PLACEHOLDER_FOR_GREATER_OP_CODES=127)

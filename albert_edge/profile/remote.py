@@ -202,7 +202,7 @@ def _profile_on(machine: SshHost, files: list[Path], settings, remote_dir: str, 
                 (local, rel) for rel, local in uploads.items()), fh))
         except CommandFailed as exc:
             raise RemoteError(f"{spec}: copying the files into {cache} failed: {exc}") from None
-    from . import forward_args
+    from .settings import forward_args
 
     args = forward_args(dataclasses.replace(settings, **changes) if changes else settings)
     say("profiling")

@@ -51,7 +51,7 @@ class Interrupted(Exception):
 def plan(files: list[Path], settings) -> list[dict[str, Any]]:
     """One job (the child's whole input) per file x setting, after checking every file and
     setting, so bad input fails before anything runs."""
-    from . import ProfileError
+    from .settings import ProfileError
 
     jobs = []
     for path in files:
@@ -209,7 +209,7 @@ def _check_providers(providers) -> None:
 
 
 def _check_text(settings) -> None:
-    from . import ProfileError
+    from .settings import ProfileError
 
     if settings.text != "builtin" and not Path(settings.text).is_file():
         raise ProfileError(f"--text {settings.text}: no such file (give a UTF-8 text file or 'builtin')")

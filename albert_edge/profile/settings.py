@@ -1,0 +1,87 @@
+"""What a profile run measures (:class:`ProfileSettings`), its errors, and the command line that
+asks another machine for the same measurement (:func:`forward_args`). Device side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import AlbertEdgeError
+from ..runtime import DELEGATES, PROVIDERS
+
+__all__ = ["MLPERF", "ProfileError", "ProfileSettings", "forward_args"]
+
+# MLPerf inference single-stream minimums: 1024 queries and 60 seconds.
+MLPERF = {"runs": 1024, "min_seconds": 60.0}
+
+
+class ProfileError(AlbertEdgeError):
+    """Bad profiling input: a setting out of range, a sequence longer than the model takes, ..."""
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """What to measure. Each file is run once per (provider or delegate) x threads x batch x
+    seq_len, and once more per (provider or delegate) x threads on real text when ``text`` is given.
+
+    Timed calls stop when at least ``runs`` calls AND at least ``min_seconds`` have passed, after
+    ``warmup`` untimed calls. ``text`` is "builtin" (the builtin English corpus) or a UTF-8 text
+    file; it needs ``tokenizer`` (a spiece.model or a directory holding one).
+    """
+
+    seq_lens: tuple[int, ...] = (16, 32, 64, 128)
+    batches: tuple[int, ...] = (1,)
+    threads: tuple[int, ...] = (1, 2)
+    delegates: tuple[str, ...] = ("xnnpack",)  # TFLite files
+    providers: tuple[str, ...] = ("cpu",)  # ONNX files: short names (PROVIDERS) or full ones
+    runs: int = 50
+    min_seconds: float = 1.0
+    warmup: int = 5
+    text: str | None = None
+    tokenizer: Path | None = None
+    max_sentences: int = 200  # real-text mode: sentences fed (each at its own length)
+    ops: bool = False
+    fixed: bool = True  # the fixed-length sweep; False profiles real text only
+
+    def __post_init__(self) -> None:
+        for name in ("seq_lens", "batches", "threads"):
+            values = getattr(self, name)
+            if not values or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in values):
+                raise ProfileError(f"{name} must be positive whole numbers, got {', '.join(map(str, values)) or '(none)'}")
+        unknown = [d for d in self.delegates if d not in DELEGATES]
+        if not self.delegates or unknown:
+            raise ProfileError(f"delegate must be one of {', '.join(DELEGATES)}, got {', '.join(unknown) or '(none)'}")
+        full = set(PROVIDERS.values())
+        unknown = [p for p in self.providers if p.lower() not in PROVIDERS and p not in full]
+        if not self.providers or unknown:
+            raise ProfileError(f"provider must be one of {', '.join(PROVIDERS)}, got {', '.join(unknown) or '(none)'}")
+        if self.runs < 1 or self.warmup < 0 or self.min_seconds < 0 or self.max_sentences < 1:
+            raise ProfileError(f"runs ({self.runs}) and max_sentences ({self.max_sentences}) must be >= 1, warmup "
+                               f"({self.warmup}) and min_seconds ({self.min_seconds}) >= 0")
+        if self.text is not None and self.tokenizer is None:
+            raise ProfileError("--text needs --tokenizer (the spiece.model matching the model's vocabulary)")
+        if not self.fixed and self.text is None:
+            raise ProfileError("nothing to profile: the fixed-length sweep is off and no --text is given")
+
+
+def forward_args(settings: ProfileSettings) -> list[str]:
+    """The `albert-edge profile` options that reproduce ``settings`` (for running the same sweep
+    on another machine). Paths in ``text``/``tokenizer`` are passed as they are: replace them
+    (``dataclasses.replace``) with the paths on the other machine first."""
+    def joined(values) -> str:
+        return ",".join(str(v) for v in values)
+
+    args = ["--seq-len", joined(settings.seq_lens), "--batch", joined(settings.batches),
+            "--threads", joined(settings.threads), "--delegate", joined(settings.delegates),
+            "--provider", joined(settings.providers), "--runs", str(settings.runs),
+            "--min-seconds", repr(float(settings.min_seconds)), "--warmup", str(settings.warmup),
+            "--max-sentences", str(settings.max_sentences)]
+    if settings.text is not None:
+        args += ["--text", str(settings.text)]
+    if settings.tokenizer is not None:
+        args += ["--tokenizer", str(settings.tokenizer)]
+    if settings.ops:
+        args.append("--ops")
+    if not settings.fixed:
+        args.append("--no-fixed")
+    return args
