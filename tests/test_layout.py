@@ -1,0 +1,173 @@
+"""The layout keeps standing: the device side never reaches the build side, not even in an import
+inside a function, and no two modules import each other (directly or around a longer circle).
+
+Reads the installed package's source with ``ast`` (only packages are imported, to find their
+folders), so it checks the wheel's modules when the suite runs against an installed wheel.
+test_device_side.py checks the other half: the device side imports and runs with torch and
+tensorflow blocked.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import pkgutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import albert_edge
+
+# What a Raspberry Pi or a phone build runs: the modules and packages of the device side.
+# The CLI and `info` (albert_edge.info) are fronts that span both sides: they import the build side
+# only inside the commands that need it, and test_device_side.py runs them with torch blocked.
+DEVICE = ("albert_edge.config", "albert_edge.params", "albert_edge.errors", "albert_edge.files",
+          "albert_edge.tokenizer", "albert_edge.text", "albert_edge.hub", "albert_edge.device",
+          "albert_edge.formats", "albert_edge.runtime", "albert_edge.profile", "albert_edge.report",
+          "albert_edge.demo")
+# The build side (and the libraries only it may use).
+BUILD = ("albert_edge.converters", "albert_edge.quantize", "albert_edge.train", "albert_edge.model",
+         "albert_edge.checkpoints", "albert_edge.pipeline", "torch", "tensorflow", "tf_keras", "transformers",
+         "executorch", "safetensors")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    line: int
+    target: str  # the absolute name imported (a module, or the package a name comes from)
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+# Packages installed from folders of their own (setup.py): an editable install finds them apart.
+INSTALLED_FROM_FOLDERS = ("albert_edge", "albert_edge.converters", "albert_edge.quantize", "albert_edge.demo")
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the installed package, by name, with its source file."""
+    found = {}
+    for package in INSTALLED_FROM_FOLDERS:
+        root = importlib.util.find_spec(package)
+        found[package] = Path(root.origin)
+        for info in pkgutil.walk_packages(root.submodule_search_locations, prefix=package + "."):
+            spec = importlib.util.find_spec(info.name)
+            if spec is not None and spec.origin and spec.origin.endswith(".py"):
+                found[info.name] = Path(spec.origin)
+    return found
+
+
+def imports(name: str, source: str, is_package: bool, known: set[str]) -> Iterator[Import]:
+    """Every import statement of a module, at any depth, resolved to absolute names."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(name, node.lineno, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = name.split(".") if is_package else name.split(".")[:-1]
+                parts = parts[:len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                yield Import(name, node.lineno, sub if sub in known else base)
+
+
+def build_side_reached(found: dict[str, Path]) -> list[str]:
+    """Each import by a device-side module of something on the build side, as 'module:line -> target'."""
+    known = set(found)
+    bad = []
+    for name, path in sorted(found.items()):
+        if not _within(name, DEVICE):
+            continue
+        for imp in imports(name, path.read_text(encoding="utf-8"), path.name == "__init__.py", known):
+            if _within(imp.target, BUILD):
+                bad.append(f"{name}:{imp.line} -> {imp.target}")
+    return bad
+
+
+def circles(found: dict[str, Path]) -> list[list[str]]:
+    """Groups of modules that import one another (strongly connected components of two or more)."""
+    known = set(found)
+    graph = {name: sorted({i.target for i in imports(name, path.read_text(encoding="utf-8"),
+                                                      path.name == "__init__.py", known)
+                           if i.target in known and i.target != name})
+             for name, path in found.items()}
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def test_the_device_side_never_reaches_the_build_side():
+    assert build_side_reached(modules()) == []
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    # A package may import its own modules (re-exports) and they may read its constants, but the
+    # circle closes only when the package imports the module at its top: listed as a circle too.
+    assert circles(modules()) == []
+
+
+def test_the_walk_sees_the_whole_package():
+    found = modules()
+    for name in ("albert_edge.formats.weights", "albert_edge.runtime.compiled", "albert_edge.demo.server",
+                 "albert_edge.converters.export", "albert_edge.quantize.tflite", "albert_edge.pipeline.bundle"):
+        assert name in found
+    assert all(path.is_file() for path in found.values())
+
+
+@pytest.mark.parametrize("statement, where", [
+    ("from albert_edge.converters.export import convert", "top"),
+    ("from ..converters import export", "function"),
+    ("import torch", "function"),
+    ("from ..quantize.calibration import read_sentences", "function"),
+])
+def test_a_device_module_that_reaches_the_build_side_is_found(tmp_path, statement, where):
+    """The check fails on the import a refactoring could slip in: at the top or inside a function."""
+    found = modules()
+    bad = tmp_path / "bad.py"
+    body = statement if where == "top" else f"def later():\n    {statement}\n"
+    bad.write_text(found["albert_edge.formats.graph"].read_text(encoding="utf-8") + "\n" + body + "\n")
+    found["albert_edge.formats.graph"] = bad
+    reached = build_side_reached(found)
+    assert len(reached) == 1 and reached[0].startswith("albert_edge.formats.graph:")
+
+
+def test_a_circle_is_found(tmp_path):
+    found = modules()
+    bad = tmp_path / "bad.py"
+    bad.write_text(found["albert_edge.formats.graph"].read_text(encoding="utf-8")
+                   + "\ndef later():\n    from .weights import read_file\n")
+    found["albert_edge.formats.graph"] = bad
+    assert ["albert_edge.formats.graph", "albert_edge.formats.weights"] in [
+        [m for m in group if m in ("albert_edge.formats.graph", "albert_edge.formats.weights")] for group in circles(found)]
