@@ -32,7 +32,7 @@ from albert_edge.errors import ConversionError
 from albert_edge.formats.graph import INPUT_NAMES, StoredTensor
 from albert_edge.formats.weights import find_duplicates
 
-__all__ = ["export", "deduplicate_weights", "INPUT_NAMES", "MIN_OPSET", "DEFAULT_OPSET", "EXTERNAL_DATA_THRESHOLD"]
+__all__ = ["export", "deduplicate_weights", "drop_unused_initializers", "INPUT_NAMES", "MIN_OPSET", "DEFAULT_OPSET", "EXTERNAL_DATA_THRESHOLD"]
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ def deduplicate_weights(proto: onnx.ModelProto, inplace: bool = False) -> onnx.M
             _read_reshaped(graph, copy, arrays)
         elif copy.kind == "transposed":
             _read_transposed(graph, copy, arrays)
-    _drop_unused_initializers(graph)
+    drop_unused_initializers(graph)
     if copies:
         log.info("stored %d weight copies once: %s", len(copies), ", ".join(f"{c.name}->{c.kept}" for c in copies))
     return model
@@ -248,7 +248,7 @@ def _rewrite_inputs(graph, renames: dict[str, str]) -> None:
                 node.input[i] = renames[name]
 
 
-def _drop_unused_initializers(graph) -> None:
+def drop_unused_initializers(graph) -> None:
     used = {name for node in graph.node for name in node.input} | _graph_outputs(graph)
     _remove_initializers(graph, {t.name for t in graph.initializer} - used)
 

@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.formats.graph import INPUT_NAMES
-from .onnx import _drop_unused_initializers
+from .onnx import drop_unused_initializers
 
 __all__ = ["fuse_attention", "GraphIndex", "MS_DOMAIN"]
 
@@ -239,7 +239,7 @@ def _drop_dead_nodes(graph: onnx.GraphProto) -> None:
     if len(nodes) != len(graph.node):
         del graph.node[:]
         graph.node.extend(nodes)
-    _drop_unused_initializers(graph)
+    drop_unused_initializers(graph)
 
 
 def _declare_outputs(model: onnx.ModelProto, names: list[str]) -> None:

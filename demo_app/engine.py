@@ -5,8 +5,6 @@ runtime, the tokenizer, the device description): no torch, no tensorflow.
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import json
 import logging
 import os
@@ -22,6 +20,7 @@ import numpy as np
 
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.runtime import Session
+from albert_edge.runtime.engines import available, version_of
 from albert_edge.tokenizer import SPIECE_NAME, AlbertTokenizer
 
 __all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "VARIANTS", "Variant", "Bundle", "Engine", "BundleError",
@@ -35,10 +34,6 @@ TASK_DIRS = {"mlm": "mlm", "classifier": "classifier"}
 BLANK = "___"  # typed for a [MASK] by people who do not want to type [MASK]
 MAX_CHARS = 2000  # characters of text looked at; the model sees far fewer tokens anyway
 MAX_TOP_K = 20
-# Python module -> distribution name, for the runtime version the page shows.
-_DISTRIBUTIONS = {"onnxruntime": "onnxruntime", "ai_edge_litert": "ai-edge-litert",
-                  "tflite_runtime": "tflite-runtime", "tensorflow": "tensorflow"}
-_INTERPRETERS = {"onnx": ("onnxruntime",), "tflite": ("ai_edge_litert", "tflite_runtime", "tensorflow")}
 
 
 class BundleError(AlbertEdgeError):
@@ -73,7 +68,7 @@ class Variant:
         return variant
 
     def runtime_installed(self) -> bool:
-        return any(importlib.util.find_spec(name) is not None for name in _INTERPRETERS[self.format])
+        return available(self.format)
 
 
 # In order of preference for the default: int8 first (smaller, faster on a Pi), then fp32.
@@ -284,7 +279,7 @@ class Engine:
                 models[task] = {
                     "file": str(session.path.relative_to(self.bundle.path)), "size_bytes": session.path.stat().st_size,
                     "format": variant.format, "scheme": variant.scheme, "runtime": session.backend_name,
-                    "runtime_version": _version(session.backend_name),
+                    "runtime_version": version_of(session.backend_name),
                     "weights_once": session.weights_once, "accelerator": session.accelerator,
                     "load_seconds": round(self._load_seconds.get(task, 0.0), 3),
                     "latency": self._latency.get((task, variant.key), LatencyWindow()).summary(),
@@ -324,10 +319,3 @@ def _special_ids(tok: AlbertTokenizer) -> set[int]:
 
 def _piece_text(tok: AlbertTokenizer, i: int) -> str:
     return tok.id_to_piece([i])[0].replace("\u2581", "")
-
-
-def _version(module: str) -> str | None:
-    try:
-        return importlib.metadata.version(_DISTRIBUTIONS.get(module, module))
-    except importlib.metadata.PackageNotFoundError:
-        return None

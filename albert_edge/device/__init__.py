@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["describe", "process_memory", "throttle_warnings", "THROTTLE_FLAGS"]
+__all__ = ["describe", "process_memory", "throttle_warnings", "read_text", "THROTTLE_FLAGS"]
 
 # Where a board names itself (device tree), in order of preference.
 _MODEL_FILES = ("/proc/device-tree/model", "/sys/firmware/devicetree/base/model")
@@ -91,7 +91,8 @@ def throttle_warnings(before: dict[str, Any], after: dict[str, Any]) -> list[str
 
 # --- the readers -------------------------------------------------------------------------------
 
-def _read(path: str | os.PathLike) -> str | None:
+def read_text(path: str | os.PathLike) -> str | None:
+    """A small system file's text (/proc, /sys, /etc), None when it cannot be read."""
     try:
         return Path(path).read_text(errors="replace")
     except OSError:
@@ -99,7 +100,7 @@ def _read(path: str | os.PathLike) -> str | None:
 
 
 def _status_fields(path: str, names: tuple[str, ...]) -> dict[str, int]:
-    text = _read(path) or ""
+    text = read_text(path) or ""
     found = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
@@ -121,7 +122,7 @@ def _run(*argv: str) -> str | None:
 
 
 def cpu_model() -> str | None:
-    text = _read("/proc/cpuinfo") or ""
+    text = read_text("/proc/cpuinfo") or ""
     # x86 says "model name"; ARM kernels say "Hardware" / "Model" or only "CPU part".
     for key in ("model name", "Model", "Hardware", "cpu model", "Processor"):
         match = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
@@ -135,7 +136,7 @@ def ram_bytes() -> int | None:
 
 
 def os_name() -> str | None:
-    text = _read("/etc/os-release") or ""
+    text = read_text("/etc/os-release") or ""
     match = re.search(r'^PRETTY_NAME="?([^"\n]*)"?$', text, re.MULTILINE)
     pretty = match.group(1) if match else platform.system()
     kernel = platform.release()
@@ -146,7 +147,7 @@ def board() -> str | None:
     """The board's model string from the device tree ("Raspberry Pi 4 Model B Rev 1.4",
     "NVIDIA Jetson Orin Nano Developer Kit"); None on machines without one."""
     for path in _MODEL_FILES:
-        text = _read(path)
+        text = read_text(path)
         if text:
             return text.replace("\x00", "").strip() or None
     return None
@@ -158,7 +159,7 @@ def jetson_power_mode() -> str | None:
         match = re.search(r"NV Power Mode:\s*(.+)", out)
         if match:
             return match.group(1).strip()
-    conf = _read(_NVPMODEL_CONF)
+    conf = read_text(_NVPMODEL_CONF)
     if conf:
         match = re.search(r"<\s*PM_CONFIG\s+DEFAULT\s*=\s*(\d+)\s*>", conf)
         if match:
@@ -188,7 +189,7 @@ def _policies() -> list[Path]:
 
 
 def governor() -> list[str] | None:
-    found = [(_read(p / "scaling_governor") or "").strip() for p in _policies()]
+    found = [(read_text(p / "scaling_governor") or "").strip() for p in _policies()]
     found = list(dict.fromkeys(g for g in found if g))
     return found or None
 
@@ -196,7 +197,7 @@ def governor() -> list[str] | None:
 def cpu_freq_khz() -> dict[str, int] | None:
     freqs = {}
     for p in _policies():
-        text = (_read(p / "scaling_cur_freq") or "").strip()
+        text = (read_text(p / "scaling_cur_freq") or "").strip()
         if text.isdigit():
             freqs[p.name] = int(text)
     return freqs or None
@@ -209,8 +210,8 @@ def temperatures() -> dict[str, float] | None:
     except OSError:
         return None
     for zone in zones:
-        kind = (_read(zone / "type") or zone.name).strip()
-        value = (_read(zone / "temp") or "").strip()
+        kind = (read_text(zone / "type") or zone.name).strip()
+        value = (read_text(zone / "temp") or "").strip()
         if value.lstrip("-").isdigit():
             name = kind if kind not in temps else f"{kind}:{zone.name}"
             temps[name] = int(value) / 1000.0  # millidegrees

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import _read
+from . import read_text
 from ..errors import AlbertEdgeError
 
 __all__ = ["Device", "DEVICES", "UnknownDevice", "device", "parse_devices", "host_device"]
@@ -186,7 +186,7 @@ def _cpu_flags(cpuinfo: str) -> set[str]:
 
 
 def _max_freq_ghz(cpuinfo: str) -> float | None:
-    khz = (_read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") or "").strip()
+    khz = (read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") or "").strip()
     if khz.isdigit():
         return int(khz) / 1e6
     mhz = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo, re.MULTILINE)]
@@ -222,7 +222,7 @@ def host_device(description: dict[str, Any] | None = None) -> Device:
         if row.board and row.board.lower() in board:
             return row
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (info.get("cpu_cores") or 1)
-    cpuinfo = _read("/proc/cpuinfo") or ""
+    cpuinfo = read_text("/proc/cpuinfo") or ""
     ghz = _max_freq_ghz(cpuinfo) or 2.0
     flags = _cpu_flags(cpuinfo)
     isa, fp32, int8, fp16 = next((row for row in _ISA if row[0] in flags), ("unknown", 8, 16, None))

@@ -19,7 +19,9 @@ import numpy as np
 
 from .. import device
 from ..errors import AlbertEdgeError, RuntimeUnavailable, first_line
+from ..formats import FORMATS
 from ..runtime import Session
+from ..runtime.engines import ENGINES, version_of
 from . import ops as ops_mod
 from .inputs import fixed_feeds, model_limits, text_feeds
 from .record import Memory, ProfileRecord
@@ -33,7 +35,7 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     before = device.describe()
     # Everything that allocates besides the model is done before the first memory reading, so the
     # last high-water mark is the process's own peak.
-    version = _version(Path(job["file"]).suffix.lower())
+    versions = {engine.package: version_of(engine.package) for engine in ENGINES.get(FORMATS.get(path.suffix.lower()), ())}
     memory = Memory()
     warnings: list[str] = []
     limits = model_limits(path)
@@ -79,7 +81,7 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     return ProfileRecord(
         file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
         format=session.format, scheme=limits.scheme, runtime=session.backend_name,
-        runtime_version=version.get(session.backend_name, "unknown"),
+        runtime_version=versions.get(session.backend_name) or "unknown",
         weights_once=getattr(session, "weights_once", None), provider=session.accelerator, threads=job["threads"],
         batch=job["batch"], seq_len=job["seq_len"], input_mode="fixed" if job["seq_len"] is not None else "real-text",
         load_ms=load_ms, first_call_ms=first_ms, latency=lat, memory=memory,
@@ -178,24 +180,6 @@ def _tflite_ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
         return tflite_breakdown(path, job["threads"], feeds, OPS_CALLS)
     except RuntimeUnavailable as exc:
         return ops_mod.tflite_unavailable(f"{exc}; {ops_mod.TFLITE_NOTE}")
-
-
-def _version(suffix: str) -> dict[str, str]:
-    """Installed versions of the runtimes that can run a file with this suffix."""
-    from importlib import metadata
-
-    dists = {".onnx": {"onnxruntime": ("onnxruntime", "onnxruntime-gpu")},
-             ".tflite": {"ai_edge_litert": ("ai-edge-litert",), "tflite_runtime": ("tflite-runtime",),
-                         "tensorflow": ("tensorflow", "tensorflow-cpu")}}
-    found = {}
-    for runtime, names in dists.get(suffix, {}).items():
-        for name in names:
-            try:
-                found[runtime] = metadata.version(name)
-                break
-            except metadata.PackageNotFoundError:
-                continue
-    return found
 
 
 def main(argv: list[str]) -> int:

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..formats.graph import INPUT_NAMES
 
-__all__ = ["ModelLimits", "model_limits", "fixed_feeds", "text_feeds", "CLS_ID", "SEP_ID", "FIRST_WORD_ID"]
+__all__ = ["ModelLimits", "model_limits", "fixed_feeds", "text_feeds", "read_manifest", "CLS_ID", "SEP_ID",
+           "FIRST_WORD_ID"]
 
 # ALBERT's vocabularies put <pad> <unk> [CLS] [SEP] [MASK] at ids 0..4.
 CLS_ID, SEP_ID, FIRST_WORD_ID = 2, 3, 5
@@ -44,7 +45,7 @@ def model_limits(path: str | os.PathLike, input_shape: tuple | None = None) -> M
     runtime's declared input shape ((batch, sequence); a fixed int sequence dimension bounds it)."""
     path = Path(path)
     limits = ModelLimits()
-    manifest = _manifest(path.parent / "manifest.json")
+    manifest = read_manifest(path.parent / "manifest.json")
     config = manifest.get("config") or {}
     if isinstance(config.get("max_position_embeddings"), int):
         limits.max_seq_len, limits.max_seq_len_source = config["max_position_embeddings"], "manifest"
@@ -63,7 +64,9 @@ def model_limits(path: str | os.PathLike, input_shape: tuple | None = None) -> M
     return limits
 
 
-def _manifest(path: Path) -> dict[str, Any]:
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest.json at ``path`` as a dict; empty when it is missing or unreadable (the file
+    is then profiled from its own declared shapes)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):

@@ -34,7 +34,8 @@ from ..formats.manifest import MANIFEST_NAME, sha256_of
 from ..formats import format_of
 from ..tokenizer import find_spiece
 from .record import ProfileRecord
-from .runner import _RUNTIMES, _check_text, install_hint
+from ..runtime.engines import ENGINES, install_hint, packages
+from .runner import check_text
 from .ssh import (CONNECT_TIMEOUT, Children, CommandFailed, RemoteError, SshHost, Target, last_line, parse_target,
                   tar_stream)
 
@@ -62,7 +63,7 @@ try:
     version = albert_edge.__version__
 except ImportError:
     version = None
-mods = ("albert_edge", "onnxruntime", "ai_edge_litert", "tflite_runtime", "tensorflow")
+mods = sys.argv[2].split(",")
 print(json.dumps({"albert_edge": version, "python": sys.version.split()[0], "cache": cache, "held": held,
                   "modules": {m: have(m) for m in mods}}))
 """
@@ -128,7 +129,7 @@ def profile_remote(hosts: Sequence[str], files: Sequence[str | Path], settings, 
             raise RemoteError(f"{f}: no such model file")
         format_of(f)
     if settings.text is not None:
-        _check_text(settings)  # the local --text and --tokenizer, before any connection
+        check_text(settings)  # the local --text and --tokenizer, before any connection
     if ssh_config is not None and not Path(ssh_config).is_file():
         raise RemoteError(f"--ssh-config {ssh_config}: no such file")
     if shutil.which("ssh") is None:
@@ -227,8 +228,9 @@ def _data_files(model: Path) -> list[Path]:
 
 def _probe(machine: SshHost, remote_dir: str, formats: set[str]) -> dict[str, Any]:
     spec, python = machine.target.spec, machine.python
+    modules = ["albert_edge", *(e.package for engines in ENGINES.values() for e in engines)]
     try:
-        out = machine.ssh(machine.py("-c", _PROBE, remote_dir))
+        out = machine.ssh(machine.py("-c", _PROBE, remote_dir, ",".join(modules)))
         state = json.loads(out.strip().splitlines()[-1])
     except CommandFailed as exc:
         if exc.code == 127:
@@ -243,7 +245,7 @@ def _probe(machine: SshHost, remote_dir: str, formats: set[str]) -> dict[str, An
                           "Python of the venv that has it")
     modules = state.get("modules", {})
     for fmt in sorted(formats):
-        needed = _RUNTIMES[fmt]
+        needed = packages(fmt)
         if not any(modules.get(m) for m in needed):
             raise RemoteError(f"{spec}: albert-edge {state['albert_edge']} is there but cannot run .{fmt} files "
                               f"({' or '.join(needed)} missing): run {install_hint({fmt})} on the device")

@@ -21,7 +21,7 @@ from typing import Any
 from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, RuntimeUnavailable
 from ..formats import format_of
-from ..runtime.litert import TFLITE_INTERPRETERS
+from ..runtime.engines import install_hint, packages
 from ..runtime.onnx_engine import ort_providers
 from .inputs import model_limits
 from .record import ProfileRecord
@@ -32,12 +32,6 @@ __all__ = ["run_all", "plan", "Interrupted"]
 
 CHILD = "albert_edge.profile._child"
 # Which importable modules run each format (checked before any child starts): any one of them.
-_RUNTIMES = {"onnx": ("onnxruntime",), "tflite": tuple(m.split(".")[0] for m, _ in TFLITE_INTERPRETERS)}
-
-
-def install_hint(formats: set[str]) -> str:
-    """The pip command that installs the runtimes for ``formats`` (the package's extras)."""
-    return f"pip install 'albert-edge[{','.join(sorted(formats))}]'"
 
 
 class Interrupted(Exception):
@@ -75,7 +69,7 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                     shapes.append((1, None))
                 jobs += [{**common, **acc, "threads": threads, "batch": b, "seq_len": n} for b, n in shapes]
     if settings.text is not None:
-        _check_text(settings)
+        check_text(settings)
     if any(job["provider"] not in (None, "cpu", "CPUExecutionProvider") for job in jobs):
         _check_providers(settings.providers)
     return jobs
@@ -193,7 +187,7 @@ def _check_file(path: Path) -> str:
         raise RuntimeUnavailable(f"{path}: not a TFLite model (no TFL3 identifier)")
     if fmt == "onnx" and (not head or head[0] != 0x08):  # an ONNX ModelProto starts with ir_version (field 1)
         raise RuntimeUnavailable(f"{path}: not an ONNX model")
-    modules = _RUNTIMES[fmt]
+    modules = packages(fmt)
     if not any(importlib.util.find_spec(m) is not None for m in modules):
         raise RuntimeUnavailable(f"{path}: running .{fmt} files needs {' or '.join(modules)} ({install_hint({fmt})})")
     return fmt
@@ -208,7 +202,7 @@ def _check_providers(providers) -> None:
         ort_providers(provider, available)
 
 
-def _check_text(settings) -> None:
+def check_text(settings) -> None:
     from .settings import ProfileError
 
     if settings.text != "builtin" and not Path(settings.text).is_file():

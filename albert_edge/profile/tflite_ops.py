@@ -31,7 +31,7 @@ import numpy as np
 
 from ..runtime import compiled as runtime_memory
 from ..errors import RuntimeUnavailable
-from .inputs import _manifest
+from .inputs import read_manifest
 
 __all__ = ["tflite_breakdown", "SOURCE", "layer_blocks"]
 
@@ -95,7 +95,7 @@ def tflite_breakdown(path: str | os.PathLike, threads: int | None, feeds: dict[s
 
 def _layer_config(path: Path) -> tuple[int, int] | None:
     """(L, G) from the manifest beside the file, when it says."""
-    config = _manifest(path.parent / "manifest.json").get("config") or {}
+    config = read_manifest(path.parent / "manifest.json").get("config") or {}
     layers, groups = config.get("num_hidden_layers"), config.get("num_hidden_groups", 1)
     return (layers, groups) if isinstance(layers, int) and isinstance(groups, int) and layers > 1 else None
 

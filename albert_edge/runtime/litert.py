@@ -12,17 +12,12 @@ import numpy as np
 
 from ..errors import RuntimeUnavailable, first_line, optional_import
 from ..formats.graph import TensorSpec
+from .engines import ENGINES
 
-__all__ = ["InterpreterBackend", "TFLITE_INTERPRETERS", "DELEGATES", "tflite_interpreter"]
+__all__ = ["InterpreterBackend", "DELEGATES", "tflite_interpreter"]
 
 log = logging.getLogger(__name__)
 
-# The TFLite interpreters we accept, in order of preference: (module, attribute holding the class).
-TFLITE_INTERPRETERS = (
-    ("ai_edge_litert.interpreter", "Interpreter"),
-    ("tflite_runtime.interpreter", "Interpreter"),
-    ("tensorflow.lite", "Interpreter"),  # imports all of tensorflow: the workstation fallback
-)
 _SIGNATURE = "serving_default"
 
 # TFLite: "xnnpack" keeps the interpreter's default XNNPACK delegate, "none" runs the builtin
@@ -32,7 +27,7 @@ DELEGATES = ("xnnpack", "none")
 
 class InterpreterBackend:
     """A .tflite file in the classic TFLite ``Interpreter`` (ai-edge-litert, tflite-runtime or
-    tensorflow.lite, whichever is installed first in :data:`TFLITE_INTERPRETERS`)."""
+    tensorflow.lite, whichever is installed first in :data:`.engines.ENGINES`)."""
 
 
     def __init__(self, path: Path, num_threads: int | None, delegate: str = "xnnpack"):
@@ -110,13 +105,14 @@ def _tflite_spec(name: str, detail: dict) -> TensorSpec:
 
 
 def tflite_interpreter():
-    for module_name, attr in TFLITE_INTERPRETERS:
+    """The first installed TFLite ``Interpreter`` class and the package it comes from."""
+    for engine in ENGINES["tflite"]:
         try:
-            module = optional_import(module_name)
+            module = optional_import(engine.module)
         except ImportError:
             continue
-        log.debug("TFLite interpreter: %s", module_name)
-        return getattr(module, attr), module_name.split(".")[0]
+        log.debug("TFLite interpreter: %s", engine.module)
+        return getattr(module, engine.attribute), engine.package
     raise RuntimeUnavailable(
         "running .tflite files needs ai-edge-litert, tflite-runtime or tensorflow "
         "(pip install 'albert-edge[tflite]')"
