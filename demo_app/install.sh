@@ -3,12 +3,13 @@
 # a venv with the device side (no torch, no tensorflow) and a TFLite / ONNX interpreter, the
 # model bundle, a dedicated system user, and the unit albert-edge-demo.service.
 #
-#   sudo ./install.sh --bundle DIR [--source SPEC] [--runtime LIST] [--host H] [--port P] [--no-start]
+#   sudo ./install.sh --bundle DIR [--source SPEC] [--runtime LIST] [--host H] [--port P] [--no-start] [--dry-run]
 #   sudo ./install.sh --uninstall
 #
 # Environment: PREFIX (/opt/albert-edge-demo), SERVICE_USER (albert-demo), PYTHON (python3),
 # UNIT_DIR (/etc/systemd/system), SYSTEMCTL (systemctl; set it empty where systemd is not
-# running, e.g. in a chroot: everything is installed, nothing is started).
+# running, e.g. in a chroot: everything is installed, nothing is started), CPUINFO (/proc/cpuinfo:
+# the file whose Features and Model lines tell a Raspberry Pi 5 / ARMv8.2 board).
 set -euo pipefail
 
 PREFIX=${PREFIX:-/opt/albert-edge-demo}
@@ -16,6 +17,7 @@ SERVICE_USER=${SERVICE_USER:-albert-demo}
 PYTHON=${PYTHON:-python3}
 UNIT_DIR=${UNIT_DIR:-/etc/systemd/system}
 SYSTEMCTL=${SYSTEMCTL-systemctl}
+CPUINFO=${CPUINFO:-/proc/cpuinfo}
 UNIT=albert-edge-demo.service
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -26,6 +28,7 @@ HOST=127.0.0.1
 PORT=8000
 START=1
 CHECK=1
+DRY_RUN=0
 ACTION=install
 
 usage() {
@@ -37,11 +40,14 @@ Usage: sudo $0 --bundle DIR [options]      install (or update) the demo service
   --source SPEC     what pip installs albert-edge from: a wheel, a source directory, or a
                     requirement [default: the checkout this script is in, else 'albert-edge[demo]']
   --runtime LIST    interpreters, comma-separated: litert (ai-edge-litert), tflite-runtime
-                    (tflite-runtime 2.14 with numpy<2), onnxruntime [default: $RUNTIME]
+                    (tflite-runtime 2.14 with numpy<2; refused on a Raspberry Pi 5 or any
+                    CPU with the ARMv8.2 dot-product extension), onnxruntime [default: $RUNTIME]
   --host H          address the page listens on [default: $HOST; 0.0.0.0 for the network]
   --port P          TCP port [default: $PORT]
   --no-start        install and enable nothing in systemd (same as SYSTEMCTL=)
   --no-check        skip the classify request made with the installed files
+  --dry-run         run every check (bundle, Python, board, runtimes), print what would be
+                    installed, and change nothing
   --uninstall       remove the service, $PREFIX and the user $SERVICE_USER
   --print-unit      print the unit as it would be installed, and change nothing
 EOF
@@ -59,6 +65,7 @@ while [ $# -gt 0 ]; do
         --port) PORT=${2:?--port needs a value}; shift 2 ;;
         --no-start) START=0; shift ;;
         --no-check) CHECK=0; shift ;;
+        --dry-run) DRY_RUN=1; shift ;;
         --uninstall) ACTION=uninstall; shift ;;
         --print-unit) ACTION=print-unit; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -125,6 +132,38 @@ for rt in ${RUNTIME//,/ }; do
     esac
 done
 [ ${#REQUIREMENTS[@]} -gt 0 ] || die "--runtime names no interpreter"
+
+# An ARMv8.2 board (a Raspberry Pi 5's Cortex-A76): the dot-product extension in the CPU's
+# Features, or a Pi 5 model string. tflite-runtime 2.14's aarch64 wheel crashes there with
+# SIGSEGV on the int8 files (seen under qemu -cpu cortex-a76; see demo_app/README.md), so the demo
+# would die on its first request: it gets ai-edge-litert, which runs every file there.
+armv82_board() {  # prints why this is one, or fails
+    local features model
+    features=$(grep -m1 -iE '^features[[:space:]]*:' "$CPUINFO" 2>/dev/null | cut -d: -f2- || true)
+    model=$(grep -m1 -iE '^model[[:space:]]*:' "$CPUINFO" 2>/dev/null | cut -d: -f2- | sed 's/^[[:space:]]*//' || true)
+    if [ -z "$model" ] && [ "$CPUINFO" = /proc/cpuinfo ] && [ -r /proc/device-tree/model ]; then
+        model=$(tr -d '\0' < /proc/device-tree/model)
+    fi
+    if [[ " $features " == *" asimddp "* ]]; then
+        echo "${model:-this CPU} has the ARMv8.2 dot-product extension (asimddp in $CPUINFO)"
+    elif [[ "$model" == *"Raspberry Pi 5"* ]]; then
+        echo "$model is an ARMv8.2 board (Cortex-A76)"
+    else
+        return 1
+    fi
+}
+if board=$(armv82_board); then
+    if [[ " ${RUNTIME//,/ } " =~ \ (tflite-runtime|tflite_runtime)\  ]]; then
+        die "tflite-runtime 2.14 crashes (SIGSEGV) on the int8 files here: $board; use --runtime litert (ai-edge-litert runs every file on it)"
+    fi
+    case " ${RUNTIME//,/ } " in
+        *" litert "*|*" ai-edge-litert "*) say "$board: its TFLite files run with ai-edge-litert" ;;
+    esac
+fi
+if [ "$DRY_RUN" -eq 1 ]; then
+    say "dry run: would install $SOURCE with ${REQUIREMENTS[*]} into $PREFIX/venv, the bundle $BUNDLE, the user $SERVICE_USER and $UNIT_DIR/$UNIT"
+    exit 0
+fi
 
 # -- user, venv, bundle -------------------------------------------------------------------------
 if ! id -u "$SERVICE_USER" >/dev/null 2>&1; then
