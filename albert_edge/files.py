@@ -4,24 +4,31 @@ has without being told to. Standard library only (device side).
 - :func:`atomic_write`: one file, through a temporary name in the same directory.
 - :func:`check_new_file` / :func:`check_output_dir`: refuse an output that exists (unless
   ``force``), is of the wrong kind, or lies under a file, before any work is done.
-- :func:`staged_dir`: a whole output directory assembled under a temporary name and moved in
-  place at the end, so a failure (a full disk, an interrupt) leaves the old output as it was.
+- :func:`staged_dir`: a whole output directory assembled under a temporary name and put in
+  place at the end with :func:`install`, so a failure (a full disk, an interrupt) leaves the old
+  output as it was.
+- :func:`install`: new files or directories put in place of old ones as one step: after an
+  interrupt at any point, every destination holds either its old version or its new one, never a
+  mix of the two. Every command that writes an output goes through it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
+import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from .errors import OutputError, user_message
 
-__all__ = ["atomic_write", "check_new_file", "check_output_dir", "staged_dir", "write_failure", "missing_root",
-           "STAGING_MARK"]
+__all__ = ["atomic_write", "check_new_file", "check_output_dir", "staged_dir", "install", "write_failure",
+           "missing_root", "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.
 STAGING_MARK = ".albert-edge-tmp"
@@ -139,27 +146,25 @@ def check_output_dir(path: str | os.PathLike, force: bool, option: str = "--out"
 
 
 @contextlib.contextmanager
-def staged_dir(out: str | os.PathLike) -> Iterator[Path]:
+def staged_dir(out: str | os.PathLike, keep: bool = True) -> Iterator[Path]:
     """Yield an empty temporary directory beside ``out`` to write the whole output into. When the
-    block ends normally, ``out`` becomes it: by one rename when ``out`` does not exist, else
-    file by file (the files ``out`` holds that were not written again are kept). When it
-    raises (an interrupt too), the temporary directory and any parent directory made for it
-    are removed and ``out`` is as it was."""
+    block ends normally, ``out`` becomes it in one step (:func:`install`); with ``keep``, what
+    ``out`` held that was not written again is carried over (hard links, no copies). When it
+    raises (an interrupt too), the temporary directory and any parent directory made for it are
+    removed and ``out`` is as it was."""
     out = Path(out)
+    _recover(out)
     made = missing_root(out.parent)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=STAGING_MARK, dir=out.parent))
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())
-        if not out.exists():
-            os.replace(tmp, out)
-        else:
-            for item in sorted(tmp.iterdir()):
-                target = out / item.name
-                if target.is_dir() and not item.is_dir():
-                    shutil.rmtree(target)
-                os.replace(item, target)
+        if keep and out.is_dir():
+            for item in out.iterdir():
+                if STAGING_MARK not in item.name and not os.path.lexists(tmp / item.name):
+                    _link(item, tmp / item.name)
+        install([(tmp, out)])
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if made is not None:
@@ -171,3 +176,115 @@ def staged_dir(out: str | os.PathLike) -> Iterator[Path]:
             raise
         raise OutputError(f"cannot write {out}: {reason} ({out} was left as it was)") from exc
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def install(moves: Sequence[tuple[str | os.PathLike, str | os.PathLike]]) -> None:
+    """Put each new file or directory (first of a pair) in place of its destination (second), all
+    as one step. When this returns, every destination holds its new version and the old versions
+    are gone; when it raises (an interrupt included, at any point), every destination holds what
+    it held before and the new versions are where they were. Old versions are removed only once
+    all new ones are in place. Each new path must be on the destination's file system.
+
+    Where the kernel swaps two names at once (Linux renameat2 with RENAME_EXCHANGE), a destination
+    never goes missing, even for a process killed outright; elsewhere the old version is renamed
+    aside first, and a destination killed in that instant is restored by the next write to it."""
+    pairs = [(Path(new), Path(dst)) for new, dst in moves]
+    marks = [_mark(new) for new, _ in pairs]
+    asides = [dst.with_name(f".{dst.name}.{os.getpid()}-{i}.old{STAGING_MARK}") for i, (_, dst) in enumerate(pairs)]
+    try:
+        for (new, dst), aside in zip(pairs, asides):
+            if not os.path.lexists(dst):
+                os.rename(new, dst)
+            elif not _exchange(new, dst):
+                os.rename(dst, aside)
+                os.rename(new, dst)
+    except BaseException:
+        for (new, dst), mark, aside in reversed(list(zip(pairs, marks, asides))):
+            _put_back(new, dst, mark, aside)
+        raise
+    for (new, dst), mark, aside in zip(pairs, marks, asides):
+        for old in (new, aside):  # after a swap the old version is at the new one's name
+            if os.path.lexists(old) and _mark(old) != mark:
+                _remove(old)
+
+
+def _put_back(new: Path, dst: Path, mark: tuple[int, int], aside: Path) -> None:
+    """Undo one destination of :func:`install`, whatever step the interrupt came at: found by
+    looking, not by remembering (an interrupt can land between a rename and its bookkeeping)."""
+    if os.path.lexists(dst) and _mark(dst) == mark:  # the new version is in place
+        old = next((p for p in (new, aside) if os.path.lexists(p)), None)
+        if old is None:  # there was nothing before
+            os.rename(dst, new)
+        elif old == new:  # swapped: swap back
+            if not _exchange(new, dst):
+                raise OSError(f"cannot swap {dst} back")
+        else:
+            os.rename(dst, new)
+            os.rename(aside, dst)
+    elif not os.path.lexists(dst) and os.path.lexists(aside):  # moved aside, the new one not yet in
+        os.rename(aside, dst)
+
+
+def _recover(dst: Path) -> None:
+    """Put back an old version that a process killed inside :func:`install` left aside."""
+    if os.path.lexists(dst) or not dst.parent.is_dir():
+        return
+    left = sorted(dst.parent.glob(f".{glob.escape(dst.name)}.*.old{STAGING_MARK}"), key=os.path.getmtime)
+    if left:
+        os.rename(left[-1], dst)
+
+
+def _mark(path: Path) -> tuple[int, int]:
+    st = os.lstat(path)
+    return st.st_dev, st.st_ino
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _link(src: Path, dst: Path) -> None:
+    """``src`` again at ``dst`` without copying its bytes (hard links), copied where it cannot be linked."""
+    def link_or_copy(a, b):
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    if src.is_dir() and not src.is_symlink():
+        shutil.copytree(src, dst, symlinks=True, copy_function=link_or_copy)
+    elif src.is_symlink():
+        os.symlink(os.readlink(src), dst)
+    else:
+        link_or_copy(src, dst)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+@functools.cache
+def _renameat2():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):  # not glibc >= 2.28 (macOS, musl before 1.2.2)
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return fn
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing names at once; False where the system or file system cannot."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))

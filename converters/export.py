@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import ConversionError, optional_import, user_message
-from albert_edge.files import missing_root, write_failure
+from albert_edge.files import install, missing_root, write_failure
 
 from albert_edge.formats import manifest as manifest_io
 from .verify import VerifyReport, verify
@@ -328,22 +328,21 @@ def _exporter(target: Target):
 
 
 def _install(tmp: Path, out: Path, result: ConversionResult, source: dict[str, Any], config, seq_len: int) -> Path:
-    """Move the verified files into ``out`` (data files before the models that name them) and
-    write the manifest last, so a directory with a manifest is a finished one. Entries of an
-    earlier manifest of the same model are kept for the files not replaced (see _kept_entries)."""
+    """Put the verified files and their manifest into ``out`` as one step (:func:`install`): an
+    interrupt leaves either every old file or every new one. Entries of an earlier manifest of the
+    same model are kept for the files not replaced (see _kept_entries)."""
     manifest_path = out / manifest_io.MANIFEST_NAME
     previous = _previous_manifest(manifest_path)
-    manifest_path.unlink(missing_ok=True)  # a stale manifest would vouch for old files
-    models = {f.name for f in result.files}
-    for item in sorted(tmp.iterdir(), key=lambda p: p.name in models):
+    for item in tmp.iterdir():
         os.chmod(item, 0o644)  # temporary files are private; model files are for everyone to read
-        os.replace(item, out / item.name)
     for f in result.files:
         f.path = out / f.name
     manifest = manifest_io.Manifest(source=source, config=config.to_hf_dict(), seq_len=seq_len,
                                     files=[f.entry for f in result.files])
     manifest.files += _kept_entries(previous, manifest, seq_len)
-    return manifest_io.write(manifest, out)
+    os.chmod(manifest_io.write(manifest, tmp), 0o644)
+    install([(item, out / item.name) for item in sorted(tmp.iterdir())])
+    return manifest_path
 
 
 def _previous_manifest(path: Path) -> manifest_io.Manifest | None:

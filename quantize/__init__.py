@@ -97,8 +97,7 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
         size = tmp.stat().st_size
         manifest_path = None
         if kept:
-            os.replace(tmp, out)
-            manifest_path = record(out, source, recipe, check, figures)
+            manifest_path = record(tmp, out, source, recipe, check, figures)
         else:
             log.warning("%s: %s is %.4f, a drop of %.4f over --max-drop %.4f: not kept", out.name,
                         accuracy.headline[1], accuracy.headline[0], accuracy.drop, config.max_drop)

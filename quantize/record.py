@@ -9,6 +9,7 @@ from typing import Any
 
 from albert_edge.formats import manifest as manifest_io
 from albert_edge.errors import ConversionError
+from albert_edge.files import atomic_write, install
 
 from .accuracy import AccuracyReport
 from .checks import QuantCheck
@@ -63,9 +64,12 @@ class _Report:
         return dict(self._figures, ok=self._check.ok, backend=self._check.backend)
 
 
-def record(out: Path, source: ModelFile, recipe: Recipe, check: QuantCheck, figures: dict[str, Any]) -> Path:
-    """Add (or replace) the entry of ``out`` in the manifest beside it; returns the manifest."""
-    entry = manifest_io.file_entry(out, _Report(check, figures), name=out.name)
+def record(staged: Path, out: Path, source: ModelFile, recipe: Recipe, check: QuantCheck,
+           figures: dict[str, Any]) -> Path:
+    """Move the checked file ``staged`` to ``out`` and add (or replace) its entry in the manifest
+    beside it, as one step (an interrupt leaves both as they were, or both new); returns the
+    manifest."""
+    entry = manifest_io.file_entry(staged, _Report(check, figures), name=out.name)
     entry.precision = recipe.scheme.value
     entry.weights = dict(entry.weights, **check.summary())
     manifest_path = out.parent / manifest_io.MANIFEST_NAME
@@ -75,5 +79,10 @@ def record(out: Path, source: ModelFile, recipe: Recipe, check: QuantCheck, figu
     else:
         manifest = manifest_io.Manifest(source=dict(source.manifest.source), config=dict(source.manifest.config),
                                         files=[entry], seq_len=source.seq_len)
-    return manifest_io.write(manifest, out.parent)
-
+    new_manifest = staged.with_name(f".{manifest_io.MANIFEST_NAME}.{os.getpid()}.tmp")
+    try:
+        atomic_write(new_manifest, manifest_io.to_text(manifest))
+        install([(staged, out), (new_manifest, manifest_path)])
+    finally:
+        new_manifest.unlink(missing_ok=True)
+    return manifest_path

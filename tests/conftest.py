@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import os
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,34 @@ def run_blocked():
                               capture_output=True, text=True, timeout=120)
 
     return run
+
+
+@pytest.fixture()
+def interrupt_install(monkeypatch):
+    """``interrupt_install(out, exchange, after)``: the next time albert_edge.files.install puts
+    something at ``out``, Ctrl-C arrives just before (or just after) that rename or swap, once;
+    ``exchange=False`` makes it use two renames, as where the system cannot swap. Returns the list
+    that records whether it fired."""
+    from albert_edge import files
+
+    real_rename, real_exchange = os.rename, files._exchange
+    fired: list[Path] = []
+
+    def arm(out: Path, exchange: bool = True, after: bool = False) -> list[Path]:
+        def interrupted(real):
+            def step(src, dst):
+                if Path(dst) == out and not after and not fired:
+                    fired.append(Path(dst))
+                    raise KeyboardInterrupt
+                result = real(src, dst)
+                if Path(dst) == out and result is not False and not fired:
+                    fired.append(Path(dst))
+                    raise KeyboardInterrupt
+                return result
+            return step
+
+        monkeypatch.setattr(files.os, "rename", interrupted(real_rename))
+        monkeypatch.setattr(files, "_exchange", interrupted(real_exchange) if exchange else (lambda a, b: False))
+        return fired
+
+    return arm

@@ -126,16 +126,18 @@ def test_missing_source(tmp_path):
 def test_default_small_model_is_cached_keyed_and_verified(tmp_path, monkeypatch):
     """The built-in default's trained model: trained once, reused while its files verify, trained
     again when the cached copy was altered or the recipe changed."""
-    from albert_edge.pipeline import default
+    import dataclasses
 
-    monkeypatch.setattr(default, "cache_dir", lambda: tmp_path / "cache")
-    tiny = dict(default.SMALL_RECIPE, vocab_size=300, steps=2, batch_size=4, max_seq_length=32,
-                config=dict(vocab_size=300, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_hidden_groups=1,
-                            num_attention_heads=2, intermediate_size=32, max_position_embeddings=32))
-    monkeypatch.setattr(default, "SMALL_RECIPE", tiny)
+    from albert_edge.pipeline import default, small
+
+    monkeypatch.setattr(small, "cache_dir", lambda: tmp_path / "cache")
+    tiny = dataclasses.replace(small.PIPELINE_RECIPE, vocab_size=300, steps=2, batch_size=4, max_seq_length=32,
+                               config=dict(embedding_size=8, hidden_size=16, num_hidden_layers=2, num_hidden_groups=1,
+                                           num_attention_heads=2, intermediate_size=32, max_position_embeddings=32))
+    monkeypatch.setattr(default, "PIPELINE_RECIPE", tiny)
     trained = []
-    real_train = default._train_small
-    monkeypatch.setattr(default, "_train_small", lambda *a: (trained.append(1), real_train(*a))[1])
+    real_train = small._train
+    monkeypatch.setattr(small, "_train", lambda *a: (trained.append(1), real_train(*a))[1])
 
     ckpt, figures = default.make_small(tmp_path / "a")
     assert {p.name for p in ckpt.iterdir()} >= {"config.json", "model.safetensors", "spiece.model"}
@@ -148,7 +150,7 @@ def test_default_small_model_is_cached_keyed_and_verified(tmp_path, monkeypatch)
         fh.write(b"\0")
     default.make_small(tmp_path / "c")
     assert len(trained) == 2  # altered: not trusted
-    monkeypatch.setattr(default, "SMALL_RECIPE", dict(tiny, seed=1))
+    monkeypatch.setattr(default, "PIPELINE_RECIPE", dataclasses.replace(tiny, seed=1))
     default.make_small(tmp_path / "d")
     assert len(trained) == 3 and len(list((tmp_path / "cache").glob(f"{default.SMALL_NAME}-*"))) == 2
 

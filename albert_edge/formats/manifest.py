@@ -17,7 +17,7 @@ from albert_edge import __version__
 from albert_edge.errors import ConversionError
 from albert_edge.files import atomic_write
 
-__all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "Manifest", "file_entry", "write", "read", "sha256_of"]
+__all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "Manifest", "file_entry", "to_text", "write", "read", "sha256_of"]
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
@@ -106,11 +106,15 @@ def _spec(spec) -> dict[str, Any]:
     return {"name": spec.name, "dtype": spec.dtype, "shape": list(spec.shape)}
 
 
+def to_text(manifest: Manifest) -> str:
+    """The manifest as its file holds it."""
+    return json.dumps(manifest.to_dict(), indent=2, default=str) + "\n"
+
+
 def write(manifest: Manifest, out_dir: str | os.PathLike) -> Path:
     """Write ``out_dir/manifest.json`` through a temporary name, so it is whole or absent."""
     out = Path(out_dir) / MANIFEST_NAME
-    text = json.dumps(manifest.to_dict(), indent=2, default=str) + "\n"
-    atomic_write(out, text)
+    atomic_write(out, to_text(manifest))
     return out
 
 

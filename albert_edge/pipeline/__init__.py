@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AlbertEdgeError
-from ..files import atomic_write, missing_root
+from ..files import atomic_write, missing_root, staged_dir
 from ..hub import is_hub_id, repo_name, resolve
 from .state import PipelineError, State, digest
 
@@ -113,7 +113,8 @@ class _Model:
     name: str
     dir: Path
     checkpoint: Path
-    make: Callable[[Callable[[str], None]], dict] | None = None  # builds the checkpoint (built-in default only)
+    make: Callable[[Path, Callable[[str], None]], dict] | None = None  # builds the checkpoint into a directory
+    #   (built-in default only)
     recipe: str = ""  # what decides the made checkpoint (its cache key)
     shape: str | None = None  # the preset whose shape it has: the report compares with the paper
     random_weights: bool = False  # agreement figures mean nothing: measure them on a few batches only
@@ -164,11 +165,11 @@ def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
     if options.source is None:
         random = _Model(default.RANDOM_NAME, root / default.RANDOM_NAME, root / default.RANDOM_NAME / "checkpoint",
                         recipe="albert-base-v2 seed 0 v1", random_weights=True, shape="albert-base-v2")
-        random.make = lambda progress: (default.make_random(random.checkpoint), {"weights": "random-init"})[1]
+        random.make = lambda out, progress: (default.make_random(out), {"weights": "random-init"})[1]
         random.context["accuracy_in"] = f"../../{default.SMALL_NAME}/report/report.html"
         small = _Model(default.SMALL_NAME, root / default.SMALL_NAME, root / default.SMALL_NAME / "checkpoint",
-                       recipe=json.dumps(default.SMALL_RECIPE, sort_keys=True))
-        small.make = lambda progress: {"pretraining": default.make_small(small.checkpoint, _training(progress))[1]}
+                       recipe=json.dumps(asdict(default.PIPELINE_RECIPE), sort_keys=True))
+        small.make = lambda out, progress: {"pretraining": default.make_small(out, _training(progress))[1]}
         return [random, small], default.DESCRIPTION
     hub_id = is_hub_id(options.source)
     source = resolve(options.source)
@@ -271,21 +272,19 @@ _INPUTS = {"checkpoint": _checkpoint_inputs, "convert": _convert_inputs, "quanti
 
 def _make_checkpoint(model: _Model, options, state, progress) -> tuple[list[Path], str, dict]:
     progress("checkpoint (build or train)")
-    if model.checkpoint.exists():
-        shutil.rmtree(model.checkpoint)
-    model.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    context = model.make(progress)
+    with staged_dir(model.checkpoint, keep=False) as staging:  # the old checkpoint stays whole until then
+        context = model.make(staging, progress)
     return [model.checkpoint], str(model.checkpoint), context
 
 
 def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
     from ..converters.export import convert
 
-    if model.files.exists():  # ours: the step is re-run because its inputs or outputs changed
-        shutil.rmtree(model.files)
-    result = convert(model.checkpoint, model.files, targets=options.targets, seq_len=options.seq_len,
-                     on_step=lambda what, done, total: progress(f"convert: {what}"))
-    return [f.path for f in result.files], f"{len(result.files)} files", {}
+    # Ours, re-made whole because its inputs or outputs changed; the old files stay until then.
+    with staged_dir(model.files, keep=False) as staging:
+        result = convert(model.checkpoint, staging, targets=options.targets, seq_len=options.seq_len,
+                         on_step=lambda what, done, total: progress(f"convert: {what}"))
+    return [model.files / f.name for f in result.files], f"{len(result.files)} files", {}
 
 
 def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:

@@ -1,6 +1,7 @@
 """Make the demo's model bundle on a workstation, from what albert-edge already does, with no
 download: a tokenizer and a short pretraining on the builtin corpus (the MLM head the page's
-fill-in-the-blank uses), a topic classifier fine-tuned on labelled paragraphs of the same corpus
+fill-in-the-blank uses; made and cached by :mod:`.small`, the recipe the pipeline's default
+shares), a topic classifier fine-tuned on labelled paragraphs of the same corpus
 (``albert_edge.train.labelled``), conversion to ONNX and TFLite, int8 quantization of each file,
 and the held-out accuracy of every file measured in its own runtime.
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -28,12 +28,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert_edge.errors import AlbertEdgeError
-from albert_edge.files import atomic_write, check_output_dir, missing_root
-
 from albert_edge.demo.engine import BUNDLE_FILE, LABELS_FILE, TASK_DIRS, Bundle, Engine
+from albert_edge.errors import AlbertEdgeError
+from albert_edge.files import atomic_write, check_output_dir, install, missing_root
 
-__all__ = ["PRESETS", "BundleOptions", "make_bundle", "held_out_accuracy"]
+from .small import SmallRecipe, pretrained
+
+__all__ = ["PRESETS", "BundleOptions", "make_bundle", "held_out_accuracy", "recipe"]
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class BundleOptions:
         return {**PRESETS[self.preset], **self.overrides}
 
 
-_STEPS = ("tokenizer", "pretraining", "labelled data", "fine-tuning", "converting the MLM",
+_STEPS = ("tokenizer and pretraining (cached)", "labelled data", "fine-tuning", "converting the MLM",
           "converting the classifier", "quantizing", "held-out accuracy", "writing the bundle")
 
 
@@ -99,15 +100,7 @@ def make_bundle(opts: BundleOptions, on_step: Step | None = None) -> dict[str, A
         info = _build(opts, work, step)
         info["build_seconds"] = round(time.perf_counter() - start, 1)
         atomic_write(work / "bundle" / BUNDLE_FILE, json.dumps(info, indent=2) + "\n")
-        aside = work / "old-bundle"  # the old bundle, moved aside, not deleted, until the new one is in place
-        try:
-            if out.exists():
-                os.replace(out, aside)
-            os.replace(work / "bundle", out)
-        except BaseException:  # an interrupt too: the old bundle goes back before ``work`` is removed
-            if aside.exists() and not out.exists():
-                os.replace(aside, out)
-            raise
+        install([(work / "bundle", out)])  # the old bundle stays whole until the new one is in place
     except BaseException:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
@@ -117,16 +110,20 @@ def make_bundle(opts: BundleOptions, on_step: Step | None = None) -> dict[str, A
     return info
 
 
+def recipe(opts: BundleOptions) -> SmallRecipe:
+    """The pretraining of a bundle's MLM, as the shared small-model recipe (its cache key)."""
+    s = opts.settings
+    return SmallRecipe(vocab_size=s["vocab_size"], config=dict(s["config"]), steps=s["pretrain_steps"],
+                       batch_size=s["pretrain_batch"], lr=s["lr"], max_seq_length=s["pretrain_seq_len"],
+                       seed=opts.seed, eval_examples=200)
+
+
 def _build(opts: BundleOptions, work: Path, step: Step) -> dict[str, Any]:
-    from albert_edge.config import AlbertConfig
     from albert_edge.converters.export import convert
     from albert_edge.quantize import QuantizeConfig, quantize
-    from albert_edge.tokenizer import train_spiece
-    from albert_edge.text import builtin_corpus_path
-    from albert_edge.train.data import MaskingOptions
+    from albert_edge.tokenizer import SPIECE_NAME
     from albert_edge.train.finetune import FinetuneOptions, finetune
     from albert_edge.train.labelled import TOPICS, write_topic_dataset
-    from albert_edge.train.pretrain import PretrainOptions, pretrain
 
     s = opts.settings
     total = len(_STEPS)
@@ -134,38 +131,30 @@ def _build(opts: BundleOptions, work: Path, step: Step) -> dict[str, Any]:
     bundle.mkdir()
 
     step(_STEPS[0], 0, total)
-    spiece = train_spiece([builtin_corpus_path()], bundle, vocab_size=s["vocab_size"], seed=opts.seed)
+    pretrained_dir, pre = pretrained(recipe(opts), f"demo-{opts.preset}", threads=opts.threads)
+    spiece = Path(shutil.copy2(pretrained_dir / SPIECE_NAME, bundle / SPIECE_NAME))
 
     step(_STEPS[1], 1, total)
-    config = AlbertConfig.preset("albert-base-v2").replace(vocab_size=s["vocab_size"], **s["config"])
-    pre = pretrain(PretrainOptions(
-        corpus=("builtin",), tokenizer=str(spiece), out_dir=str(work / "pretrain"), config=config,
-        steps=s["pretrain_steps"], batch_size=s["pretrain_batch"], lr=s["lr"], seed=opts.seed,
-        masking=MaskingOptions(max_seq_length=s["pretrain_seq_len"]), eval_examples=200,
-        eval_every=s["pretrain_steps"], save_every=s["pretrain_steps"], keep_checkpoints=1,
-        device="cpu", threads=opts.threads))
-
-    step(_STEPS[2], 2, total)
     topics = tuple(opts.topics or TOPICS)
     train_file, eval_file = write_topic_dataset(work / "topics", topics=topics, seed=opts.seed)
     train_file = _limit(train_file, s.get("max_train_examples"))
     eval_file = _limit(eval_file, s.get("max_eval_examples"))
 
-    step(_STEPS[3], 3, total)
+    step(_STEPS[2], 2, total)
     fine = finetune(FinetuneOptions(
-        task="classification", train_file=str(train_file), eval_file=str(eval_file), model=str(pre.out_dir),
+        task="classification", train_file=str(train_file), eval_file=str(eval_file), model=str(pretrained_dir),
         out_dir=str(work / "finetune"), tokenizer=str(spiece), epochs=s["finetune_epochs"], lr=s["finetune_lr"],
         max_seq_length=s["seq_len"], seed=opts.seed, device="cpu", threads=opts.threads))
     labels = list(fine.model.config.label_names)
     atomic_write(bundle / LABELS_FILE, json.dumps(labels) + "\n")
 
     quantized: dict[str, dict] = {}
-    for index, (task, run, head) in enumerate((("mlm", pre.out_dir, "mlm"),
+    for index, (task, run, head) in enumerate((("mlm", pretrained_dir, "mlm"),
                                                ("classifier", fine.out_dir, "classification"))):
-        step(_STEPS[4 + index], 4 + index, total)
+        step(_STEPS[3 + index], 3 + index, total)
         convert(str(run), bundle / TASK_DIRS[task], targets=("onnx", "tflite"), head=head,
                 seq_len=s["seq_len"], tokenizer=spiece)
-    step(_STEPS[6], 6, total)
+    step(_STEPS[5], 5, total)
     for task in TASK_DIRS:
         for fmt, scheme in SCHEME.items():
             parent = bundle / TASK_DIRS[task] / f"model.{fmt}"
@@ -174,10 +163,10 @@ def _build(opts: BundleOptions, work: Path, step: Step) -> dict[str, Any]:
             quantized[f"{task}/{result.out_path.name}"] = {
                 "agreement_with_fp32": result.accuracy.headline[0], "measure": result.accuracy.headline[1]}
 
-    step(_STEPS[7], 7, total)
+    step(_STEPS[6], 6, total)
     accuracy = held_out_accuracy(bundle, eval_file, labels, s["seq_len"])
 
-    step(_STEPS[8], 8, total)
+    step(_STEPS[7], 7, total)
     return {
         "format_version": 1,
         "preset": opts.preset,
@@ -189,7 +178,7 @@ def _build(opts: BundleOptions, work: Path, step: Step) -> dict[str, Any]:
                          "(Python standard-library docstrings)",
             "pretraining": f"{s['pretrain_steps']} steps x {s['pretrain_batch']} sequences of "
                            f"{s['pretrain_seq_len']} tokens, MLM + SOP, builtin corpus",
-            "pretraining_eval": {k: round(v, 4) for k, v in pre.eval.items() if k.endswith(("loss", "acc"))},
+            "pretraining_eval": {k: round(v, 4) for k, v in pre["eval"].items() if k.endswith(("loss", "acc"))},
             "classifier": f"topic of a standard-library docstring paragraph ({', '.join(topics)}); "
                           "train/eval split by document (albert_edge.train.labelled)",
             "train_examples": _count_lines(train_file),

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import check_output_dir, missing_root, write_failure
+from ..files import check_output_dir, install, missing_root, write_failure
 from .build import SCHEMA, build_data
 from .charts import MAIN_CHART, NO_MATPLOTLIB, available, draw_all
 from .compute import DEFAULT_SEQ_LENS, compute_rows
@@ -100,7 +100,10 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
         (tmp / "report.json").write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
         (tmp / "report.md").write_text(markdown(data, title), encoding="utf-8")
         (tmp / "report.html").write_text(html_page(data, title, chart_dir), encoding="utf-8")
-        _install(tmp, out)
+        for item in tmp.rglob("*"):
+            os.chmod(item, 0o755 if item.is_dir() else 0o644)
+        os.chmod(tmp, 0o755)
+        install([(tmp, out)])  # the old report stays whole until the new one is in its place
     except BaseException as exc:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
@@ -129,23 +132,3 @@ def _within_model(seq_lens: tuple[int, ...], inputs) -> tuple[tuple[int, ...], t
         raise ReportError(f"--seq-len {','.join(map(str, seq_lens))}: every length is above the model's maximum "
                           f"{longest} (max_position_embeddings)")
     return kept, tuple(n for n in seq_lens if n > longest)
-
-
-def _install(tmp: Path, out: Path) -> None:
-    """Put the finished directory in place; an old one is moved aside first and removed after."""
-    for item in tmp.rglob("*"):
-        os.chmod(item, 0o755 if item.is_dir() else 0o644)
-    os.chmod(tmp, 0o755)
-    old = None
-    try:
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX + "old-", dir=out.parent))
-            os.replace(out, old / out.name)
-        os.replace(tmp, out)
-    except BaseException:  # an interrupt too: the old report goes back before ``old`` is removed
-        if old is not None and (old / out.name).exists() and not out.exists():
-            os.replace(old / out.name, out)
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)

@@ -29,7 +29,7 @@ from torch import nn
 
 from .. import checkpoints
 from ..errors import CheckpointError
-from ..files import atomic_write
+from ..files import atomic_write, install
 
 __all__ = [
     "TRAINER_STATE", "OPTIMIZER_STATE", "save_training_checkpoint", "find_checkpoint",
@@ -62,14 +62,7 @@ def save_training_checkpoint(out_dir: str | os.PathLike, step: int, model: nn.Mo
         atomic_write(tmp / OPTIMIZER_STATE, lambda path: torch.save(state, path))  # a full disk: one clear line
         atomic_write(tmp / TRAINER_STATE, json.dumps(trainer_state, indent=2) + "\n")
         os.chmod(tmp, 0o755)
-        if final.exists():  # a rerun of the same step: swap, then drop the old one
-            old = final.with_name(f".{final.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
+        install([(tmp, final)])  # a rerun of the same step replaces it whole
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,30 +17,22 @@ def _built(opts, work: Path, step) -> dict:
     return {}
 
 
-@pytest.mark.parametrize("when", ["old-moved-aside", "new-moved-in"])
-def test_interrupt_while_replacing_keeps_the_old_bundle(tmp_path, monkeypatch, when):
-    """Ctrl-C just after the old bundle was moved aside, or while the new one is moved in."""
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+@pytest.mark.parametrize("exchange", [True, False], ids=["swap", "two-renames"])
+def test_interrupt_while_replacing_keeps_the_old_bundle(tmp_path, monkeypatch, interrupt_install, exchange, after):
+    """Ctrl-C on either side of the step that puts the new bundle in place (albert_edge.files.install)."""
     out = tmp_path / "bundle"
     out.mkdir()
     (out / "labels.json").write_text('["old"]')
     monkeypatch.setattr(bundle_module, "_build", _built)
-    real_replace = os.replace
-
-    def interrupted(src, dst):
-        if when == "old-moved-aside" and Path(src) == out:
-            real_replace(src, dst)
-            raise KeyboardInterrupt
-        if when == "new-moved-in" and Path(dst) == out and Path(src).name == "bundle":
-            raise KeyboardInterrupt
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(bundle_module.os, "replace", interrupted)
+    fired = interrupt_install(out, exchange, after)
     with pytest.raises(KeyboardInterrupt):
         make_bundle(BundleOptions(str(out), preset="tiny", force=True))
-    assert (out / "labels.json").read_text() == '["old"]'
+    assert fired and (out / "labels.json").read_text() == '["old"]'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
 
-    monkeypatch.setattr(bundle_module.os, "replace", real_replace)
+    monkeypatch.undo()
+    monkeypatch.setattr(bundle_module, "_build", _built)
     make_bundle(BundleOptions(str(out), preset="tiny", force=True))
     assert (out / "labels.json").read_text() == '["new"]'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]

@@ -237,25 +237,18 @@ def test_existing_out_needs_force(tmp_path):
     assert not (out / "mine.txt").exists() and (out / "report.json").is_file()
 
 
-def test_interrupt_while_installing_keeps_the_old_report(tmp_path, monkeypatch):
-    """Ctrl-C after the old report was moved aside, before the new one is in place: the old
-    report is put back, whole."""
+@pytest.mark.parametrize("exchange", [True, False], ids=["swap", "two-renames"])
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_interrupt_while_installing_keeps_the_old_report(tmp_path, monkeypatch, interrupt_install, exchange, after):
+    """Ctrl-C on either side of the step that puts the new report in place: the old report
+    stays, whole (albert_edge.files.install; tests/test_files.py interrupts every step)."""
     out = tmp_path / "r"
     assert run("report", "tiny", "--no-charts", "--out", out).exit_code == 0
     before = (out / "report.json").read_bytes()
-    import albert_edge.report as report_module
-
-    real_replace = os.replace
-
-    def interrupted(src, dst):
-        if Path(dst) == out and "old-" not in str(src):
-            raise KeyboardInterrupt
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(report_module.os, "replace", interrupted)
+    fired = interrupt_install(out, exchange, after)
     result = CliRunner().invoke(main, ["report", "tiny", "--no-charts", "--out", str(out), "--force"])
     monkeypatch.undo()
-    assert result.exit_code == 130, result.output
+    assert fired and result.exit_code == 130, result.output
     assert (out / "report.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
 

@@ -1,0 +1,141 @@
+"""One way to put an output in place (albert_edge.files.install / staged_dir): interrupted at any
+step, every destination holds either its old version or its new one, never a mix, and nothing
+of ours is left behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from albert_edge import files
+from albert_edge.files import STAGING_MARK, install, staged_dir
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with its text (a file ``root`` itself as '.')."""
+    if root.is_file():
+        return {".": root.read_text()}
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _outputs(tmp_path: Path) -> tuple[list[tuple[Path, Path]], dict, dict]:
+    """Three destinations: a directory, a file, and a name that does not exist yet; and the new
+    versions of each, staged beside them."""
+    (tmp_path / "out").mkdir(parents=True)
+    (tmp_path / "out" / "a.txt").write_text("old a")
+    (tmp_path / "out" / "sub").mkdir()
+    (tmp_path / "out" / "sub" / "b.txt").write_text("old b")
+    (tmp_path / "manifest.json").write_text("old manifest")
+    (tmp_path / "new-out").mkdir()
+    (tmp_path / "new-out" / "a.txt").write_text("new a")
+    (tmp_path / "new-manifest").write_text("new manifest")
+    (tmp_path / "new-extra").write_text("new extra")
+    pairs = [(tmp_path / "new-out", tmp_path / "out"), (tmp_path / "new-manifest", tmp_path / "manifest.json"),
+             (tmp_path / "new-extra", tmp_path / "extra.txt")]
+    old = {dst.name: _tree(dst) if dst.exists() else None for _, dst in pairs}
+    new = {dst.name: _tree(src) for src, dst in pairs}
+    return pairs, old, new
+
+
+class _Interrupt:
+    """Raise KeyboardInterrupt at the n-th rename or swap, before or just after doing it (a
+    signal can land on either side of a system call)."""
+
+    def __init__(self, monkeypatch, at: int, after: bool):
+        self.at, self.after, self.calls = at, after, 0
+        real_rename, real_exchange = os.rename, files._exchange
+        monkeypatch.setattr(files.os, "rename", lambda a, b: self._step(real_rename, a, b))
+        monkeypatch.setattr(files, "_exchange", lambda a, b: self._step(real_exchange, a, b))
+
+    def _step(self, real, a, b):
+        self.calls += 1
+        if self.calls == self.at and not self.after:
+            raise KeyboardInterrupt
+        result = real(a, b)
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return result
+
+
+def _count_steps(tmp_path: Path, monkeypatch, exchange: bool) -> int:
+    if not exchange:
+        monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+    pairs, _, new = _outputs(tmp_path / "count")
+    counter = _Interrupt(monkeypatch, at=10 ** 6, after=False)
+    install(pairs)
+    assert {dst.name: _tree(dst) for _, dst in pairs} == new
+    monkeypatch.undo()
+    return counter.calls
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["swap", "two-renames"])
+def test_an_interrupt_at_any_step_leaves_every_old_version_or_every_new_one(tmp_path, monkeypatch, exchange):
+    steps = _count_steps(tmp_path, monkeypatch, exchange)
+    assert steps >= 3
+    for at in range(1, steps + 1):
+        for after in (False, True):
+            case = tmp_path / f"{at}-{after}"
+            if not exchange:
+                monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+            pairs, old, new = _outputs(case)
+            _Interrupt(monkeypatch, at, after)
+            with pytest.raises(KeyboardInterrupt):
+                install(pairs)
+            monkeypatch.undo()
+            now = {dst.name: _tree(dst) if dst.exists() else None for _, dst in pairs}
+            assert now == old, f"interrupted {'after' if after else 'before'} step {at}"
+            assert {src.name: _tree(src) for src, _ in pairs} == {src.name: new[dst.name] for src, dst in pairs}
+            assert not [p.name for p in case.iterdir() if STAGING_MARK in p.name]
+
+
+@pytest.mark.skipif(files._renameat2() is None, reason="this system cannot swap two names at once")
+def test_a_swap_is_used_where_the_system_has_one(tmp_path):
+    (tmp_path / "a").write_text("a")
+    (tmp_path / "b").mkdir()
+    assert files._exchange(tmp_path / "a", tmp_path / "b")
+    assert (tmp_path / "b").read_text() == "a" and (tmp_path / "a").is_dir()
+
+
+def test_a_version_left_aside_by_a_killed_process_is_put_back(tmp_path):
+    """Killed outright between the two renames (where there is no swap): the next write restores it."""
+    out = tmp_path / "report"
+    aside = tmp_path / f".report.4242-0.old{STAGING_MARK}"
+    aside.mkdir()
+    (aside / "report.md").write_text("old")
+    with pytest.raises(RuntimeError), staged_dir(out):
+        raise RuntimeError("the writer failed")
+    assert (out / "report.md").read_text() == "old" and not aside.exists()
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_staged_dir_replaces_whole_and_keeps_what_was_not_rewritten_when_asked(tmp_path, keep):
+    out = tmp_path / "files"
+    out.mkdir()
+    (out / "model.onnx").write_text("old model")
+    (out / "model.int8.onnx").write_text("old int8")
+    inode = (out / "model.int8.onnx").stat().st_ino
+    with staged_dir(out, keep=keep) as staging:
+        (staging / "model.onnx").write_text("new model")
+    expected = {"model.onnx": "new model", **({"model.int8.onnx": "old int8"} if keep else {})}
+    assert _tree(out) == expected
+    if keep:
+        assert (out / "model.int8.onnx").stat().st_ino == inode  # carried over by a hard link, not copied
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["files"]
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["swap", "two-renames"])
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_staged_dir_interrupted_while_putting_in_place_keeps_the_old_directory(tmp_path, monkeypatch, exchange, after):
+    out = tmp_path / "bundle"
+    out.mkdir()
+    (out / "labels.json").write_text('["old"]')
+    if not exchange:
+        monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+    _Interrupt(monkeypatch, 1, after)
+    with pytest.raises(KeyboardInterrupt), staged_dir(out, keep=False) as staging:
+        (staging / "labels.json").write_text('["new"]')
+    monkeypatch.undo()
+    assert _tree(out) == {"labels.json": '["old"]'}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
