@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import __version__
 from ..config import PAPER_PARAMS, PRESETS, AlbertConfig
 from ..params import param_report
 from .compute import DEFAULT_SEQ_LENS, compute_rows
@@ -25,6 +26,7 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
     model file is analysed."""
     data: dict[str, Any] = {
         "schema": SCHEMA,
+        "albert_edge_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "sources": inputs.sources,
         "model": None, "params": None, "param_parts": None, "compute": [],

@@ -68,7 +68,8 @@ def markdown(data: dict[str, Any], title: str) -> str:
     for name, chart in charts.items():
         if name not in shown:
             out += ["", f"## {chart['title']}", "", f"![{chart['title']}](charts/{chart['png']})"]
-    out += ["", f"Sources: {', '.join(s['source'] for s in data['sources'])}. Created {data['created']} by albert-edge.",
+    out += ["", f"Sources: {', '.join(s['source'] for s in data['sources'])}. Created {data['created']} by "
+            f"{_made_by(data)}.",
             ""]
     return "\n".join(out)
 
@@ -123,8 +124,13 @@ def html_page(data: dict[str, Any], title: str, chart_dir: Path) -> str:
         if name not in shown:
             parts += [f"<h2>{esc(chart['title'])}</h2>", _img(chart, chart_dir)]
     parts.append(f'<p class="note">Sources: {esc(", ".join(s["source"] for s in data["sources"]))}. '
-                 f"Created {esc(data['created'])} by albert-edge.</p></body></html>")
+                 f"Created {esc(data['created'])} by {esc(_made_by(data))}.</p></body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _made_by(data: dict[str, Any]) -> str:
+    version = data.get("albert_edge_version")
+    return f"albert-edge {version}" if version else "albert-edge"
 
 
 def _bold(text: str) -> str:

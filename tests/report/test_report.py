@@ -336,3 +336,12 @@ def test_cli_in_a_real_process(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "albert_edge", "report", "tiny", "--out", str(tmp_path / "s"),
                           "--seq-len", "sixteen"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and not (tmp_path / "s").exists()
+
+
+def test_the_report_says_which_albert_edge_made_it(tmp_path):
+    import albert_edge
+
+    out = write(tmp_path, "tiny")
+    assert report_json(out)["albert_edge_version"] == albert_edge.__version__
+    made_by = f"by albert-edge {albert_edge.__version__}."
+    assert made_by in (out / "report.md").read_text() and made_by in (out / "report.html").read_text()
