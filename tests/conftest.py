@@ -12,6 +12,10 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 
+# The Python processes the tests start import albert_edge as it is installed (a wheel in CI), never
+# the source folder of the checkout they run in: `python -c` and `python -m` would put it first.
+os.environ["PYTHONSAFEPATH"] = "1"
+
 
 @pytest.fixture(scope="session")
 def spiece_model(tmp_path_factory) -> Path:
