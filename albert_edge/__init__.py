@@ -1,7 +1,10 @@
 """albert-edge: ALBERT from PyTorch to phones, Raspberry Pis and Jetsons.
 
-The device side (config, tokenizer, runtime, profile, report) imports without torch or
-tensorflow; the build side (model, checkpoints, converters, quantize, train) imports them lazily.
+The device side imports without torch or tensorflow and never imports the build side:
+config, params, errors, files, tokenizer, text, hub, device/, formats/ (reading every file we
+write), runtime/ (Session on each engine), profile/, report/ and demo (demo_app/). The build
+side imports torch (and tensorflow) lazily: model, checkpoints, train/, pipeline/, converters
+(converters/) and quantize (quantize/). The CLI (cli/) and info are fronts over both.
 """
 
 from .config import PRESETS, AlbertConfig, ConfigError, load_config

@@ -1,6 +1,12 @@
 """Run an exported model file on the device: one small API over onnxruntime and the TFLite
 interpreter. Imports neither torch nor tensorflow (tensorflow.lite only as the last resort for
-.tflite files, when no standalone interpreter is installed)."""
+.tflite files, when no standalone interpreter is installed).
+
+- :mod:`.engines`: which engine runs which format (the one table), and their versions;
+- :mod:`.onnx_engine`: how an .onnx file is opened in onnxruntime (weights mapped, not copied);
+- :mod:`.compiled`: .tflite through LiteRT's CompiledModel, each shared weight packed once;
+- :mod:`.litert`: .tflite through the classic ``Interpreter`` (XNNPACK off, or the route above declined).
+"""
 
 from __future__ import annotations
 
