@@ -3,7 +3,9 @@ has without being told to. Standard library only (device side).
 
 - :func:`atomic_write`: one file, through a temporary name in the same directory.
 - :func:`check_new_file` / :func:`check_output_dir`: refuse an output that exists (unless
-  ``force``), is of the wrong kind, or lies under a file, before any work is done.
+  ``force``), is of the wrong kind, or lies under a file, before any work is done;
+  :func:`check_not_input`: refuse, with or without ``force``, an output that is, holds or lies
+  inside something the command reads (``--force`` replaces our earlier output, never an input).
 - :func:`staged_dir`: a whole output directory assembled under a temporary name and put in
   place at the end with :func:`install`, so a failure (a full disk, an interrupt) leaves the old
   output as it was.
@@ -22,13 +24,13 @@ import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from .errors import OutputError, user_message
 
-__all__ = ["atomic_write", "check_new_file", "check_output_dir", "staged_dir", "install", "write_failure",
-           "missing_root", "STAGING_MARK"]
+__all__ = ["atomic_write", "check_new_file", "check_output_dir", "check_not_input", "staged_dir", "install",
+           "write_failure", "missing_root", "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.
 STAGING_MARK = ".albert-edge-tmp"
@@ -143,6 +145,38 @@ def check_output_dir(path: str | os.PathLike, force: bool, option: str = "--out"
     else:
         _check_parent(path, option)
     return path
+
+
+def check_not_input(out: str | os.PathLike, inputs: Iterable[str | os.PathLike | None],
+                    option: str = "--out") -> Path:
+    """Refuse an output that is one of ``inputs``, holds one, or lies inside one (compared after
+    symlinks and ``..`` are resolved): writing it, with ``--force`` or not, would delete what the
+    command reads. Inputs that are not paths (``builtin``, a model id) are passed over; a TensorFlow
+    checkpoint prefix stands for the files that start with it."""
+    out = Path(out)
+    where = out.resolve()
+    for given in inputs:
+        if given is None:
+            continue
+        for path in _input_paths(Path(given)):
+            found = path.resolve()
+            if where == found:
+                why = "is"
+            elif where in found.parents:
+                why = "holds"
+            elif found in where.parents:
+                why = "lies inside"
+            else:
+                continue
+            raise OutputError(f"{option} {out} {why} the input {given}: writing there would delete what the command "
+                              "reads, --force or not; choose another path")
+    return out
+
+
+def _input_paths(path: Path) -> list[Path]:
+    if path.exists():
+        return [path]
+    return sorted(path.parent.glob(glob.escape(path.name) + ".*")) if path.name and path.parent.is_dir() else []
 
 
 @contextlib.contextmanager

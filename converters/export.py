@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_edge.errors import ConversionError, optional_import, user_message
-from albert_edge.files import install, missing_root, write_failure
+from albert_edge.files import check_not_input, install, missing_root, write_failure
 
 from albert_edge.formats import manifest as manifest_io
 from .verify import VerifyReport, verify
@@ -120,6 +120,8 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
         raise ConversionError(f"seq-len ({seq_len!r}) must be a positive integer")
     _check_opset(opset, wanted)
     out = Path(out_dir)
+    check_not_input(out, [checkpoint_or_model if isinstance(checkpoint_or_model, (str, os.PathLike)) else None,
+                          tokenizer if isinstance(tokenizer, (str, os.PathLike)) else None])
     created = check_out_dir(out, force)
     finished = False
     tmp: Path | None = None

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from albert_edge.errors import ConfigError, ConversionError, OutputError, user_message
-from albert_edge.files import check_new_file
+from albert_edge.files import check_new_file, check_not_input
 from albert_edge.runtime import Session
 
 from .accuracy import AccuracyReport
@@ -71,6 +71,7 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     config.check_against(recipe)
     out = Path(out_path) if out_path is not None else default_out_path(source.path, recipe)
     _check_out(out, source.path, recipe, force)
+    check_not_input(out, [*config.calibration, config.tokenizer])  # a text or tokenizer given as --out
     check_destination(out, source)
     seq_len = config.seq_len or source.seq_len
     if seq_len > source.config.max_position_embeddings:

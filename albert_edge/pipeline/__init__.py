@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AlbertEdgeError
-from ..files import atomic_write, missing_root, staged_dir
+from ..files import atomic_write, check_not_input, missing_root, staged_dir
 from ..hub import is_hub_id, repo_name, resolve
 from .state import PipelineError, State, digest
 
@@ -135,6 +135,8 @@ def run_pipeline(options: PipelineOptions, on_step: Step | None = None) -> Pipel
     step = on_step or (lambda *_: None)
     if options.source is not None and not Path(options.source).exists() and not is_hub_id(options.source):
         raise PipelineError(f"SOURCE {options.source}: no such checkpoint")
+    if options.source is not None and not is_hub_id(options.source):
+        check_not_input(options.out_dir, [options.source])  # --force replaces our earlier run, never the source
     made = missing_root(options.out_dir)  # removed again when the run fails before any step ran
     ran: list[StepResult] = []
     try:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import check_output_dir, install, missing_root, write_failure
+from ..files import check_not_input, check_output_dir, install, missing_root, write_failure
 from .build import SCHEMA, build_data
 from .charts import MAIN_CHART, NO_MATPLOTLIB, available, draw_all
 from .compute import DEFAULT_SEQ_LENS, compute_rows
@@ -69,6 +69,7 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     there what it ran); ``name`` names the model. Bad input raises ReportError before anything is written."""
     step = on_step or (lambda _what: None)
     out = Path(out_dir)
+    check_not_input(out, sources, option="--out")  # --force replaces an earlier report, never a source
     check_output_dir(out, force)  # before any source is read or any directory is made
     step("read sources")
     inputs = gather([str(s) for s in sources], name)

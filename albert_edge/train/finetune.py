@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import checkpoints
-from ..errors import CheckpointError, ConfigError, OutputError
-from ..files import check_output_dir, staged_dir
+from ..errors import CheckpointError, ConfigError
+from ..files import check_not_input, check_output_dir, staged_dir
 from ..model import build_model
 from . import metrics as M
 from .distributed import DistContext, barrier, distributed, wrap
@@ -70,7 +70,7 @@ class FinetuneOptions:
     device: str = "auto"
     precision: str = "auto"  # see loop.PRECISIONS
     threads: int | None = None  # torch CPU threads (None: torch's default)
-    force: bool = False  # replace what out_dir holds (even when it is the model being fine-tuned)
+    force: bool = False  # replace what out_dir holds (never an input: the model being fine-tuned, its data)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -159,12 +159,10 @@ def finetune(opts: FinetuneOptions, on_event: Callable[[dict], None] | None = No
 
 
 def check_out(opts: FinetuneOptions) -> Path:
-    """Refuse, before any work, an --out that would replace a model (the one being fine-tuned
-    too) without ``force``, or that cannot be written."""
-    out = Path(opts.out_dir)
-    if not opts.force and out.exists() and Path(opts.model).exists() and out.resolve() == Path(opts.model).resolve():
-        raise OutputError(f"--out {out} is the --model being fine-tuned; choose another directory "
-                          "or pass --force to replace it")
+    """Refuse, before any work, an --out that is, holds or lies inside what the run reads (the
+    --model being fine-tuned, the labelled files, the tokenizer), --force or not; one that would
+    replace a model without ``force``; or one that cannot be written."""
+    out = check_not_input(opts.out_dir, [opts.model, opts.train_file, opts.eval_file, opts.tokenizer])
     return check_output_dir(out, opts.force, what="a model")
 
 

@@ -30,7 +30,7 @@ from torch import Tensor
 from .. import checkpoints
 from ..config import AlbertConfig
 from ..errors import CheckpointError, ConfigError
-from ..files import check_output_dir, missing_root, staged_dir
+from ..files import check_not_input, check_output_dir, missing_root, staged_dir
 from ..model import AlbertForPreTraining, build_model
 from . import state as st
 from ..text import resolve_corpus
@@ -221,9 +221,10 @@ class _Run:
 
 
 def check_out(opts: PretrainOptions) -> Path:
-    """Refuse, before any work, an --out that cannot be written, that holds another run's
-    checkpoints (a resume continues them), or that holds other files unless ``force``."""
-    out = Path(opts.out_dir)
+    """Refuse, before any work, an --out that cannot be written, that is, holds or lies inside the
+    corpus or tokenizer it reads (--force or not), that holds another run's checkpoints (a resume
+    continues them), or that holds other files unless ``force``."""
+    out = check_not_input(opts.out_dir, [*opts.corpus, *opts.eval_corpus, opts.tokenizer])
     if not opts.resume and st.has_checkpoints(out):
         raise CheckpointError(f"{out} already holds checkpoints of a run: continue it with --resume {out}, "
                               "or give another --out")

@@ -251,6 +251,8 @@ WRONG_VALUES = {
     "albert_edge_sharing": ["most", 1],
     "id2label": [{"a": "x", "b": "y"}, [1, 2], {"0": "a", "2": "b"}, "labels"],
     "num_labels": ["two"],
+    "eos_token_id": [[[]], ["a"], [True]],
+    "intermediate_size": [10**4000],
 }
 CONFIG_CASES = {}
 for _field, _values in WRONG_VALUES.items():
@@ -276,6 +278,12 @@ CONFIG_CASES.update({
     "params-bert": Case(("params", "{scratch}/c.json"), "not 'albert'", _file("c.json", '{"model_type": "bert"}')),
     "params-unknown-preset": Case(("params", "albert-huge"), "neither a preset"),
     "params-bad-head": Case(("params", "tiny", "--head", "ner"), "Invalid value for '--head'"),
+    "params-5000-digits": Case(("params", "{scratch}/c.json"), "holds a number of more than 4300 digits",
+                               _file("c.json", '{"model_type": "albert", "hidden_size": ' + "9" * 5000 + "}")),
+    # A config that no machine can build, beside weights of the real size: the weights' shapes are
+    # checked (on the meta device) before anything is allocated.
+    "convert-beyond-ram": Case(("convert", "{scratch}/bad", "--out", "{scratch}/out"),
+                               "but the config needs [100000000000, 16]", _config({"intermediate_size": 10**11})),
     "params-original-bad-act": Case(("params", "{scratch}/albert_config.json"), "hidden_act",
                                     _file("albert_config.json", json.dumps(
                                         {**AlbertConfig.preset("tiny").to_original_dict(), "hidden_act": "swish"}))),
@@ -383,7 +391,7 @@ for _cmd, _base in WRITERS.items():
         _setup = {"out-exists": _exists(_cmd), "out-is-a-file": _afile(_cmd)}.get(_kind, _setup)
         WRITE_CASES[f"{_cmd}-{_kind}"] = Case((*_base, _where(_cmd)), _msg(_cmd), _setup, _mount)
 WRITE_CASES.update({
-    "finetune-out-is-model": Case((*FINETUNE[:-1], "--out", "{ckpt}"), "is the --model being fine-tuned"),
+    "finetune-out-is-model": Case((*FINETUNE[:-1], "--out", "{ckpt}"), "is the input"),
     "pretrain-over-checkpoints": Case((*PRETRAIN, "{scratch}/run"), "already holds checkpoints",
                                       _file("run/checkpoint-0000001/trainer_state.json", '{"step": 1}')),
     "quantize-out-is-parent": Case((*QUANTIZE[:-1], "--out", "{onnx}"), "is the fp32 file itself"),
@@ -453,6 +461,8 @@ _PRETRAIN_BAD = {
     "set-eps": (("--set", "layer_norm_eps=-1"), "layer_norm_eps"),
     "set-labels": (("--set", "label_names=5"), "label_names"),
     "set-heads": (("--set", "num_attention_heads=3"), "num_attention_heads"),
+    "set-beyond-ram": (("--set", "intermediate_size=100000000000"), "GiB of fp32 weights, more than this machine's"),
+    "set-beyond-any-tensor": (("--set", f"hidden_size={2**70}"), "larger than any tensor dimension can be"),
 }
 _FINETUNE_BAD = {
     "epochs-0": (("--epochs", "0"), "--epochs"),
@@ -574,8 +584,10 @@ DATA_CASES.update({
                                         "label '7'", _file("e.csv", "text,label\na,7\n")),
     "finetune-csv-huge-field": Case((*FINETUNE[:-1], "--train", "{scratch}/h.csv", "--out", "{scratch}/out"),
                                     "not a readable CSV", _file("h.csv", 'text,label\n"' + "a" * 200_000 + '",1\n')),
-    "encode-not-utf8": Case(("tokenizer", "encode", "{spiece}", "caf\udce9"), "TEXT is not UTF-8"),
-    "encode-pair-not-utf8": Case(("tokenizer", "encode", "{spiece}", "ok", "caf\udce9"), "TEXT_B is not UTF-8"),
+    "encode-not-utf8": Case(("tokenizer", "encode", "{spiece}", "caf\udce9"),
+                            "TEXT is not UTF-8 text (byte 0xe9 at offset 3)"),
+    "encode-pair-not-utf8": Case(("tokenizer", "encode", "{spiece}", "ok", "caf\udce9"),
+                                 "TEXT_B is not UTF-8 text (byte 0xe9 at offset 3)"),
     "encode-max-length-drops-b": Case(("tokenizer", "encode", "{spiece}", "hello world", "second text here",
                                        "--max-length", "4"), "leaves none of TEXT"),
     "encode-max-length-drops-a": Case(("tokenizer", "encode", "{spiece}", "hello world", "second text here",
@@ -635,10 +647,13 @@ def test_force_replaces_and_keeps_what_it_does_not_replace(world, tmp_path):
     assert _invoke(*ft).exit_code == 0
     (out / "notes.txt").write_text("mine")
     before = (out / "model.safetensors").stat().st_mtime_ns
-    # --out is the --model being fine-tuned: refused without --force, done with it
+    # --out is the --model being fine-tuned: refused, --force or not (it would delete the model)
     again = [*ft[:ft.index("--model") + 1], str(out), *ft[ft.index("--model") + 2:]]
-    one_line(_invoke(*again), 2, "is the --model being fine-tuned")
-    assert _invoke(*again, "--force").exit_code == 0
+    one_line(_invoke(*again), 2, "is the input")
+    one_line(_invoke(*again, "--force"), 2, "is the input")
+    assert (out / "model.safetensors").stat().st_mtime_ns == before
+    # an earlier output of the same command: --force replaces it
+    assert _invoke(*ft, "--force").exit_code == 0
     assert (out / "notes.txt").read_text() == "mine"  # not written again: kept
     assert (out / "model.safetensors").stat().st_mtime_ns != before
     assert {"config.json", "spiece.model", "eval_results.json"} <= {p.name for p in out.iterdir()}
