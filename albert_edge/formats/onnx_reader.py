@@ -21,7 +21,7 @@ def _onnx():
     try:
         onnx = optional_import("onnx")
     except ImportError:
-        raise RuntimeUnavailable("reading .onnx files needs onnx (pip install 'albert-edge[convert]')") from None
+        raise RuntimeUnavailable("reading .onnx files needs onnx (pip install 'albert-edge[onnx]')") from None
     return onnx
 
 

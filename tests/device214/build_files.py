@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+# After the installed packages: `tests` comes from the checkout, albert_edge from the installed wheel.
+sys.path.append(str(ROOT))
 
 SEQ = 32
 LENGTHS = (SEQ, 20)  # the length the files were built for, and one the interpreter resizes to
