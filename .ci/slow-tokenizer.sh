@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # CI: albert-edge's tokenizer against transformers' sentencepiece-based (slow) AlbertTokenizer,
 # the reference the original ALBERT was pretrained with. transformers 5 no longer has it, so this
-# runs in its own environment ($SLOWTOK_VENV, default .venv-slowtok) with transformers 4 and no torch.
+# runs in its own environment ($SLOWTOK_VENV, default .venv-slowtok) with transformers 4, no torch,
+# and albert-edge itself from $ALBERT_EDGE_WHEEL (the built wheel; default `.`, this checkout built).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-python311=${PYTHON311:-python3.11}
+# shellcheck source=common.sh
+. .ci/common.sh
 venv=${SLOWTOK_VENV:-.venv-slowtok}
 if [ ! -x "$venv/bin/python" ]; then
     echo "+ $python311 -m venv $venv"
@@ -15,7 +16,12 @@ mapfile -t base < <("$venv/bin/python" -c \
     'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
 echo "+ pip install transformers>=4.50,<5 pytest ${base[*]}"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "transformers>=4.50,<5" pytest "${base[@]}"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e .
+# --force-reinstall: the environment is kept between runs, and a wheel of the same version would
+# otherwise leave the earlier build in place.
+echo "+ pip install --no-deps --force-reinstall $wheel"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+"$venv/bin/python" -c 'import albert_edge; print("albert_edge imported from", albert_edge.__file__)'
 # --noconftest: tests/conftest.py's fixtures import torch, which this environment does not have.
-echo "+ $venv/bin/python -m pytest -q --noconftest tests/test_tokenizer_exact.py -k 'not hand_picked'"
-"$venv/bin/python" -m pytest -q --noconftest -p no:cacheprovider tests/test_tokenizer_exact.py -k "not hand_picked"
+# The venv's pytest script, not `python -m pytest`: the checkout must not be on sys.path.
+echo "+ $venv/bin/pytest -q --noconftest tests/test_tokenizer_exact.py -k 'not hand_picked'"
+"$venv/bin/pytest" -q --noconftest -p no:cacheprovider tests/test_tokenizer_exact.py -k "not hand_picked"

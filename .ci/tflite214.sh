@@ -6,18 +6,15 @@
 #    converts and quantizes a small ALBERT with every TFLite scheme and saves ai-edge-litert's
 #    outputs (tests/device214/build_files.py).
 # 2. A second environment ($TFLITE214_VENV, default .venv-tflite214) with Python 3.11, numpy < 2,
-#    tflite-runtime 2.14.0 and albert-edge's base dependencies only (no torch, tensorflow,
-#    onnxruntime or ai-edge-litert) loads each file through albert_edge.runtime.Session and
+#    tflite-runtime 2.14.0, albert-edge's base dependencies only (no torch, tensorflow,
+#    onnxruntime or ai-edge-litert) and albert-edge itself ($ALBERT_EDGE_WHEEL, the built wheel;
+#    default `.`, this checkout built) loads each file through albert_edge.runtime.Session and
 #    compares (tests/device214/test_tflite214.py).
 # Exits non-zero when either step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-build_python=${PYTHON:-}
-if [ -z "$build_python" ]; then
-    if [ -x .venv/bin/python ]; then build_python=.venv/bin/python; else build_python=python; fi
-fi
-python311=${PYTHON311:-python3.11}
+# shellcheck source=common.sh
+. .ci/common.sh
 venv=${TFLITE214_VENV:-.venv-tflite214}
 
 files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-tflite214.XXXXXX")
@@ -41,8 +38,13 @@ mapfile -t base < <("$venv/bin/python" -c \
 echo "+ pip install numpy<2 tflite-runtime==2.14.0 pytest ${base[*]}"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt \
     "numpy<2" "tflite-runtime==2.14.0" pytest "${base[@]}"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e .
+# --force-reinstall: the environment is kept between runs, and a wheel of the same version would
+# otherwise leave the earlier build in place.
+echo "+ pip install --no-deps --force-reinstall $wheel"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+"$venv/bin/python" -c 'import albert_edge; print("albert_edge imported from", albert_edge.__file__)'
 
 # --noconftest: tests/conftest.py's fixtures import torch, which this environment must not have.
-echo "+ ALBERT_EDGE_TFLITE214_FILES=$files $venv/bin/python -m pytest -q --noconftest tests/device214"
-ALBERT_EDGE_TFLITE214_FILES="$files" "$venv/bin/python" -m pytest -q --noconftest -p no:cacheprovider tests/device214
+# The venv's pytest script, not `python -m pytest`: the checkout must not be on sys.path.
+echo "+ ALBERT_EDGE_TFLITE214_FILES=$files $venv/bin/pytest -q --noconftest tests/device214"
+ALBERT_EDGE_TFLITE214_FILES="$files" "$venv/bin/pytest" -q --noconftest -p no:cacheprovider tests/device214

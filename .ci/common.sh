@@ -1,0 +1,15 @@
+# Sourced by the CI scripts that test the device side in an environment of their own: the
+# settings they share. Run from the checkout's root.
+#
+# Python never puts the current directory (this checkout) on sys.path: `python -m`/`-c` here and
+# in the tests' child processes import the installed albert_edge, not the source tree.
+export PYTHONSAFEPATH=1
+
+# The build environment (torch, tensorflow, ai-edge-litert) that makes the files to test.
+build_python=${PYTHON:-}
+if [ -z "$build_python" ]; then
+    if [ -x .venv/bin/python ]; then build_python=.venv/bin/python; else build_python=python; fi
+fi
+python311=${PYTHON311:-python3.11}
+# albert-edge as it is installed: the built wheel, or this checkout built when run by hand.
+wheel=${ALBERT_EDGE_WHEEL:-.}
