@@ -50,6 +50,7 @@ __all__ = [
     "read_sentences",
     "resolve_corpus",
     "split_sentences",
+    "utf8_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -359,17 +360,38 @@ def read_sentences(paths: Sequence[str | os.PathLike]) -> tuple[list[str], list[
     return sentences[:_MAX_SENTENCES], [str(f) for f in files]
 
 
+def utf8_problem(data: str | bytes) -> str | None:
+    """Where ``data`` stops being UTF-8, as "byte 0xff at offset 4" (the offset counts bytes),
+    or None when it is UTF-8. Command-line arguments and standard input that were not UTF-8
+    reach Python as lone surrogates (Python decodes them with surrogateescape: U+DC80..U+DCFF
+    stand for the bytes 0x80..0xFF), so ``str`` is checked for those; bytes are decoded."""
+    if isinstance(data, bytes):
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"byte 0x{data[exc.start]:02x} at offset {exc.start}"
+        return None
+    try:
+        data.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        offset = len(data[:exc.start].encode("utf-8"))  # what comes before the first bad one is UTF-8
+        code = ord(data[exc.start])
+        if 0xDC80 <= code <= 0xDCFF:
+            return f"byte 0x{code - 0xDC00:02x} at offset {offset}"
+        return f"a lone surrogate U+{code:04X} at offset {offset}"
+    return None
+
+
 def _read_text(path: Path) -> str:
     if not path.is_file():
         raise DataError(f"calibration text {path} does not exist")
     data = path.read_bytes()
     if not data.strip():
         raise DataError(f"calibration text {path} is empty")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"calibration text {path} is not UTF-8 (byte 0x{data[exc.start]:02x} at "
-                        f"offset {exc.start}); convert it to UTF-8") from None
+    problem = utf8_problem(data)
+    if problem:
+        raise DataError(f"calibration text {path} is not UTF-8 ({problem}); convert it to UTF-8")
+    text = data.decode("utf-8")
     if "\x00" in text:
         raise DataError(f"calibration text {path} holds NUL bytes: it is not a text file")
     if not text.strip():

@@ -19,9 +19,12 @@ from typing import Any
 import numpy as np
 
 from albert_edge.errors import AlbertEdgeError
+from albert_edge.formats.graph import TensorSpec
 from albert_edge.runtime import Session
 from albert_edge.runtime.engines import available, version_of
 from albert_edge.tokenizer import SPIECE_NAME, AlbertTokenizer
+
+from .checks import BundleError, check_labels, check_outputs, check_seq_len, read_manifest
 
 __all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "VARIANTS", "Variant", "Bundle", "Engine", "BundleError",
            "DemoInputError", "LatencyWindow"]
@@ -34,10 +37,6 @@ TASK_DIRS = {"mlm": "mlm", "classifier": "classifier"}
 BLANK = "___"  # typed for a [MASK] by people who do not want to type [MASK]
 MAX_CHARS = 2000  # characters of text looked at; the model sees far fewer tokens anyway
 MAX_TOP_K = 20
-
-
-class BundleError(AlbertEdgeError):
-    """A bundle directory is missing, incomplete, or not a demo bundle."""
 
 
 class DemoInputError(AlbertEdgeError):
@@ -86,16 +85,27 @@ class Bundle:
             raise BundleError(f"{self.path} is not a bundle directory (make one with `albert-edge demo bundle`)")
         if info is None:
             info = _read_json(self.path / BUNDLE_FILE)
+        if not isinstance(info, dict):
+            raise BundleError(f"{self.path / BUNDLE_FILE} is not a JSON object: not a demo bundle "
+                              "(make one with `albert-edge demo bundle`)")
         self.info = info
-        self.labels = [str(x) for x in _read_json(self.path / LABELS_FILE)]
-        try:
-            self.seq_len = int(info["seq_len"])
-        except (KeyError, TypeError, ValueError):
-            raise BundleError(f"{self.path / BUNDLE_FILE} has no valid seq_len") from None
+        self.labels = check_labels(_read_json(self.path / LABELS_FILE), self.path / LABELS_FILE)
         self.tokenizer = AlbertTokenizer(self.path / SPIECE_NAME)
         if not self.variants("classifier") and not self.variants("mlm"):
             raise BundleError(f"{self.path} holds no model file this machine can run "
                               "(install onnxruntime, or ai-edge-litert / tflite-runtime)")
+        # The parts must agree before anything runs: each folder's task, the tokenizer against the
+        # embedding tables, seq_len against the position table, the labels against the classifier.
+        self.manifests = {task: read_manifest(self.path / folder, task) for task, folder in TASK_DIRS.items()
+                          if any(self.file(task, v).is_file() for v in VARIANTS)}
+        for manifest in self.manifests.values():
+            self.tokenizer.check_vocab_size(manifest["config"]["vocab_size"])
+        max_positions = min((m["config"]["max_position_embeddings"] for m in self.manifests.values()), default=None)
+        self.seq_len = check_seq_len(info.get("seq_len"), self.path / BUNDLE_FILE, max_positions)
+        for task, variant in ((t, v) for t in self.manifests for v in VARIANTS if self.file(t, v).is_file()):
+            outputs = self._declared_outputs(task, variant.file_name)
+            if outputs is not None:
+                self.check_file(task, self.file(task, variant), outputs)
 
     def file(self, task: str, variant: Variant) -> Path:
         return self.path / TASK_DIRS[task] / variant.file_name
@@ -103,6 +113,23 @@ class Bundle:
     def variants(self, task: str) -> list[Variant]:
         """The variants whose file exists and whose runtime is installed."""
         return [v for v in VARIANTS if self.file(task, v).is_file() and v.runtime_installed()]
+
+    def check_file(self, task: str, path: Path, outputs: list[TensorSpec]) -> None:
+        """Raise BundleError when ``outputs`` (of the file at ``path``) do not fit ``task``, the
+        labels or the tokenizer."""
+        check_outputs(task, str(path), outputs, self.labels, self.path / LABELS_FILE, self.tokenizer.vocab_size)
+
+    def _declared_outputs(self, task: str, name: str) -> list[TensorSpec] | None:
+        """The outputs manifest.json declares for a file (None when it does not list the file)."""
+        files = self.manifests[task].get("files")
+        for entry in files if isinstance(files, list) else []:
+            if isinstance(entry, dict) and entry.get("name") == name and isinstance(entry.get("outputs"), list):
+                try:
+                    return [TensorSpec(str(o["name"]), str(o["dtype"]), tuple(o["shape"])) for o in entry["outputs"]]
+                except (KeyError, TypeError):
+                    raise BundleError(f"{self.path / TASK_DIRS[task] / 'manifest.json'}: the outputs of {name} "
+                                      "cannot be read") from None
+        return None
 
     def default_variant(self) -> Variant:
         both = [v for v in self.variants("classifier") if v in self.variants("mlm")]
@@ -186,6 +213,8 @@ class Engine:
             # The runtime picks the TFLite route this CPU runs (weights packed once where it can).
             sessions[task] = Session(self.bundle.file(task, variant), num_threads=self.num_threads)
             load_seconds[task] = time.perf_counter() - start
+            # The file's own outputs, not what its manifest says: a file copied over another is caught here.
+            self.bundle.check_file(task, sessions[task].path, sessions[task].outputs)
         with self._state_lock:
             self._sessions, self._load_seconds, self.variant = sessions, load_seconds, variant
 
@@ -224,6 +253,7 @@ class Engine:
         logits, ms, variant = self._run("mlm", ids)
         logits = logits.reshape(len(ids), -1).astype(np.float64)
         logits[:, self._special] = -np.inf  # never suggest <pad>, [CLS], [MASK], ...
+        logits[:, tok.vocab_size:] = -np.inf  # rows of a padded embedding table have no piece
         filled = list(ids)
         masks = []
         for pos in positions:

@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -34,12 +35,15 @@ from starlette.routing import Route
 
 from albert_edge import device
 from albert_edge.errors import AlbertEdgeError
+from albert_edge.text import utf8_problem
 
 from .engine import Bundle, Engine
 
 __all__ = ["ServerOptions", "create_app", "serve"]
 
 log = logging.getLogger(__name__)
+
+MAX_JSON_DEPTH = 16  # a request is one flat object; nothing it needs nests deeper than this
 
 
 @dataclass(frozen=True)
@@ -205,15 +209,33 @@ async def _read_json(request: Request, limit: int) -> dict | Response:
             chunks.append(chunk)
     except ClientDisconnect:
         return _error(400, "the client went away")
+    data = b"".join(chunks)
+    problem = utf8_problem(data)
+    if problem:
+        return _error(400, f"the request body is not UTF-8 ({problem})")
+    if _nesting(data) > MAX_JSON_DEPTH:  # json.loads recurses per level: refuse before it runs out of stack
+        return _error(400, f"the request body nests arrays or objects more than {MAX_JSON_DEPTH} deep; "
+                           'send {"text": "..."}')
     try:
-        body = json.loads(b"".join(chunks).decode("utf-8"))
-    except UnicodeDecodeError:
-        return _error(400, "the request body is not UTF-8")
+        body = json.loads(data.decode("utf-8"))
     except ValueError:
         return _error(400, 'the request body is not JSON; send {"text": "..."}')
     if not isinstance(body, dict):
         return _error(400, 'send a JSON object: {"text": "..."}')
     return body
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+
+
+def _nesting(data: bytes) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings not counted)."""
+    depth = deepest = 0
+    for byte in _NOT_BRACKET.sub(b"", _JSON_STRING.sub(b"", data)):
+        depth += 1 if byte in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -106,3 +106,18 @@ def test_builtin_documents_keep_their_module():
     doc = BuiltinDocument("asyncio", ("First paragraph here.", "Second one. Two sentences."))
     assert doc.text == "First paragraph here.\nSecond one. Two sentences."
     assert builtin_stats([doc]) == {"documents": 1, "paragraphs": 2, "sentences": 3, "megabytes": 0.0}
+
+
+@pytest.mark.parametrize("data, problem", [
+    ("plain ascii", None), ("émoji 🙂 ünïcödé", None), (b"caf\xc3\xa9", None),
+    (b"caf\xe9 au lait", "byte 0xe9 at offset 3"), (b"\xff", "byte 0xff at offset 0"),
+    (b"\xc3\xa9t\xc3", "byte 0xc3 at offset 3"),  # cut in the middle of a character
+    # Text from argv or stdin that was not UTF-8 (Python's surrogateescape): the same bytes, the same offsets.
+    (b"caf\xe9 au lait".decode("utf-8", "surrogateescape"), "byte 0xe9 at offset 3"),
+    ("é\udcff".encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape"), "byte 0xff at offset 2"),
+    ("a\ud800", "a lone surrogate U+D800 at offset 1"),
+], ids=repr)
+def test_utf8_problem_names_the_byte_and_its_offset(data, problem):
+    from albert_edge.text import utf8_problem
+
+    assert utf8_problem(data) == problem

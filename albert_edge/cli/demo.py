@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 from ._types import PORT, POSITIVE_INT, POSITIVE_SECONDS, threads_option
@@ -65,9 +66,11 @@ def _answer(ask, text: str | None, as_json: bool, show) -> None:
     from ..errors import AlbertEdgeError
 
     if text is not None:
+        _check_utf8(text, "TEXT")
         result = ask(text)
         print_json(result) if as_json else show(result)
         return
+    number = 0
     while True:
         try:
             line = click.prompt("text", default="", show_default=False, prompt_suffix="> ", err=True)
@@ -76,24 +79,36 @@ def _answer(ask, text: str | None, as_json: bool, show) -> None:
             break
         if not line.strip():
             break
+        number += 1
         try:
+            _check_utf8(line, f"line {number}")
             result = ask(line)
         except AlbertEdgeError as exc:
-            err_console.print(f"[red]{exc}[/red]")
+            err_console.print(f"[red]{escape(str(exc))}[/red]", markup=True)
             continue
         click.echo(json.dumps(result)) if as_json else show(result)
 
 
+def _check_utf8(text: str, what: str) -> None:
+    """Refuse text that was not UTF-8 (as `tokenizer encode` and the web API do), saying where."""
+    from ..demo.engine import DemoInputError
+    from ..text import utf8_problem
+
+    problem = utf8_problem(text)
+    if problem:
+        raise DemoInputError(f"{what} is not UTF-8 text ({problem}): give it in UTF-8")
+
+
 def _show_label(result: dict) -> None:
-    console.print(f"[bold]{result['label']}[/bold]  [dim]({result['latency_ms']:.2f} ms, {result['model']}, "
-                  f"{result['tokens']} tokens)[/dim]")
+    console.print(f"[bold]{escape(result['label'])}[/bold]  [dim]({result['latency_ms']:.2f} ms, "
+                  f"{result['model']}, {result['tokens']} tokens)[/dim]", markup=True)
     print_table(None, ["label", "score"], [(s["label"], f"{s['score']:.1%}") for s in result["scores"]], right=(1,))
     _show_note(result)
 
 
 def _show_masks(result: dict) -> None:
-    console.print(f"{result['filled']}  [dim]({result['latency_ms']:.2f} ms, {result['model']}, "
-                  f"{result['tokens']} tokens)[/dim]")
+    console.print(f"{escape(result['filled'])}  [dim]({result['latency_ms']:.2f} ms, {result['model']}, "
+                  f"{result['tokens']} tokens)[/dim]", markup=True)
     rows = [(i + 1, p["token"], f"{p['score']:.1%}") for i, m in enumerate(result["masks"]) for p in m["predictions"]]
     print_table(None, ["[MASK]", "piece", "score"], rows, right=(2,))
     _show_note(result)
@@ -101,7 +116,7 @@ def _show_masks(result: dict) -> None:
 
 def _show_note(result: dict) -> None:
     if result.get("note"):
-        err_console.print(f"[yellow]note: {result['note']}[/yellow]")
+        err_console.print(f"[yellow]note: {escape(result['note'])}[/yellow]", markup=True)
 
 
 @demo.command("serve")

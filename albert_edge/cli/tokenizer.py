@@ -40,9 +40,10 @@ def train(files: tuple[Path, ...], out_dir: Path, vocab_size: int, character_cov
     Ids 0..4 are <pad>, <unk>, [CLS], [SEP], [MASK]. Lines are normalized as the tokenizer
     normalizes text (lower case, accents stripped).
     """
-    from ..files import check_new_file
+    from ..files import check_new_file, check_not_input
     from ..tokenizer import SPIECE_NAME, AlbertTokenizer, train_spiece
 
+    check_not_input(out_dir, files)
     check_new_file(out_dir / SPIECE_NAME, force)
     if any(str(f) == "builtin" for f in files):
         from ..text import builtin_corpus_path  # stdlib only, no torch
@@ -79,14 +80,14 @@ def encode(spiece: Path, text: str, text_b: str | None, max_length: int | None, 
 
     SPIECE is a spiece.model file or a checkpoint directory holding one.
     """
-    from rich.markup import escape
-
     from ..errors import TokenizerError
+    from ..text import utf8_problem
     from ..tokenizer import AlbertTokenizer
 
     for name, value in (("TEXT", text), ("TEXT_B", text_b)):
-        if value is not None and not _is_utf8(value):
-            raise TokenizerError(f"{name} is not UTF-8 text: give it in UTF-8")
+        problem = None if value is None else utf8_problem(value)
+        if problem:
+            raise TokenizerError(f"{name} is not UTF-8 text ({problem}): give it in UTF-8")
     tok = AlbertTokenizer.from_dir(spiece, do_lower_case=not cased)
     batch = tok(text, None if text_b is None else text_b, max_length=max_length, padding=False)
     ids = batch["input_ids"][0].tolist()
@@ -102,17 +103,8 @@ def encode(spiece: Path, text: str, text_b: str | None, max_length: int | None, 
         print_json({"pieces": pieces, "input_ids": ids, "token_type_ids": types})
         return
     print_table(f"{len(ids)} ids", ("#", "piece", "id", "type"),
-                [(i, escape(repr(p)[1:-1]), n, t) for i, (p, n, t) in enumerate(zip(pieces, ids, types))],
+                [(i, repr(p)[1:-1], n, t) for i, (p, n, t) in enumerate(zip(pieces, ids, types))],
                 right=(0, 2, 3))
-
-
-def _is_utf8(text: str) -> bool:
-    """Command-line text that was not UTF-8 reaches Python as lone surrogates."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 COMMANDS = [tokenizer]

@@ -1,10 +1,11 @@
-"""Fixtures of the demo tests: a tiny bundle made once through `albert-edge demo bundle`, and
-a real server (uvicorn in a child process) on a free loopback port."""
+"""Fixtures of the demo tests: a tiny bundle made once through `albert-edge demo bundle`, copies
+of it whose parts disagree, and a real server (uvicorn in a child process) on a free loopback port."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -73,3 +74,60 @@ def server(tiny_bundle):
     srv = Server(tiny_bundle, "--model", "onnx-int8", "--threads", "1", "--queue", "2")
     yield srv
     srv.stop()
+
+
+# Bundles whose parts disagree: how each is made from the tiny bundle, and the words of the one
+# line that refuses it. The tiny bundle has 4 labels, a 400-piece tokenizer, seq_len 32 and
+# max_position_embeddings 64.
+def _labels(bundle: Path, labels) -> None:
+    (bundle / "labels.json").write_text(json.dumps(labels))
+
+
+def _bundle_json(bundle: Path, **change) -> None:
+    info = json.loads((bundle / "bundle.json").read_text())
+    (bundle / "bundle.json").write_text(json.dumps({**info, **change}))
+
+
+def _swap(bundle: Path) -> None:
+    (bundle / "classifier").rename(bundle / "x")
+    (bundle / "mlm").rename(bundle / "classifier")
+    (bundle / "x").rename(bundle / "mlm")
+
+
+DISAGREEING = {
+    "labels-short": (lambda b, tok: _labels(b, ["asyncio", "decimal", "email"]), "lists 3 labels but"),
+    "labels-long": (lambda b, tok: _labels(b, ["asyncio", "decimal", "email", "xml", "json"]), "lists 5 labels but"),
+    "labels-an-object": (lambda b, tok: _labels(b, {"0": "asyncio"}), "must be a JSON list of label names"),
+    "labels-numbers": (lambda b, tok: _labels(b, [0, 1, 2, 3]), "must be a JSON list of label names"),
+    "labels-a-string": (lambda b, tok: _labels(b, "asyncio"), "must be a JSON list of label names"),
+    "labels-twice": (lambda b, tok: _labels(b, ["xml", "xml", "email", "decimal"]), "names 'xml' more than once"),
+    "folders-swapped": (lambda b, tok: _swap(b), "folders swapped"),
+    "seq-len-0": (lambda b, tok: _bundle_json(b, seq_len=0), "seq_len 0 must be from 3"),
+    "seq-len-above-model": (lambda b, tok: _bundle_json(b, seq_len=65),
+                            "seq_len 65 must be from 3 to the model's max_position_embeddings (64)"),
+    "seq-len-fraction": (lambda b, tok: _bundle_json(b, seq_len=31.5), "has no valid seq_len"),
+    "tokenizer-too-big": (lambda b, tok: shutil.copyfile(tok, b / "spiece.model"),
+                          "spiece.model has 420 pieces but the model embeds only 400"),
+    "no-manifest": (lambda b, tok: (b / "mlm" / "manifest.json").unlink(), "mlm/manifest.json is missing"),
+}
+
+
+@pytest.fixture(scope="session")
+def spiece_420(tmp_path_factory) -> Path:
+    """A tokenizer with more pieces (420) than the tiny bundle's models embed (400)."""
+    from albert_edge.tokenizer import train_spiece
+
+    data = Path(__file__).parents[1] / "data" / "corpus.txt"
+    return train_spiece([data], tmp_path_factory.mktemp("spiece420"), vocab_size=420)
+
+
+@pytest.fixture()
+def disagreeing(tiny_bundle, spiece_420, tmp_path):
+    """``disagreeing(name)``: a copy of the tiny bundle broken as DISAGREEING[name] says."""
+    def make(name: str) -> Path:
+        copy = tmp_path / name
+        shutil.copytree(tiny_bundle, copy)
+        DISAGREEING[name][0](copy, spiece_420)
+        return copy
+
+    return make

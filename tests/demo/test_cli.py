@@ -12,6 +12,8 @@ from click.testing import CliRunner
 
 from albert_edge.cli import main
 
+from .conftest import DISAGREEING, free_port
+
 
 def run(*args: str, input: str | None = None):
     return CliRunner().invoke(main, list(args), input=input)
@@ -79,6 +81,51 @@ def test_real_subprocess(tiny_bundle):
     assert json.loads(proc.stdout)["label"] in json.loads((tiny_bundle / "labels.json").read_text())
 
 
+@pytest.mark.parametrize("name", DISAGREEING)
+@pytest.mark.parametrize("command", ["classify", "fill-mask"])
+def test_a_bundle_whose_parts_disagree_is_one_line_and_exit_2(disagreeing, name, command):
+    result = run("demo", command, str(disagreeing(name)), "the [MASK] loop", "--threads", "1")
+    assert result.exit_code == 2, result.output
+    assert DISAGREEING[name][1] in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["labels-short", "folders-swapped", "tokenizer-too-big", "seq-len-above-model"])
+def test_serve_refuses_a_bundle_whose_parts_disagree_before_listening(disagreeing, name):
+    """A real process: one line, exit 2, and no address announced."""
+    proc = subprocess.run([sys.executable, "-m", "albert_edge", "demo", "serve", str(disagreeing(name)),
+                           "--port", str(free_port()), "--threads", "1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ")
+    assert DISAGREEING[name][1] in proc.stderr and "http://" not in proc.stderr and not proc.stdout
+
+
+@pytest.mark.parametrize("command, text", [("classify", "caf\udce9 au lait"), ("fill-mask", "caf\udce9 [MASK]")])
+def test_text_that_is_not_utf8_is_refused_saying_where(tiny_bundle, command, text):
+    """On Linux a command-line argument that is not UTF-8 reaches Python as lone surrogates
+    (surrogateescape): refused as `tokenizer encode` refuses it, naming the byte and its offset."""
+    result = run("demo", command, str(tiny_bundle), text)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == "Error: TEXT is not UTF-8 text (byte 0xe9 at offset 3): give it in UTF-8"
+
+
+def test_text_that_is_not_utf8_is_refused_in_a_real_process(tiny_bundle):
+    """The raw bytes, as an argument and as lines on standard input."""
+    cmd = [sys.executable, "-m", "albert_edge", "demo", "classify", str(tiny_bundle), "--threads", "1", "--json"]
+    env = {**__import__("os").environ, "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run([*cmd, b"the caf\xe9 decimal"], capture_output=True, timeout=120, env=env)
+    assert proc.returncode == 2 and not proc.stdout
+    assert proc.stderr.decode().strip() == ("Error: TEXT is not UTF-8 text (byte 0xe9 at offset 7): "
+                                            "give it in UTF-8")
+    # At the prompt the bad line is refused and the next one is answered, as for any line it cannot answer.
+    proc = subprocess.run(cmd, input=b"caf\xc3 x\nthe decimal module\n", capture_output=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "line 1 is not UTF-8 text (byte 0xc3 at offset 3): give it in UTF-8" in proc.stderr.decode()
+    answers = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    assert len(answers) == 1 and answers[0]["tokens"] > 2
+
+
 def test_device_side_runs_with_torch_and_tensorflow_blocked(run_blocked, tiny_bundle):
     proc = run_blocked(f"""
         import json
@@ -98,3 +145,19 @@ def test_device_side_runs_with_torch_and_tensorflow_blocked(run_blocked, tiny_bu
     lines = proc.stdout.strip().splitlines()
     assert lines[-1] == "[]"  # neither torch nor tensorflow is loaded
     assert json.loads(lines[-2]) == []  # nor was either even tried
+
+
+def test_labels_and_text_in_brackets_are_printed_as_they_are(tiny_bundle, tmp_path):
+    """Labels and the filled-in text are a user's words, not rich markup: "[tflite]" stays, and
+    "[/x]" (a closing tag rich has no opening for) is no internal error."""
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    labels = ["[/x]", "[tflite]", "[bold]", "xml"]
+    (bundle / "labels.json").write_text(json.dumps(labels))
+    result = run("demo", "classify", str(bundle), "Create an element tree.", "--threads", "1")
+    assert result.exit_code == 0, result.output
+    assert all(label in result.output for label in labels)
+    result = run("demo", "fill-mask", str(bundle), "a [MASK] loop", "--threads", "1")
+    assert result.exit_code == 0 and "[MASK]" in result.output  # the table's column header

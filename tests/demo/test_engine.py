@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from albert_edge.demo.engine import VARIANTS, Bundle, BundleError, DemoInputError, Engine, Variant
+from albert_edge.errors import AlbertEdgeError
 from albert_edge.runtime import Session
+
+from .conftest import DISAGREEING
 
 KEYS = [v.key for v in VARIANTS]
 
@@ -121,3 +124,56 @@ def test_a_file_that_fails_to_load_leaves_the_old_one_serving(tiny_bundle, tmp_p
     with pytest.raises(RuntimeUnavailable):
         engine.select("tflite-fp32")
     assert engine.variant.key == "onnx-int8" and engine.classify("still here")["model"] == "onnx-int8"
+
+
+@pytest.mark.parametrize("name", DISAGREEING)
+def test_a_bundle_whose_parts_disagree_is_refused_when_opened(disagreeing, name):
+    """Before any model runs: labels against the classifier's outputs, the tokenizer against the
+    embedding table, seq_len against the position table, each folder's task."""
+    bundle = disagreeing(name)
+    with pytest.raises(AlbertEdgeError) as err:
+        Bundle(bundle)
+    assert DISAGREEING[name][1] in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("task, other", [("classifier", "mlm"), ("mlm", "classifier")])
+def test_a_file_of_the_other_task_is_refused_when_loaded(tiny_bundle, tmp_path, task, other):
+    """The manifest may be right and the file wrong: the loaded file's own outputs are checked,
+    and the engine keeps serving what it had."""
+    import shutil
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, copy)
+    shutil.copyfile(copy / other / "model.onnx", copy / task / "model.onnx")
+    engine = Engine(Bundle(copy), "tflite-int8", num_threads=1)
+    with pytest.raises(BundleError, match=f"{task}/model.onnx is a .*, not .*: are the {task}/ and {other}/ "
+                                          "folders swapped"):
+        engine.select("onnx-fp32")
+    assert engine.variant.key == "tflite-int8" and engine.classify("still here")["model"] == "tflite-int8"
+
+
+def test_a_padded_embedding_table_is_accepted(tiny_bundle, tmp_path):
+    """A model may embed more ids than its tokenizer has pieces (a vocabulary padded to a round
+    size): the tokenizer's ids fit, so the bundle opens, and fill-mask never suggests an id that
+    has no piece, however high the model scores it."""
+    import shutil
+
+    import torch
+
+    from albert_edge import checkpoints
+    from albert_edge.config import AlbertConfig
+    from albert_edge.converters.export import convert
+    from albert_edge.model import build_model
+
+    info = json.loads((tiny_bundle / "bundle.json").read_text())
+    config = AlbertConfig(**{**info["config"], "vocab_size": 420})
+    torch.manual_seed(0)
+    model = build_model(config, "mlm")
+    with torch.no_grad():
+        model.predictions.bias[400:] = 100.0  # the padding rows would win every blank
+    copy = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, copy, ignore=shutil.ignore_patterns("mlm"))
+    convert(checkpoints.save(model, tmp_path / "ckpt"), copy / "mlm", targets=("onnx",), seq_len=32)
+    engine = Engine(Bundle(copy), "onnx-fp32", num_threads=1)
+    ids = [p["id"] for m in engine.fill_mask("the [MASK] loop", top_k=20)["masks"] for p in m["predictions"]]
+    assert len(ids) == 20 and all(0 <= i < 400 for i in ids)

@@ -78,12 +78,18 @@ def test_switch_model_live(client, key):
     ("/api/model", b'{"model": "onnx-int4"}', 400, "unknown model"),
     ("/api/model", b'{"model": null}', 400, "onnx-int8"),
     ("/api/classify", b'{"text": "' + b"a" * 20_000 + b'"}', 413, "larger than"),
+    ("/api/classify", b'{"text": "caf\xe9"}', 400, "not UTF-8 (byte 0xe9 at offset 13)"),
+    # Nested deep enough to exhaust json's recursion, yet under the size limit: 400, not a 500.
+    ("/api/classify", b"[" * 8000 + b"]" * 8000, 400, "more than 16 deep"),
+    ("/api/classify", b'{"text": "x", "a": ' + b"{" * 5000 + b"}" * 5000 + b"}", 400, "more than 16 deep"),
+    ("/api/fill-mask", b'{"text": "a [MASK]", "top_k": ' + b"[" * 17 + b"]" * 17 + b"}", 400, "more than 16 deep"),
+    ("/api/classify", b'{"text": "[[[[[[[[[[[[[[[[[[[[ brackets in text are text"}', 200, None),
 ])
 def test_no_input_crashes_it(client, path, body, status, message):
     r = client.post(path, content=body, headers={"content-type": "application/json"})
     assert r.status_code == status, r.text
     if message:
-        assert message in r.json()["error"]
+        assert message in r.json()["error"] and "\n" not in r.json()["error"]
     assert client.get("/api/status").status_code == 200  # still up
 
 
@@ -133,3 +139,22 @@ def test_busy_gives_503_and_timeouts_never_pile_up(tiny_bundle):
         while c.get("/api/status").json()["queue"]["inside"] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert c.post("/api/classify", json={"text": "d"}).status_code == 200
+
+
+def test_a_bundle_whose_parts_disagree_is_refused(disagreeing, tiny_bundle, tmp_path):
+    """Refused when the app is made (before it serves), and a switch to a file that does not fit
+    its task is a 400 that leaves the loaded files serving."""
+    import shutil
+
+    from albert_edge.errors import AlbertEdgeError
+
+    with pytest.raises(AlbertEdgeError, match="lists 3 labels but"):
+        create_app(disagreeing("labels-short"))
+    copy = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, copy)
+    shutil.copyfile(copy / "mlm" / "model.onnx", copy / "classifier" / "model.onnx")
+    with TestClient(create_app(copy, ServerOptions(threads=1, model="onnx-int8"))) as c:
+        r = c.post("/api/model", json={"model": "onnx-fp32"})
+        assert r.status_code == 400 and "classifier/model.onnx is a fill-mask (MLM) model" in r.json()["error"]
+        assert c.get("/api/status").json()["model"] == "onnx-int8"
+        assert c.post("/api/classify", json={"text": "still here"}).status_code == 200
