@@ -7,10 +7,13 @@ library only.
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SCHEMA", "ProfileRecord", "Latency", "Memory"]
+__all__ = ["SCHEMA", "ProfileRecord", "Latency", "Memory", "record_problem"]
 
 SCHEMA = "albert-edge.profile/1"
 
@@ -94,3 +97,90 @@ class ProfileRecord:
         if isinstance(known.get("memory"), dict):
             known["memory"] = Memory(**known["memory"])
         return cls(**known)
+
+
+def record_problem(data: Any) -> str | None:
+    """What is wrong with ``data`` as the dict of a ProfileRecord (the first thing found), or
+    None when every field the record has is of its declared type and none it needs is missing:
+    "'latency' is a string ('fast'), not an object (Latency) or null". Keys the schema does not
+    know are left alone, as ``from_dict`` leaves them."""
+    if not isinstance(data, dict):
+        return f"is {_kind(data)}, not an object"
+    if data.get("schema") != SCHEMA:
+        return f"is not an albert-edge profile record (its schema is {data.get('schema')!r}, not {SCHEMA!r})"
+    return _fields_problem(ProfileRecord, data, "")
+
+
+def _fields_problem(cls: type, data: dict, prefix: str) -> str | None:
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        name = prefix + f.name
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                return f"lacks {name!r}"
+            continue
+        problem = _value_problem(hints[f.name], data[f.name], name)
+        if problem:
+            return problem
+    return None
+
+
+def _value_problem(kind: Any, value: Any, name: str) -> str | None:
+    union = isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union
+    arms = typing.get_args(kind) if union else (kind,)
+    for arm in arms:
+        if dataclasses.is_dataclass(arm) and isinstance(value, dict):
+            return _fields_problem(arm, value, f"{name}.")
+        if _fits(arm, value):
+            return None
+        if typing.get_origin(arm) is list and isinstance(value, list):
+            item = typing.get_args(arm)[0]
+            i = next(i for i, v in enumerate(value) if not _fits(item, v))
+            return f"{name}[{i}] is {_kind(value[i])}, not {_expected(item)}"
+    return f"{name!r} is {_kind(value)}, not {' or '.join(_expected(arm) for arm in arms)}"
+
+
+def _fits(kind: Any, value: Any) -> bool:
+    if kind is Any:
+        return True
+    if kind is type(None):
+        return value is None
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is str:
+        return isinstance(value, str)
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is dict:
+        return isinstance(value, dict)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(args[0], v) for v in value)
+    return False
+
+
+def _expected(kind: Any) -> str:
+    if dataclasses.is_dataclass(kind):
+        return f"an object ({kind.__name__})"
+    names = {type(None): "null", bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+    if kind in names:
+        return names[kind]
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is list:
+        return f"a list of {_expected(args[0]).removeprefix('a ')}s"
+    return "an object" if origin is dict else str(kind)
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind, with a glimpse of it: "a string ('fast')", "a list", "null"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"a string ({value[:30]!r})"
+    return "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__

@@ -15,7 +15,7 @@ from ..config import PRESETS, AlbertConfig, load_config
 from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, ConfigError
 from ..hub import is_hub_id, repo_name, resolve
-from ..profile.record import SCHEMA as PROFILE_SCHEMA
+from ..profile.record import SCHEMA as PROFILE_SCHEMA, record_problem
 
 __all__ = ["ReportError", "Inputs", "ModelFileInput", "gather", "WEIGHTS_NOTE", "weights_note"]
 
@@ -181,12 +181,17 @@ def _read_model_file(path: Path, inputs: Inputs) -> None:
 
 
 def _read_profile(path: Path, records: list, inputs: Inputs) -> None:
+    """Profile records, each checked against the record's schema (ProfileRecord) when read."""
+    if not records:
+        raise ReportError(f"{path} holds no profile records (an empty list): give the output of "
+                          "`albert-edge profile --json`")
     for i, record in enumerate(records):
         if not isinstance(record, dict) or record.get("schema") != PROFILE_SCHEMA:
             raise ReportError(f"{path}: record {i + 1} is not an albert-edge profile record ({PROFILE_SCHEMA})")
-        for key in ("file_name", "sha256", "format", "estimated"):
-            if key not in record:
-                raise ReportError(f"{path}: record {i + 1} lacks {key!r}")
+        problem = record_problem(record)
+        if problem:
+            raise ReportError(f"{path}: record {i + 1}: {problem}: not a profile record as "
+                              "`albert-edge profile --json` writes it")
     log.info("%s: %d profile records", path, len(records))
     inputs.profile.extend(records)
     inputs.profile_from.append(str(path))

@@ -94,6 +94,14 @@ def dev(tmp_path_factory, spiece_model) -> Device:
     (root / "prof.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (root / "prof-cut.jsonl").write_text(json.dumps(records[0]) + "\n" + json.dumps(records[0])[:100])
     (root / "prof-cut.json").write_text((root / "prof.json").read_text()[:200])
+    # Records of the right shape with fields of the wrong type: refused when read, before any work.
+    (root / "prof-latency-text.json").write_text(json.dumps([{**records[0], "latency": "12 ms"}]))
+    (root / "prof-memory-list.jsonl").write_text("".join(json.dumps(r) + "\n" for r in
+                                                         (records[0], {**records[0], "memory": [1, 2]})))
+    (root / "prof-p50-text.json").write_text(json.dumps([{**records[0], "latency": {**records[0]["latency"],
+                                                                                     "p50": "fast"}}]))
+    (root / "prof-no-sha.json").write_text(json.dumps([{k: v for k, v in records[0].items() if k != "sha256"}]))
+    (root / "empty-list.json").write_text("[]")
     (root / "obj.json").write_text('{"a": 1}')
     (root / "list.json").write_text("[1, 2]")
     (root / "broken.json").write_text("{not json")
@@ -207,6 +215,14 @@ PROFILE_CASES = _table(PROFILE, {
     "baseline-not-utf8": (["--baseline", "{w}/latin1.json"], "cannot read it as profile results"),
     "baseline-directory": (["--baseline", "{w}"], "cannot read it as profile results"),
     "baseline-other-records": (["--baseline", "{w}/other.jsonl"], "not profile results"),
+    "baseline-empty-list": (["--baseline", "{w}/empty-list.json"], "not profile results"),
+    "baseline-latency-text": (["--baseline", "{w}/prof-latency-text.json"],
+                              "prof-latency-text.json: record 1: 'latency' is a string ('12 ms'), not an object"),
+    "baseline-memory-list": (["--baseline", "{w}/prof-memory-list.jsonl"],
+                             "prof-memory-list.jsonl: record 2: 'memory' is a list, not an object (Memory) or null"),
+    "baseline-p50-text": (["--baseline", "{w}/prof-p50-text.json"],
+                          "record 1: 'latency.p50' is a string ('fast'), not a number"),
+    "baseline-no-sha256": (["--baseline", "{w}/prof-no-sha.json"], "record 1: lacks 'sha256'"),
     "csv-exists": (["--csv", "{w}/afile"], "exists; pass --force"),
     **_unwritable("--csv", "p.csv"),
     **_unwritable("--append", "p.jsonl"),
@@ -256,6 +272,12 @@ REPORT_CASES = _table(REPORT, {
     "cut-json": (["{w}/prof-cut.json"], "not readable JSON"),
     "cut-jsonl": (["{w}/prof-cut.jsonl"], "not profile results"),
     "other-jsonl": (["{w}/other.jsonl"], "not profile results"),
+    "empty-list": (["{w}/empty-list.json"], "empty-list.json holds no profile records"),
+    "profile-latency-text": (["{w}/conv", "{w}/prof-latency-text.json"],
+                             "prof-latency-text.json: record 1: 'latency' is a string ('12 ms'), not an object"),
+    "profile-memory-list": (["{w}/conv", "{w}/prof-memory-list.jsonl"],
+                            "prof-memory-list.jsonl: record 2: 'memory' is a list, not an object (Memory) or null"),
+    "profile-p50-text": (["{w}/prof-p50-text.json"], "record 1: 'latency.p50' is a string ('fast'), not a number"),
     "text-file": (["{w}/latin1.txt"], "not a source the report reads"),
     "spiece-model": (["{w}/spiece.model"], "not a source the report reads"),
     "empty-directory": (["{w}/emptydir"], "holds no config.json"),
@@ -269,7 +291,7 @@ REPORT_CASES = _table(REPORT, {
     "profile-of-another-preset": (["albert-base-v2", "{w}/prof.json"], "not the 30000 of albert-base-v2"),
     "out-a-file": (["{w}/conv", "--out", "{w}/afile"], "is a file, not a directory"),
     "out-under-a-file": (["{w}/conv", "--out", "{w}/afile/r"], "is a file, not a directory"),
-    "out-holds-files": (["{w}/conv", "--out", "{w}/conv"], "already holds files (manifest.json, model.onnx); pass --force"),
+    "out-is-the-source": (["{w}/conv", "--out", "{w}/conv"], "is the input"),
     "out-read-only": (["{w}/conv", "--out", "{mnt}/r"], "not writable", "readonly"),
     "out-full-disk": (["{w}/conv", "--out", "{mnt}/r"], "disk is full", "full"),
     "no-source": ([], "Missing argument"),
@@ -293,6 +315,9 @@ PIPELINE_CASES = _table(PIPELINE, {
     "only-unknown": (["--only", "bogus"], "--only bogus: steps are"),
     "skip-unknown": (["--skip", "bogus"], "--skip bogus: steps are"),
     "only-and-skip": (["--only", "convert", "--skip", "report"], "give --only or --skip, not both"),
+    "only-no-step": (["--only", ","], "Invalid value for '--only': ',' names no step"),
+    "only-empty": (["--only", ""], "Invalid value for '--only': '' names no step"),
+    "skip-no-step": (["--skip", ","], "Invalid value for '--skip': ',' names no step"),
     "out-a-file": (["--out", "{w}/afile"], "is not a directory"),
     "out-under-a-file": (["--out", "{w}/afile/run"], "Not a directory"),
     "out-foreign-files": (["--out", "{w}/conv"], "holds files the pipeline did not write"),

@@ -133,6 +133,27 @@ def test_baseline_flags_an_injected_slowdown(onnx_file, tmp_path):
     assert result.exit_code == 1 and "regression" in result.stderr
 
 
+@pytest.mark.parametrize("change, message", [
+    (lambda r: {**r, "latency": "12.5"}, "record 1: 'latency' is a string ('12.5'), not an object (Latency) or null"),
+    (lambda r: {**r, "memory": [1, 2]}, "record 1: 'memory' is a list, not an object (Memory) or null"),
+    (lambda r: {**r, "latency": {**r["latency"], "p90": None}}, "record 1: 'latency.p90' is null, not a number"),
+], ids=["latency-text", "memory-list", "p90-null"])
+def test_a_baseline_of_wrong_types_is_refused_before_measuring(onnx_file, tmp_path, change, message):
+    """A real process given a run that would take ten minutes: the baseline is read and refused
+    first, in one line, so it ends at once (it used to measure, then fail with an internal error)."""
+    record = profile_json(onnx_file, "--seq-len", "8")[0]
+    baseline = tmp_path / "old.json"
+    baseline.write_text(json.dumps([change(record)]))
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "albert_edge", "profile", str(onnx_file), "--seq-len", "8",
+                           "--threads", "1", "--min-seconds", "600", "--baseline", str(baseline)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and message in proc.stderr
+    assert f"{baseline}: {message.split(': ')[0]}" in proc.stderr and not proc.stdout
+    assert time.monotonic() - start < 60
+
+
 BAD = [
     (["{dir}/manifest.json"], "unknown model file type"),
     (["{dir}/junk.onnx"], "not an ONNX model"),
