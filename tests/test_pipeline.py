@@ -102,10 +102,31 @@ def test_only_and_skip(ran):
     (["--only", "report", "--skip", "profile"], "not both"),
     (["--profile-seq-len", "64"], "beyond the conversion's --seq-len"),
     (["--scheme", "int8-full"], "scheme 'int8-full' is not available for onnx"),
+    # A selection that selects nothing is a mistake, not "every step".
+    (["--only", ","], "Invalid value for '--only': ',' names no step; give one or more of checkpoint, convert"),
+    (["--only", ""], "Invalid value for '--only': '' names no step"),
+    (["--only", " , ,"], "names no step"),
+    (["--skip", ","], "Invalid value for '--skip': ',' names no step"),
+    (["--skip", ""], "Invalid value for '--skip': '' names no step"),
 ])
 def test_bad_options(tmp_path, checkpoint, args, message):
     code, output = pipeline(checkpoint, "--out", tmp_path / "out", *FAST, *args)
     assert code == 2 and message in output and len(output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("option", ["--only", "--skip"])
+def test_an_empty_selection_is_refused_in_a_real_process(tmp_path, checkpoint, option):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "albert_edge", "pipeline", str(checkpoint), "--out",
+                           str(tmp_path / "out"), *FAST, option, ","], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and not proc.stdout
+    assert proc.stderr.strip().splitlines() == [f"Error: Invalid value for '{option}': ',' names no step; give one "
+                                                "or more of checkpoint, convert, quantize, profile, report, "
+                                                "comma-separated (or leave the option out) (see 'albert-edge "
+                                                "pipeline --help')"]
     assert not (tmp_path / "out").exists()
 
 

@@ -12,7 +12,17 @@ from ._types import POSITIVE_INT, POSITIVE_INTS, SECONDS
 
 
 def _steps(ctx, param, value: str | None) -> tuple[str, ...]:
-    return tuple(s.strip() for s in value.split(",") if s.strip()) if value else ()
+    """The comma-separated steps of --only/--skip. Given, it must name at least one: an empty
+    selection (``--only ''``, ``--skip ','``) is a mistake, not a request to run every step."""
+    if value is None:
+        return ()
+    steps = tuple(s.strip() for s in value.split(",") if s.strip())
+    if not steps:
+        from ..pipeline import STEPS
+
+        raise click.BadParameter(f"{value!r} names no step; give one or more of {', '.join(STEPS)}, "
+                                 "comma-separated (or leave the option out)")
+    return steps
 
 
 @click.command("pipeline", short_help="Checkpoint -> files for each device -> measured report, in one command.")
