@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,9 @@ class AlbertConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} ({value!r}) must be a positive integer")
+            if value > _MAX_SIZE:  # counts built from it would overflow a float, shapes an int64
+                raise ConfigError(f"{name} (a {value.bit_length()}-bit number) is larger than any tensor "
+                                  f"dimension can be ({_MAX_SIZE:,} = 2**63 - 1)")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"hidden_size ({self.hidden_size}) is not a multiple of "
@@ -192,8 +196,14 @@ class AlbertConfig:
             kwargs["num_labels"] = data["num_labels"]
         kwargs["sharing"] = data.get("albert_edge_sharing", "all")
         kwargs["layout"] = data.get("albert_edge_layout", "hf")
-        if isinstance(kwargs.get("eos_token_id"), list):
-            kwargs["eos_token_id"] = kwargs["eos_token_id"][0]
+        eos = kwargs.get("eos_token_id")
+        if isinstance(eos, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in eos):
+            # transformers allows several end tokens (for generation, which ALBERT never does): the
+            # first is kept; none ([]) is taken as not given, like null, so the default stands.
+            if eos:
+                kwargs["eos_token_id"] = eos[0]
+            else:
+                del kwargs["eos_token_id"]
         known = names | {"id2label", "label2id", "num_labels", "albert_edge_sharing", "albert_edge_layout",
                          "model_type"}
         kwargs["extra"] = tuple(
@@ -274,6 +284,9 @@ class AlbertConfig:
 
 
 # The Python types each field takes from JSON (bool is an int to Python, never to a config).
+_MAX_SIZE = 2**63 - 1  # the largest tensor dimension (int64) any runtime or file format can hold
+
+
 def _group_of_depth(depth: int, L: int, G: int, layout: str) -> int:
     if layout == "original":
         return int(depth / L * G)  # Google's modeling.py, as it computes it
@@ -333,8 +346,13 @@ def load_config(path: str | os.PathLike) -> AlbertConfig:
         raise ConfigError(f"{text_path} is neither a preset ({', '.join(PRESETS)}) nor a file")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:  # ValueError: JSON, or a number of more than 4300 digits
+        if "integer string conversion" in str(exc):
+            raise ConfigError(f"{path} holds a number of more than {sys.get_int_max_str_digits()} digits: "
+                              "not a size any model has") from None
         raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path} is not a model config: it nests arrays or objects too deep") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} does not hold a JSON object")
     missing = [k for k in _REQUIRED_KEYS if k not in data]

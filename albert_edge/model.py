@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .config import AlbertConfig
+from .params import check_fits_in_memory
 
 __all__ = [
     "AlbertModel",
@@ -373,6 +374,8 @@ def build_model(config: AlbertConfig, head: str = "base", add_pooling_layer: boo
     """A randomly initialised model for ``head`` (one of ALL_HEADS), in eval mode."""
     if head not in ALL_HEADS:
         raise ValueError(f"unknown head {head!r}; choose one of {', '.join(ALL_HEADS)}")
+    if torch.empty(0).device.type != "meta":  # a model on the meta device holds no memory
+        check_fits_in_memory(config, head)  # one line, not an allocator's failure halfway through
     model = AlbertModel(config, add_pooling_layer) if head == "base" else ALL_HEADS[head](config)
     return model.eval()
 

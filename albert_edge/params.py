@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .config import PAPER_PARAMS, PRESETS, AlbertConfig
+from .errors import ConfigError
 
-__all__ = ["ParamRow", "ParamReport", "param_report", "layer_params"]
+__all__ = ["ParamRow", "ParamReport", "param_report", "layer_params", "check_fits_in_memory"]
 
 # The BERT model of the same width and depth as each ALBERT preset, as the paper pairs them.
 _BERT_OF = {"albert-base-v2": "bert-base", "albert-large-v2": "bert-large", "albert-xlarge-v2": "bert-xlarge"}
@@ -52,11 +53,18 @@ def layer_params(config: AlbertConfig) -> tuple[int, int]:
 
 
 def _depth_ranges(config: AlbertConfig) -> dict[int, tuple[int, int]]:
+    """First and last depth of each group some depth uses. The group never decreases with depth,
+    so each group's last depth is found by bisection: G log L steps, not L (a config may give any L)."""
     ranges: dict[int, tuple[int, int]] = {}
-    for depth in range(config.num_hidden_layers):
-        g = config.group_of_depth(depth)
-        first, _ = ranges.get(g, (depth, depth))
-        ranges[g] = (first, depth)
+    first, L = 0, config.num_hidden_layers
+    while first < L:
+        g = config.group_of_depth(first)
+        lo, hi = first, L - 1  # the last depth of group g is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if config.group_of_depth(mid) == g else (lo, mid - 1)
+        ranges[g] = (first, lo)
+        first = lo + 1
     return ranges
 
 
@@ -124,6 +132,32 @@ def param_report(config: AlbertConfig, name: str | None = None, head: str = "bas
                          factorization_saving, sharing_saving)
     _compare_with_paper(report)
     return report
+
+
+def check_fits_in_memory(config: AlbertConfig, head: str = "base", ram_bytes: int | None = None) -> None:
+    """Raise ConfigError when the fp32 weights of ``config``'s model (its unique parameters x 4
+    bytes, counted as ``param_report`` counts them) exceed this machine's RAM: called before a
+    model is built, so a size that cannot be allocated is one line, not an allocator's failure.
+    ``ram_bytes`` defaults to the machine's (albert_edge.device); unknown RAM checks nothing."""
+    from . import device
+
+    ram = device.ram_bytes() if ram_bytes is None else ram_bytes
+    if not ram:
+        return
+    total = param_report(config, head=head).total
+    if 4 * total > ram:
+        raise ConfigError(f"this config's model has {_count(total)} parameters: {_gib(4 * total)} of fp32 weights, "
+                          f"more than this machine's {_gib(ram)} of RAM; choose smaller sizes (hidden_size "
+                          f"{config.hidden_size}, intermediate_size {config.intermediate_size}, vocab_size "
+                          f"{config.vocab_size}, ...)")
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n < 10**15 else f"{float(n):.3g}"
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB"
 
 
 def _compare_with_paper(report: ParamReport) -> None:
