@@ -10,16 +10,19 @@ length up to max_position_embeddings.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import mmap
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,10 +93,32 @@ def _convert_in_children(model: nn.Module, path: Path, seq_len: int) -> None:
     stayed through verification. ALBERT-xxlarge ``convert --to tflite`` (with verification):
     7.81 GiB in one process; so, 4.02 GiB the largest process (the converter) and 5.06 GiB
     summed over the processes (PSS; benchmarks/convert_sizes.py)."""
-    with tempfile.TemporaryDirectory(prefix="albert-edge-tflite-") as saved:
+    with _private_tempdir() as private:
+        saved = os.path.join(private, "saved_model")
         _in_child(_save, model, saved)
         offset = model_param_bytes(model, 4) > _EXPORT_BUFFER_OFFSET_ABOVE
         _in_fresh_process(saved, offset, tuple(model.output_names), path, seq_len)
+
+
+@contextlib.contextmanager
+def _private_tempdir() -> Iterator[str]:
+    """A temporary directory that is also every temporary file's, for the time of a conversion,
+    removed afterwards with all in it. TensorFlow writes a module per function autograph converts
+    (``__autograph_generated_file*.py``) to the temporary directory and never removes them; here
+    they go into this one: ``tempfile.tempdir`` for this process and a forked child, ``$TMPDIR``
+    for a fresh one."""
+    private = tempfile.mkdtemp(prefix="albert-edge-tflite-")
+    before, before_env = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir, os.environ["TMPDIR"] = private, private
+    try:
+        yield private
+    finally:
+        tempfile.tempdir = before
+        if before_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before_env
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def _convert_saved(saved: str, buffer_offset: bool, output_names: tuple[str, ...], path: Path, seq_len: int) -> None:
@@ -206,7 +231,8 @@ def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None 
 
 def _converted(model: nn.Module, buffer_offset: bool | None = None, run_converter=None) -> bytes:
     """The converter's flatbuffer for ``model``, as it returned it."""
-    with tempfile.TemporaryDirectory(prefix="albert-edge-tflite-") as saved:
+    with _private_tempdir() as private:
+        saved = os.path.join(private, "saved_model")
         _save(model, saved)
         return _run_converter(saved, _buffer_offset(model, buffer_offset), run_converter)
 

@@ -322,3 +322,43 @@ def _killed():
 def test_a_failing_child_is_one_conversion_error(work, message):
     with pytest.raises(ConversionError, match=message):
         tflite._in_child(work)
+
+
+def _autograph_files(root) -> list:
+    """TensorFlow's generated modules, and our own temporary files, under ``root``."""
+    return sorted(p.name for pattern in ("__autograph_generated_file*", "albert-edge-tflite-*")
+                  for p in root.rglob(pattern))
+
+
+def test_a_conversion_leaves_nothing_in_the_temporary_directory(tmp_path):
+    """TensorFlow's autograph writes a module per converted function to the temporary directory
+    and never removes it: every conversion used to leave some behind, even a successful one.
+    Both routes: `albert-edge convert` (forked and fresh child processes) in a real process with
+    its own TMPDIR, and ``convert`` in this process (what quantize runs)."""
+    import os
+    import subprocess
+    import sys
+
+    from albert_edge import checkpoints
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    torch.manual_seed(0)
+    ckpt = checkpoints.save(build_model(TINY, "base"), tmp_path / "ckpt")
+    proc = subprocess.run([sys.executable, "-m", "albert_edge", "convert", str(ckpt), "--to", "tflite", "--seq-len",
+                           str(BUILT), "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TMPDIR": str(tmp)})
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "model.tflite").is_file()
+    assert _autograph_files(tmp) == []  # (torch keeps its own compile cache there: not ours to remove)
+
+    import tempfile
+
+    before = tempfile.tempdir
+    tempfile.tempdir = str(tmp)
+    try:
+        tflite.convert(build_model(TINY, "base"), seq_len=BUILT)
+        assert tempfile.tempdir == str(tmp)  # given back as it was
+    finally:
+        tempfile.tempdir = before
+    assert _autograph_files(tmp) == []
