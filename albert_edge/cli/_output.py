@@ -11,9 +11,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-# Pipes and CI logs get a fixed, wide layout instead of rich's 80-column fallback.
-console = Console(width=None if sys.stdout.isatty() else 120)
-err_console = Console(stderr=True)
+# Pipes and CI logs get a fixed, wide layout instead of rich's 80-column fallback. Markup is off:
+# what is printed is text (file names, messages, labels, a user's own words), and rich would take
+# "[tflite]" in "pip install 'albert-edge[tflite]'" for a style and drop it, or fail on "[/x]". A
+# line that styles itself passes markup=True and escapes what it interpolates (rich.markup.escape).
+console = Console(width=None if sys.stdout.isatty() else 120, markup=False)
+err_console = Console(stderr=True, markup=False)
 
 
 def print_json(data: Any) -> None:
@@ -37,7 +40,7 @@ def progress(**kwargs: Any):
     terminal: a log file gets the command's own lines, not a bar's leftovers."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err_console, transient=not err_console.is_terminal,
                     disable=not err_console.is_terminal, **kwargs)
 

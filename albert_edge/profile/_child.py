@@ -179,7 +179,10 @@ def _tflite_ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
     try:
         return tflite_breakdown(path, job["threads"], feeds, OPS_CALLS)
     except RuntimeUnavailable as exc:
-        return ops_mod.tflite_unavailable(f"{exc}; {ops_mod.TFLITE_NOTE}")
+        from ..runtime.compiled import cpu_runs_compiled_model, unavailable_reason
+
+        cpu_reason = None if cpu_runs_compiled_model() else unavailable_reason()
+        return ops_mod.tflite_unavailable(ops_mod.tflite_unavailable_note(str(exc), cpu_reason))
 
 
 def main(argv: list[str]) -> int:

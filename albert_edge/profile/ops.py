@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["onnx_breakdown", "tflite_unavailable", "layer_of", "TOP_NODES"]
+__all__ = ["onnx_breakdown", "tflite_unavailable", "tflite_unavailable_note", "layer_of", "TOP_NODES"]
 
 TOP_NODES = 15
 _KERNEL = "_kernel_time"
@@ -21,9 +21,9 @@ _KERNEL = "_kernel_time"
 _GROUP = re.compile(r"albert_layer_groups\.(\d+)/albert_layers\.(\d+)")
 _APPLICATION = re.compile(r"_(\d+)$")
 
+_ELSEWHERE = "TFLite's benchmark_model --enable_op_profiling=true gives it elsewhere"
 TFLITE_NOTE = ("per-operator profiling of .tflite files needs ai-edge-litert 2.3 or newer (LiteRT's profiler "
-               "in its libLiteRt.so; the TFLite interpreters' Python APIs have none); TFLite's benchmark_model "
-               "--enable_op_profiling=true gives it elsewhere")
+               f"in its libLiteRt.so; the TFLite interpreters' Python APIs have none); {_ELSEWHERE}")
 TFLITE_NONE_NOTE = ("per-operator times come from LiteRT's CompiledModel, which always runs XNNPACK on the CPU; "
                     "the builtin kernels alone (--delegate none) cannot be profiled from Python: see the "
                     "xnnpack rows")
@@ -96,3 +96,14 @@ def onnx_breakdown(trace: Path) -> dict[str, Any]:
 
 def tflite_unavailable(note: str = TFLITE_NOTE) -> dict[str, Any]:
     return {"available": False, "source": None, "note": note}
+
+
+def tflite_unavailable_note(error: str, cpu_reason: str | None) -> str:
+    """Why a .tflite file's operators were not profiled. ``cpu_reason``: why this CPU cannot run
+    LiteRT's CompiledModel (runtime.compiled.unavailable_reason), or None when the CPU is not the
+    reason; then ``error`` (what failed) and what would change it. Where the CPU is the reason no
+    ai-edge-litert release is the cure, so none is named."""
+    if cpu_reason:
+        return (f"per-operator profiling of .tflite files is not available on this CPU: it runs in LiteRT's "
+                f"CompiledModel (its profiler), and {cpu_reason}; {_ELSEWHERE}")
+    return f"{error}; {TFLITE_NOTE}"

@@ -55,8 +55,8 @@ import numpy as np
 from ..formats.graph import TensorSpec
 from ..errors import RuntimeUnavailable
 
-__all__ = ["CompiledTFLite", "WEIGHT_CACHE", "available", "cpu_runs_compiled_model", "library_path",
-           "read_signature", "output_shape"]
+__all__ = ["CompiledTFLite", "WEIGHT_CACHE", "available", "unavailable_reason", "cpu_runs_compiled_model",
+           "library_path", "read_signature", "output_shape"]
 
 log = logging.getLogger(__name__)
 
@@ -140,15 +140,31 @@ def installed_release(library: Path) -> str | None:
 def available() -> bool:
     """Whether LiteRT's CompiledModel (libLiteRt.so of a checked ai-edge-litert release) is
     installed and runs on this CPU."""
+    reason = unavailable_reason()
+    if reason is not None:
+        log.info("LiteRT's CompiledModel route is not taken: %s", reason)
+    return reason is None
+
+
+def unavailable_reason(machine: str | None = None, cpuinfo: str | None = None) -> str | None:
+    """Why LiteRT's CompiledModel cannot run here, or None when it can. The CPU comes first: no
+    package install changes it (a Raspberry Pi 4 with ai-edge-litert 2.3 installed lacks the CPU,
+    not the package)."""
+    if not cpu_runs_compiled_model(machine, cpuinfo):
+        machine = (machine or platform.machine()).lower()
+        if machine in ("aarch64", "arm64"):
+            return ("this CPU lacks the ARMv8.2 fp16 and dot-product extensions (asimdhp, asimddp) that "
+                    "LiteRT's CompiledModel needs: it dies with SIGILL on ARMv8.0 CPUs such as the "
+                    "Raspberry Pi 4's Cortex-A72")
+        return f"LiteRT's CompiledModel runs on x86-64 and 64-bit Arm CPUs, and this one is {machine or 'unknown'}"
     library = library_path()
-    if library is None or not cpu_runs_compiled_model():
-        return False
+    if library is None:
+        return "ai-edge-litert is not installed (LiteRT's libLiteRt.so comes with it)"
     release = installed_release(library)
     if release is None or not release.startswith(CHECKED_RELEASES):
-        log.info("ai-edge-litert %s: its C API layouts are not among the checked releases (%s)",
-                 release or "(version unknown)", ", ".join(r + "x" for r in CHECKED_RELEASES))
-        return False
-    return True
+        return (f"ai-edge-litert {release or '(version unknown)'} is installed, and albert-edge drives the "
+                f"C API of {', '.join(r + 'x' for r in CHECKED_RELEASES)} only")
+    return None
 
 
 def read_signature(path: str | os.PathLike) -> tuple[str, list[TensorSpec], list[TensorSpec]] | None:
@@ -324,10 +340,9 @@ class CompiledTFLite:
 
     def __init__(self, path: str | os.PathLike, num_threads: int | None = None,
                  payloads: tuple[tuple[bytes, bytes], ...] = ()):
-        if not available():
-            raise RuntimeUnavailable("LiteRT's CompiledModel route needs ai-edge-litert "
-                                     f"{', '.join(r + 'x' for r in CHECKED_RELEASES)}, and on Arm a CPU "
-                                     "with the ARMv8.2 fp16 and dot-product extensions")
+        reason = unavailable_reason()
+        if reason is not None:
+            raise RuntimeUnavailable(f"LiteRT's CompiledModel cannot run here: {reason}")
         signature = _read_signature(path)
         if signature is None:
             raise RuntimeUnavailable(f"{path}: no signature; CompiledModel runs signatures only")

@@ -110,3 +110,25 @@ def test_subprocess_entry_point(tmp_path, hf_dir):
     assert bad.returncode == 2
     lines = [line for line in bad.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], bad.stderr
+
+
+def test_text_in_brackets_is_printed_as_it_is(tmp_path):
+    """The CLI prints text, not rich markup: `inspect` where only tflite-runtime is installed (as on
+    a Pi) names the extra to install, "pip install 'albert-edge[tflite]'", which rich used to take
+    for a style and drop. A real process with ai_edge_litert made unimportable."""
+    pytest.importorskip("tensorflow")
+    from albert_edge.converters import tflite
+
+    torch.manual_seed(0)
+    path = tflite.export(build_model(TINY, "base"), tmp_path / "model.tflite", seq_len=16)
+    blocker = ("import importlib.abc, sys\n"
+               "class Blocked(importlib.abc.MetaPathFinder):\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] == 'ai_edge_litert':\n"
+               "            raise ImportError(name + ' is not installed on this device')\n"
+               "sys.meta_path.insert(0, Blocked())\n"
+               "from albert_edge.cli import main\n"
+               f"main(['inspect', {str(path)!r}])\n")
+    proc = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "reading .tflite files needs ai-edge-litert (pip install 'albert-edge[tflite]')" in proc.stdout

@@ -319,3 +319,28 @@ PI5 = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 at
 ])
 def test_the_route_is_taken_only_on_cpus_it_runs_on(machine, cpuinfo, runs):
     assert runtime_memory.cpu_runs_compiled_model(machine, cpuinfo) is runs
+
+
+@pytest.mark.parametrize("machine, cpuinfo, says", [
+    ("aarch64", PI4, "this CPU lacks the ARMv8.2 fp16 and dot-product extensions (asimdhp, asimddp)"),
+    ("aarch64", "", "this CPU lacks the ARMv8.2"),
+    ("armv7l", PI4, "runs on x86-64 and 64-bit Arm CPUs, and this one is armv7l"),
+])
+def test_a_cpu_that_cannot_run_the_route_is_the_reason_given(machine, cpuinfo, says):
+    """On a Raspberry Pi 4 with ai-edge-litert 2.3 installed, the CPU is why the route (and the
+    per-operator profiler, which runs in it) is not taken: no package is named as the cure."""
+    from albert_edge.profile.ops import tflite_unavailable_note
+
+    reason = runtime_memory.unavailable_reason(machine, cpuinfo)
+    assert says in reason and "ai-edge-litert" not in reason
+    note = tflite_unavailable_note(f"LiteRT's CompiledModel cannot run here: {reason}", reason)
+    assert note.startswith("per-operator profiling of .tflite files is not available on this CPU: ")
+    assert says in note and "needs ai-edge-litert" not in note and "benchmark_model" in note
+
+
+def test_on_a_cpu_that_runs_it_the_package_is_the_reason_given():
+    from albert_edge.profile.ops import TFLITE_NOTE, tflite_unavailable_note
+
+    assert runtime_memory.unavailable_reason("aarch64", PI5) is None  # ai-edge-litert 2.3 is installed here
+    assert runtime_memory.unavailable_reason("x86_64", "") is None
+    assert tflite_unavailable_note("no LiteRT profiler C API", None) == f"no LiteRT profiler C API; {TFLITE_NOTE}"
