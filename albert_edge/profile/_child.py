@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import device
+from .. import __version__, device
 from ..errors import AlbertEdgeError, RuntimeUnavailable, first_line
 from ..formats import FORMATS
 from ..runtime import Session
@@ -79,6 +79,7 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     ops = _ops(path, job, feeds_list[0]) if job["ops"] else None
     warnings += device.throttle_warnings(before, after)
     return ProfileRecord(
+        albert_edge_version=__version__,
         file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
         format=session.format, scheme=limits.scheme, runtime=session.backend_name,
         runtime_version=versions.get(session.backend_name) or "unknown",

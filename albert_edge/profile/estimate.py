@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import __version__
 from ..formats.manifest import sha256_of
 from ..errors import RuntimeUnavailable
 from ..device.catalog import DEVICES, GB, Device, host_device, parse_devices
@@ -163,6 +164,7 @@ def _record(path: Path, counts: GraphCount, dev: Device, host: Device | None, m:
                        host_estimated_ms=host_ms, roofline_error=(host_ms - measured_ms) / measured_ms)
         figures.update(_host_error(m, mine, counted, host, measured_ms, host_ms))
     return ProfileRecord(
+        albert_edge_version=__version__,
         file=str(path), file_name=path.name, file_bytes=m.file_bytes if m else path.stat().st_size,
         sha256=m.sha256 if m else sha256_of(path), format=counts.format, scheme=m.scheme if m else None,
         runtime=m.runtime if m else "", runtime_version=m.runtime_version if m else "",

@@ -83,6 +83,7 @@ class ProfileRecord:
     warnings: list[str] = field(default_factory=list)
     host: str | None = None  # None when measured locally; "user@host" for --remote
     created: str | None = None  # ISO 8601 UTC
+    albert_edge_version: str | None = None  # the albert-edge that measured (or estimated) it; None in older records
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import albert_edge
+
 from albert_edge.cli import main
 
 from .conftest import FAST
@@ -35,6 +37,7 @@ def test_both_formats_both_delegates(onnx_file, tflite_file):
                         ("tflite", "none", 8), ("tflite", "none", 16)]
     for r in records:
         assert r["schema"] == "albert-edge.profile/1" and r["estimated"] is False and r["scheme"] == "fp32"
+        assert r["albert_edge_version"] == albert_edge.__version__
         assert r["runtime"] in ("onnxruntime", "ai_edge_litert") and r["runtime_version"] != "unknown"
         assert r["threads"] == 1 and r["batch"] == 1 and r["input_mode"] == "fixed"
         assert r["model"]["max_seq_len"] == 64 and r["model"]["dynamic"] is True

@@ -10,6 +10,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
+import albert_edge
+
 from albert_edge.cli import main
 from albert_edge.errors import RuntimeUnavailable
 from albert_edge.profile import ProfileSettings, profile
@@ -172,6 +174,7 @@ def test_cli_json_keeps_measured_and_estimated_apart(onnx_file):
     assert [r["estimate"]["device"] for r in estimates] == ["pi5", "jetson-nano"]
     assert all(r["latency"] is None and r["memory"] is None for r in estimates)
     assert all(r["estimate"]["host_measured_ms"] == measured["latency"]["p50"] for r in estimates)
+    assert {r["albert_edge_version"] for r in records} == {albert_edge.__version__}
 
 
 def test_cli_unknown_device_is_one_line_before_measuring(onnx_file):
