@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
-import os
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,12 @@ DATA = Path(__file__).parent / "data"
 # The Python processes the tests start import albert_edge as it is installed (a wheel in CI), never
 # the source folder of the checkout they run in: `python -c` and `python -m` would put it first.
 os.environ["PYTHONSAFEPATH"] = "1"
+
+# A run started in the background of a non-interactive shell inherits SIGINT ignored, and so would
+# every child; the tests that press Ctrl-C on a command need it delivered. A handler (not an
+# ignored signal) is reset to the default in each child, where Python turns it into an interrupt.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
