@@ -10,8 +10,8 @@ so every process reads its model cold. Routes:
     tflite-compiled      LiteRT CompiledModel + XNNPACK in-memory weight cache (weights once), through
                          libLiteRt.so's C API (albert_edge.runtime.compiled.CompiledTFLite)
     tflite-wrapper       the same CompiledModel and options through ai-edge-litert's Python wrapper
-                         (what runtime_memory used before: the wrapper's own memory and speed)
-    onnx                 onnxruntime, as albert_edge.runtime opens it (runtime_onnx: weights mapped from the file)
+                         (what runtime.compiled used before: the wrapper's own memory and speed)
+    onnx                 onnxruntime, as albert_edge.runtime opens it (runtime.onnx_engine: weights mapped from the file)
     onnx-no-prepack      the same with session.disable_prepacking=1
     onnx-plain           onnxruntime with its default optimizations (how a peer's file is run)
     session              albert_edge.runtime.Session with its defaults (what a user gets)

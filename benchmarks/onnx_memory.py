@@ -7,7 +7,7 @@ Peak memory does not depend on other load on the machine, so no lock is needed. 
 
     defaults     by path, optimizers on, memory pattern on (how albert-edge opened files before)
     no-pattern   the same with enable_mem_pattern off
-    in-place     no-pattern, and the weights mapped from the file (runtime_onnx.in_place_model)
+    in-place     no-pattern, and the weights mapped from the file (runtime.onnx_engine.in_place_model)
     no-prepack   in-place with session.disable_prepacking (slower: see the module's notes)
     arena-off    in-place with the CPU arena off
     session      albert_edge.runtime.Session, all of its settings (optimizers off for a file
