@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-import albert_edge
 
 # What a Raspberry Pi or a phone build runs: the modules and packages of the device side.
 # The CLI and `info` (albert_edge.info) are fronts that span both sides: they import the build side
