@@ -137,6 +137,7 @@ def profile_rows(records: list[dict], files: list[dict]) -> list[dict[str, Any]]
             "p90_ms": latency.get("p90"),
             "peak_rss": memory.get("peak_after_timed"),
             "host": r.get("host"),
+            "warnings": [str(w) for w in r.get("warnings") or ()],
         })
     return rows
 

@@ -109,7 +109,9 @@ def _files(data) -> Table | None:
     for f in files:
         by = ", ".join(f"{d} {fmt_bytes(n)}" for d, n in sorted(f["bytes_by_precision"].items(), key=lambda kv: -kv[1]))
         if f["accuracy"]:
-            acc = f"{100 * f['accuracy']['headline']:.2f}% ({f['accuracy']['headline_of']})"
+            a = f["accuracy"]
+            of = f" of {a['count']:,} {a['count_of']}" if a.get("count") else ""
+            acc = f"{100 * a['headline']:.2f}%{of} ({a['headline_of']})"
             if f["accuracy"]["random_ids"]:
                 acc += " on random ids"
         elif f["scheme"] == "fp32":
@@ -131,15 +133,21 @@ def _profile(data) -> Table | None:
     records = data["profile_rows"]
     if not records:
         return None
-    rows = []
+    rows, warned = [], []
     for r in records:
         seq = str(r["seq_len"]) if r["seq_len"] else "real text"
         kind = "ESTIMATE" if r["estimated"] else "measured"
+        mark = ""
+        if r.get("warnings"):  # the record's own warnings, each kept: a marked cell, its note below
+            warned.append(f"[{len(warned) + 1}] {r['file_name']}, seq len {seq}: {'; '.join(r['warnings'])}")
+            mark = f" [{len(warned)}]"
         rows.append((r["file_name"], r["scheme"] or "", r["device"], f"{r['provider']}, {r['threads']} thr",
-                     str(r["batch"]), seq, kind, _ms(r["p50_ms"]), _ms(r["p90_ms"]), _ms(r["load_ms"]),
+                     str(r["batch"]), seq, kind + mark, _ms(r["p50_ms"]), _ms(r["p90_ms"]), _ms(r["load_ms"]),
                      fmt_bytes(r["peak_rss"])))
     notes = ["estimates are computed for a device nobody ran on; they are never shown as measurements"] \
         if any(r["estimated"] for r in records) else []
+    if warned:
+        notes += ["[n] marks a record the profiler warned about: read its figures with that in mind", *warned]
     return Table("profile", "Latency and memory (from profile records)",
                  ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "p90 ms", "load ms",
                   "peak RSS"), tuple(rows), (4, 5, 7, 8, 9, 10), tuple(notes), "latency")

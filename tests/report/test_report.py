@@ -103,6 +103,12 @@ def test_accuracy_of_a_trained_model_is_the_manifests(tmp_path, trained_conversi
     assert not row["accuracy"]["random_ids"] and row["accuracy_note"] is None
     assert "accuracy_vs_size" in {c["name"] for c in data["charts"]}
     assert not any("accuracy" in m for m in data["missing"])
+    # the figure says what it was counted over
+    output = next(o for o in entry.parity["accuracy"]["outputs"] if o["kind"] == "mlm")
+    assert row["accuracy"]["count"] == output["agreement_count"] > 0 and row["accuracy"]["count_of"] == "masked tokens"
+    shown = f"{100 * row['accuracy']['headline']:.2f}% of {output['agreement_count']:,} masked tokens"
+    out = tmp_path / "r"
+    assert shown in (out / "report.md").read_text() and shown in (out / "report.html").read_text()
 
 
 def test_random_weights_never_show_accuracy(tmp_path, conversion):
@@ -345,3 +351,20 @@ def test_the_report_says_which_albert_edge_made_it(tmp_path):
     assert report_json(out)["albert_edge_version"] == albert_edge.__version__
     made_by = f"by albert-edge {albert_edge.__version__}."
     assert made_by in (out / "report.md").read_text() and made_by in (out / "report.html").read_text()
+
+
+def test_a_records_warnings_reach_the_markdown_and_the_page(tmp_path, conversion, profile_json):
+    """profile.json's warnings (noisy timing, throttling) stay beside the figures they are about."""
+    records = json.loads(profile_json.read_text())
+    records[1]["warnings"] = ["timing unstable: block medians differ by 37%"]
+    noisy = tmp_path / "noisy.json"
+    noisy.write_text(json.dumps(records))
+    out = write(tmp_path, conversion, noisy)
+    row = next(r for r in report_json(out)["profile_rows"] if r["warnings"])
+    assert row["warnings"] == ["timing unstable: block medians differ by 37%"]
+    note = f"[1] {records[1]['file_name']}, seq len {records[1]['seq_len']}: timing unstable: block medians differ by 37%"
+    for page in ("report.md", "report.html"):
+        text = (out / page).read_text()
+        assert "measured [1]" in text and note in text, page
+    assert sum("measured [" in line for line in (out / "report.md").read_text().splitlines()) == 1
+
