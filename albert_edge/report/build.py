@@ -138,8 +138,17 @@ def profile_rows(records: list[dict], files: list[dict]) -> list[dict[str, Any]]
             "peak_rss": memory.get("peak_after_timed"),
             "host": r.get("host"),
             "warnings": [str(w) for w in r.get("warnings") or ()],
+            "machine": _machine(r.get("device")),
         })
     return rows
+
+
+def _machine(device: dict | None) -> str | None:
+    """The CPU architecture a record was measured on ("x86_64", "aarch64")."""
+    if not isinstance(device, dict):
+        return None
+    snap = device.get("before") if isinstance(device.get("before"), dict) else device
+    return snap.get("machine")
 
 
 def _estimate_ms(estimate: dict) -> float | None:

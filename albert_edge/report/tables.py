@@ -129,6 +129,10 @@ def _files(data) -> Table | None:
                  "file_sizes")
 
 
+# Machines whose onnxruntime CPU provider runs fp16 products through fp32 casts (its fp16 kernels are Arm's).
+_NO_ORT_FP16 = {"x86_64", "amd64", "i686", "x86"}
+
+
 def _profile(data) -> Table | None:
     records = data["profile_rows"]
     if not records:
@@ -146,6 +150,10 @@ def _profile(data) -> Table | None:
                      fmt_bytes(r["peak_rss"])))
     notes = ["estimates are computed for a device nobody ran on; they are never shown as measurements"] \
         if any(r["estimated"] for r in records) else []
+    if any(r["scheme"] == "fp16" and r["format"] == "onnx" and not r["estimated"]
+           and str(r.get("machine") or "").lower() in _NO_ORT_FP16 for r in records):
+        notes.append("fp16 .onnx files are slow on x86 CPUs: onnxruntime's CPU provider has no fp16 kernels there, so "
+                     "the weights are cast to fp32 around each product (fp16 saves file size and memory, not time)")
     if warned:
         notes += ["[n] marks a record the profiler warned about: read its figures with that in mind", *warned]
     return Table("profile", "Latency and memory (from profile records)",

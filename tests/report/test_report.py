@@ -368,3 +368,14 @@ def test_a_records_warnings_reach_the_markdown_and_the_page(tmp_path, conversion
         assert "measured [1]" in text and note in text, page
     assert sum("measured [" in line for line in (out / "report.md").read_text().splitlines()) == 1
 
+
+def test_a_slow_fp16_onnx_file_on_x86_is_explained(tmp_path, conversion, profile_json):
+    records = json.loads(profile_json.read_text())
+    for r in records:
+        r["scheme"] = "fp16" if r["format"] == "onnx" else r["scheme"]
+    fp16 = tmp_path / "fp16.json"
+    fp16.write_text(json.dumps(records))
+    text = (write(tmp_path, conversion, fp16) / "report.md").read_text()
+    explained = "fp16 .onnx files are slow on x86 CPUs" in text
+    assert explained == (records[0]["device"]["machine"] in ("x86_64", "AMD64"))
+
