@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import AlbertEdgeError
 from ..files import atomic_write, check_new_file
-from .record import record_problem
+from .record import records_problem
 
 __all__ = ["flat", "write_csv", "append_jsonl", "load_records", "CSV_COLUMNS"]
 
@@ -78,9 +78,7 @@ def load_records(path: str | os.PathLike) -> list[dict[str, Any]]:
             raise AlbertEdgeError(f"{path}: not profile results (neither JSON nor JSON Lines): {exc}") from None
     if not records or not all(isinstance(r, dict) and "file_name" in r and "latency" in r for r in records):
         raise AlbertEdgeError(f"{path}: not profile results (expected records of `albert-edge profile --json`)")
-    for i, record in enumerate(records, 1):
-        problem = record_problem(record)
-        if problem:
-            raise AlbertEdgeError(f"{path}: record {i}: {problem}: not profile results as "
-                                  "`albert-edge profile --json` writes them")
+    problem = records_problem(records)
+    if problem:
+        raise AlbertEdgeError(f"{path}: {problem}: not profile results as `albert-edge profile --json` writes them")
     return records

@@ -13,7 +13,7 @@ import typing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SCHEMA", "ProfileRecord", "Latency", "Memory", "record_problem"]
+__all__ = ["SCHEMA", "ProfileRecord", "Latency", "Memory", "record_problem", "records_problem"]
 
 SCHEMA = "albert-edge.profile/1"
 
@@ -106,10 +106,20 @@ def record_problem(data: Any) -> str | None:
     "'latency' is a string ('fast'), not an object (Latency) or null". Keys the schema does not
     know are left alone, as ``from_dict`` leaves them."""
     if not isinstance(data, dict):
-        return f"is {_kind(data)}, not an object"
+        return f"is not an albert-edge profile record (it is {_kind(data)})"
     if data.get("schema") != SCHEMA:
         return f"is not an albert-edge profile record (its schema is {data.get('schema')!r}, not {SCHEMA!r})"
     return _fields_problem(ProfileRecord, data, "")
+
+
+def records_problem(records: list) -> str | None:
+    """The first record of ``records`` that is not a ProfileRecord's dict, as "record N: what":
+    what both readers of profile results (``--baseline``, ``report``) check before any work."""
+    for i, record in enumerate(records, 1):
+        problem = record_problem(record)
+        if problem:
+            return f"record {i}: {problem}"
+    return None
 
 
 def _fields_problem(cls: type, data: dict, prefix: str) -> str | None:

@@ -15,7 +15,7 @@ from ..config import PRESETS, AlbertConfig, load_config
 from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, ConfigError
 from ..hub import is_hub_id, repo_name, resolve
-from ..profile.record import SCHEMA as PROFILE_SCHEMA, record_problem
+from ..profile.record import SCHEMA as PROFILE_SCHEMA, records_problem
 
 __all__ = ["ReportError", "Inputs", "ModelFileInput", "gather", "WEIGHTS_NOTE", "weights_note"]
 
@@ -185,13 +185,9 @@ def _read_profile(path: Path, records: list, inputs: Inputs) -> None:
     if not records:
         raise ReportError(f"{path} holds no profile records (an empty list): give the output of "
                           "`albert-edge profile --json`")
-    for i, record in enumerate(records):
-        if not isinstance(record, dict) or record.get("schema") != PROFILE_SCHEMA:
-            raise ReportError(f"{path}: record {i + 1} is not an albert-edge profile record ({PROFILE_SCHEMA})")
-        problem = record_problem(record)
-        if problem:
-            raise ReportError(f"{path}: record {i + 1}: {problem}: not a profile record as "
-                              "`albert-edge profile --json` writes it")
+    problem = records_problem(records)
+    if problem:
+        raise ReportError(f"{path}: {problem}: not a profile record as `albert-edge profile --json` writes it")
     log.info("%s: %d profile records", path, len(records))
     inputs.profile.extend(records)
     inputs.profile_from.append(str(path))
