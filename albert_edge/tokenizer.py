@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
+from .children import child_env, python
 from .errors import TokenizerError
 from .files import atomic_write
 
@@ -276,13 +277,10 @@ def _train_in_child(paths: list[Path], do_lower_case: bool, keep_accents: bool, 
     Returns the model bytes, the number of sentences fed, and the trainer's error (or None)."""
     import pickle
     import subprocess
-    import sys
 
     job = pickle.dumps(([str(p) for p in paths], do_lower_case, keep_accents, seed, options))
-    here = str(Path(__file__).resolve().parents[1])  # this albert_edge, installed or not
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
-    child = subprocess.Popen([sys.executable, "-c", "from albert_edge.tokenizer import _trainer_child; "
-                              "_trainer_child()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    child = subprocess.Popen(python("-c", "from albert_edge.tokenizer import _trainer_child; _trainer_child()"),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=child_env())
     try:
         out, _ = child.communicate(job)
     finally:

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from albert_edge.children import child_env, python
 from albert_edge.errors import ConversionError, optional_import
 
 from albert_edge.formats.graph import INPUT_NAMES
@@ -145,10 +146,8 @@ def _in_fresh_process(saved: str, buffer_offset: bool, output_names: tuple[str, 
     """:func:`_convert_saved` in a new Python process; its errors raised here as ConversionError."""
     with tempfile.NamedTemporaryFile(prefix="albert-edge-tflite-", suffix=".error") as error:
         args = json.dumps([saved, buffer_offset, list(output_names), str(path), seq_len, error.name])
-        # The same albert_edge as here, wherever it was imported from.
-        env = {"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         # Its stdout onto stderr: this process's stdout may be a --json answer.
-        done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_MAIN, args], env=env,
+        done = subprocess.run(python("-c", _FRESH_PROCESS_MAIN, args), env=child_env(TF_CPP_MIN_LOG_LEVEL="2"),
                               stdin=subprocess.DEVNULL, stdout=2)
         _raise_for(done.returncode, Path(error.name).read_text(errors="replace").strip())
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..children import child_env, python
 from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, RuntimeUnavailable
 from ..formats import format_of
@@ -98,9 +99,9 @@ def run_child(job: dict[str, Any]) -> ProfileRecord:
     try:
         with _signals_deferred():  # a signal while the child starts is raised once we hold it
             workdir = tempfile.mkdtemp(prefix="albert-edge-profile-")
-            child = subprocess.Popen([sys.executable, "-m", CHILD, json.dumps({**job, "workdir": workdir})],
+            child = subprocess.Popen(python("-m", CHILD, json.dumps({**job, "workdir": workdir})),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
+                                     start_new_session=True, env=child_env())
         out, err = child.communicate()
     finally:
         if child is not None and child.returncode is None:
