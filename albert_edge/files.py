@@ -29,11 +29,17 @@ from pathlib import Path
 
 from .errors import OutputError, user_message
 
-__all__ = ["atomic_write", "check_new_file", "check_output_dir", "check_not_input", "staged_dir", "install",
+__all__ = ["atomic_write", "cache_root", "check_new_file", "check_output_dir", "check_not_input", "staged_dir", "install",
            "write_failure", "missing_root", "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.
 STAGING_MARK = ".albert-edge-tmp"
+
+
+def cache_root() -> Path:
+    """Where albert-edge keeps what it can make again: ``$XDG_CACHE_HOME/albert-edge`` (default
+    ``~/.cache/albert-edge``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "albert-edge"
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str | Callable[[str], object]) -> Path:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DataError
-from .files import atomic_write
+from .files import atomic_write, cache_root
 
 __all__ = [
     "BUILTIN",
@@ -313,15 +313,10 @@ def builtin_documents() -> list[BuiltinDocument]:
     return docs
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "albert-edge"
-
-
 def builtin_corpus_path(cache_dir: str | os.PathLike | None = None) -> Path:
     """The builtin corpus as a text file (one paragraph per line, blank line between documents),
     built on first use and cached. Safe to call from several processes at once."""
-    directory = Path(cache_dir) if cache_dir is not None else _cache_dir()
+    directory = Path(cache_dir) if cache_dir is not None else cache_root()
     tag = f"py{sys.version_info[0]}{sys.version_info[1]}{sys.version_info[2]}-v{_BUILTIN_VERSION}"
     path = directory / f"builtin-corpus-{tag}.txt"
     if path.is_file():

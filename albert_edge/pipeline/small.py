@@ -13,7 +13,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AlbertEdgeError
-from ..files import install
+from ..files import cache_root, install
 
 __all__ = ["SmallRecipe", "PIPELINE_RECIPE", "cache_dir", "pretrained", "copy_checkpoint"]
 
@@ -60,8 +59,7 @@ PIPELINE_RECIPE = SmallRecipe(
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "albert-edge" / "pipeline"
+    return cache_root() / "pipeline"
 
 
 def pretrained(recipe: SmallRecipe, name: str, on_event: Callable[[dict], None] | None = None,
