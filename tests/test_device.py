@@ -93,3 +93,38 @@ def test_throttle_warnings():
     assert any("rose from 50.0 to 71.5" in n for n in notes)
     assert any(n.startswith("info:") and "ondemand" in n for n in notes)
     assert device.throttle_warnings({}, {}) == []
+
+
+def _busy(seconds: float):
+    """One process that keeps a core busy, stopping by itself."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"])
+
+
+def test_activity_tells_other_work_from_our_own():
+    from albert_edge.device import activity
+
+    start = activity.snapshot()
+    assert start is not None and len(start["cpu"]) == 8 and start["load"] is not None
+    end = start["time"] + 0.5
+    import time
+
+    while time.monotonic() < end:  # our own work: one core
+        pass
+    ours = activity.activity(start, activity.snapshot())
+    assert ours["own_cores"] > 0.3 and ours["busy_cores"] >= ours["own_cores"] - 0.05  # a shared machine: not 1.0
+    busy = _busy(3)
+    try:
+        time.sleep(0.3)
+        seen, waited = activity.wait_quiet(1.0, window=0.5)
+    finally:
+        busy.kill()
+        busy.wait()
+    # Another process kept a core busy the whole time: seen as other work, and waited for in vain.
+    assert seen["other_cores"] > 0.7 and seen["own_cores"] < 0.1 and waited >= 1.0
+    assert activity.competing(seen, threads=2)[0].startswith(f"machine busy: other work kept {seen['other_cores']:.2f}")
+    assert activity.competing({**seen, "other_cores": 0.0, "steal_share": 0.0}) == []
+    assert activity.competing({**seen, "other_cores": 0.0, "steal_share": 0.1})[0].startswith("cpu steal")
+    assert activity.activity(None, start) is None
