@@ -6,7 +6,7 @@ import math
 
 import click
 
-__all__ = ["POSITIVE_INT", "COUNT", "PORT", "SECONDS", "POSITIVE_SECONDS", "POSITIVE_INTS", "threads_option",
+__all__ = ["POSITIVE_INT", "COUNT", "PORT", "SECONDS", "POSITIVE_SECONDS", "PERCENT", "POSITIVE_INTS", "threads_option",
            "force_option"]
 
 POSITIVE_INT = click.IntRange(min=1)  # sizes, steps, samples: 0 or less is never meant
@@ -36,6 +36,24 @@ class _Seconds(click.ParamType):
 
 SECONDS = _Seconds()
 POSITIVE_SECONDS = _Seconds(positive=True)
+
+
+class _Percent(click.ParamType):
+    """A finite percentage above 0 and below 100, returned as a share (5 -> 0.05)."""
+
+    name = "percent"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(str(value).rstrip("%"))
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a percentage", param, ctx)
+        if not math.isfinite(number) or not 0 < number < 100:
+            self.fail(f"{value!r} is not a percentage above 0 and below 100", param, ctx)
+        return number / 100
+
+
+PERCENT = _Percent()
 
 
 class _PositiveInts(click.ParamType):

@@ -11,7 +11,7 @@ from ..errors import AlbertEdgeError
 from ..profile.remote import DEFAULT_PYTHON, DEFAULT_REMOTE_DIR
 from ..runtime import PROVIDERS
 from ._output import console, err_console, print_json, print_table
-from ._types import COUNT, POSITIVE_INT, SECONDS
+from ._types import COUNT, PERCENT, POSITIVE_INT, SECONDS
 
 
 def _int_list(text: str, option: str) -> tuple[int, ...]:
@@ -58,8 +58,17 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
 @click.option("--provider", default="cpu", show_default=True, metavar="NAME,...",
               help="ONNX files: onnxruntime execution providers, cpu, cuda and/or tensorrt (GPU builds only).")
 @click.option("--runs", type=POSITIVE_INT, default=50, show_default=True,
-              help="Timed calls at least (timing stops when both --runs and --min-seconds are reached).")
+              help="Timed calls at least (then timing goes on until --ci-target or --max-seconds).")
 @click.option("--min-seconds", type=SECONDS, default=1.0, show_default=True, help="Seconds of timed calls at least.")
+@click.option("--ci-target", type=PERCENT, default="2", show_default=True, metavar="PCT",
+              help="After --runs and --min-seconds, go on timing until the p50's 95%% confidence interval is "
+                   "narrower than PCT %% of the p50 (or --max-seconds have passed).")
+@click.option("--max-seconds", type=SECONDS, default=5.0, show_default=True,
+              help="Seconds of timed calls at most per setting while narrowing the interval.")
+@click.option("--wait-quiet", type=SECONDS, default=0.0, show_default=True, metavar="SECONDS",
+              help="Before each setting, wait up to SECONDS for other work on the machine to stop (it is "
+                   "watched in /proc/stat either way; a record measured beside other work says so and is "
+                   "judged 'noisy').")
 @click.option("--warmup", type=COUNT, default=5, show_default=True, help="Untimed calls before timing.")
 @click.option("--mlperf", is_flag=True, help="MLPerf single-stream minimums: 1024 calls and 60 s per setting.")
 @click.option("--text", default=None, metavar="FILE|builtin",
@@ -75,7 +84,12 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
                                           "(ONNX: onnxruntime's profiler; TFLite with xnnpack: LiteRT's profiler).")
 @click.option("--baseline", type=click.Path(path_type=Path), default=None, metavar="OLD.json",
               help="Earlier results (--json output or --append file): print new/old ratios, mark regressions.")
-@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when --baseline finds a regression.")
+@click.option("--threshold", type=PERCENT, default="5", show_default=True, metavar="PCT",
+              help="With --baseline: a change of the median within PCT %% is 'no change'; beyond it, 'slower' or "
+                   "'faster' only when the 95%% interval of the ratio lies wholly beyond it and the Mann-Whitney "
+                   "test says p < 0.01. A noisy record is 'inconclusive', never a regression.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit 1 when --baseline finds a record 'slower' (or with more than 5%% more peak memory).")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON (a list).")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Also write the records as CSV (one row each).")
@@ -96,22 +110,31 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
               help="Python on the --remote device that has albert-edge installed, e.g. a venv's "
                    "/home/pi/venv/bin/python.")
 @click.option("--estimate", "estimate_devices", default=None, metavar="DEVICE,...", callback=_estimate_devices,
-              is_eager=True, help="Also estimate latency on devices not at hand (roofline from the file's "
-                                  "operator counts and each device's figures, scaled by the efficiency measured "
-                                  "here for the same file), printed in a table of their own beside this machine's "
-                                  "measured-vs-estimated error (with --remote nothing is measured here: the "
-                                  "estimates are then the unscaled roofline). 'all' for every device, 'list' to "
-                                  "print the device table and exit.")
+              is_eager=True, help="Also estimate latency on devices not at hand: the roofline from the file's "
+                                  "operator counts and each device's figures, divided by this machine's efficiency "
+                                  "(its host calibration, see --calibration), shown as a range with its error in a "
+                                  "table of their own (with --remote nothing is measured here: the estimates are "
+                                  "then the unscaled roofline unless the calibration knows the setting). 'all' for "
+                                  "every device, 'list' to print the device table and exit.")
+@click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
+              help="With --estimate: the host calibration to use and add to (default "
+                   "$XDG_CACHE_HOME/albert-edge/host-calibration.json). Every measurement here is kept in it per "
+                   "runtime, setting and precision, so an estimate made on a busy machine uses what a quiet one "
+                   "measured.")
+@click.option("--recalibrate", is_flag=True, help="With --estimate: forget this machine's calibration first.")
 def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: str, delegate: str, provider: str,
-            runs: int, min_seconds: float, warmup: int, mlperf: bool, text: str | None, tokenizer: Path | None,
-            max_sentences: int, fixed: bool, ops: bool, baseline: Path | None, fail_on_regression: bool,
+            runs: int, min_seconds: float, ci_target: float, max_seconds: float, wait_quiet: float, warmup: int,
+            mlperf: bool, text: str | None, tokenizer: Path | None, max_sentences: int, fixed: bool, ops: bool,
+            baseline: Path | None, threshold: float, fail_on_regression: bool,
             as_json: bool, csv_path: Path | None, append_path: Path | None, force: bool, remote: tuple[str, ...],
-            ssh_config: Path | None, remote_dir: str, remote_python: str, estimate_devices: list | None) -> None:
+            ssh_config: Path | None, remote_dir: str, remote_python: str, estimate_devices: list | None,
+            calibration: Path | None, recalibrate: bool) -> None:
     """Measure each MODEL_FILE (.onnx / .tflite) on this device: load time, first call, latency
     percentiles (p90 is the headline), memory by phase and, with --ops, the cost per operator.
     Each file x setting runs in a fresh child process, so its memory is its own."""
     from ..profile import MLPERF, ProfileSettings
     from ..profile import profile as run_profile
+    from ..profile.calibration import default_path as default_calibration
     from ..profile.output import append_jsonl, load_records, write_csv
     from ..profile.runner import Interrupted
 
@@ -121,7 +144,8 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
         seq_lens=_int_list(seq_len, "--seq-len"), batches=_int_list(batch, "--batch"),
         threads=_int_list(threads, "--threads"), delegates=_name_list(delegate), providers=_name_list(provider),
         runs=runs, min_seconds=min_seconds, warmup=warmup, text=text, tokenizer=tokenizer,
-        max_sentences=max_sentences, ops=ops, fixed=fixed)
+        max_sentences=max_sentences, ops=ops, fixed=fixed, ci_target=ci_target,
+        max_seconds=max(max_seconds, min_seconds), wait_quiet=wait_quiet)
     if fail_on_regression and baseline is None:
         raise click.UsageError("--fail-on-regression needs --baseline")
     old = load_records(baseline) if baseline else None
@@ -139,12 +163,18 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
         got, remote_error = _remote(remote, model_files, settings, ssh_config, remote_dir, remote_python)
         records += [r.to_dict() for r in got]
     if estimate_devices:
-        records += [r.to_dict() for r in _estimates(model_files, estimate_devices, settings, local)]
+        records += [r.to_dict() for r in _estimates(model_files, estimate_devices, settings, local,
+                                                    calibration or default_calibration(), recalibrate)]
     if csv_path:
         write_csv(records, csv_path, force=force)
     if append_path:
         append_jsonl(records, append_path)
-    comparisons = _compare(records, old) if old is not None else []
+    comparisons = []
+    if old is not None:  # each record's comparison rides along in --json
+        for record in records:
+            for c in _compare([record], old, threshold):
+                record["baseline_comparison"] = c.to_dict()
+                comparisons.append(c)
     if as_json:
         print_json(records)
     else:
@@ -194,12 +224,15 @@ def _remote(hosts, files, settings, ssh_config, remote_dir, python):
         return exc.records, exc
 
 
-def _estimates(files, devices, settings, measured):
+def _estimates(files, devices, settings, measured, calibration_path: Path, fresh: bool):
+    from .. import device
+    from ..profile.calibration import Calibration, host_key
     from ..profile.estimate import estimate
 
+    calibration = Calibration.load(calibration_path, host_key(device.describe()), fresh=fresh)
     with err_console.status("estimating") as status:
         return estimate(files, devices, settings.seq_lens, settings.batches, measured, threads=settings.threads,
-                        progress=_shown(status, "estimating"))
+                        calibration=calibration, progress=_shown(status, "estimating"))
 
 
 def _print_estimates(records: list[dict]) -> None:
@@ -209,15 +242,17 @@ def _print_estimates(records: list[dict]) -> None:
     print_table("estimate (roofline x efficiency measured here; NOT measured on the device): p50 ms",
                 ESTIMATE_COLUMNS, estimate_rows(ProfileRecord.from_dict(r) for r in records),
                 right=tuple(range(2, len(ESTIMATE_COLUMNS))))
-    console.print("host error: how far the scaled roofline misses this machine's own p50 when the efficiency "
-                  "comes from its nearest other sequence length ('raw': the unscaled roofline's error, one length "
-                  "only)")
+    console.print("range: the estimate -/+ the calibration's leave-one-out error (each host measurement predicted "
+                  "from the others); host fit: how far the calibration misses this machine's own robust time at the "
+                  "setting; calibration: the quality and number of host measurements it rests on (a quiet one "
+                  "outranks a noisy one); efficiency * above 1: the host ran faster than its roofline (the file fits "
+                  "in its caches)")
 
 
-def _compare(records, old):
+def _compare(records, old, threshold):
     from ..profile.compare import compare
 
-    return compare(records, old)
+    return compare(records, old, threshold)
 
 
 def _mib(value) -> str:
@@ -240,11 +275,13 @@ def _print(records: list[dict], comparisons: list, baseline: Path | None) -> Non
     from rich import box
     from rich.table import Table
 
+    from ..profile.stats import interval_text
+
     table = Table(title="latency in ms (p90 is the headline); peak resident memory of the measuring process",
                   title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for i, col in enumerate(["file", "scheme", "runs on", "thr", "shape", "load", "first", "p50", "p90", "p99",
-                             "MiB", "note"]):
-        table.add_column(col, justify="right" if 3 <= i <= 10 else "left", no_wrap=True)
+    for i, col in enumerate(["file", "scheme", "runs on", "thr", "shape", "load", "first", "p50", "±95%", "p90",
+                             "p99", "MiB", "timing", "note"]):
+        table.add_column(col, justify="right" if 3 <= i <= 11 else "left", no_wrap=True)
     notes = []
     for r in records:
         lat, mem = r.get("latency") or {}, r.get("memory") or {}
@@ -257,11 +294,15 @@ def _print(records: list[dict], comparisons: list, baseline: Path | None) -> Non
         table.add_row(*(str(v) for v in (
             r["file_name"] + (f" @{r['host']}" if r.get("host") else ""), r.get("scheme") or "-",
             _runs_on(r), r["threads"], shape, _ms(r.get("load_ms")), _ms(r.get("first_call_ms")),
-            _ms(lat.get("p50")), _ms(lat.get("p90")), _ms(lat.get("p99")), _mib(mem.get("peak_after_timed")),
-            f"[{len(notes)}]" if warnings else "")))
+            _ms(lat.get("p50")), interval_text(lat) or "-", _ms(lat.get("p90")), _ms(lat.get("p99")),
+            _mib(mem.get("peak_after_timed")), lat.get("quality") or "-", f"[{len(notes)}]" if warnings else "")))
     console.print(table)
     for note in notes:
         console.print(note)
+    if any((r.get("latency") or {}).get("quality") not in (None, "good") for r in records):
+        console.print("timing: 'good' = the p50's interval met --ci-target on a quiet machine; 'noisy' = other work, "
+                      "drift or held-up calls (the note says which): compare such figures with care; 'unusable' = too "
+                      "few calls or too much spread to say anything")
     versions = sorted({f"{r['runtime']} {r.get('runtime_version')}" for r in records})
     dev = records[0].get("device") or {} if records else {}
     console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
@@ -279,15 +320,29 @@ def _print(records: list[dict], comparisons: list, baseline: Path | None) -> Non
         if r.get("ops"):
             _print_ops(r)
     if comparisons:
-        print_table(f"against {baseline}", ["file", "provider", "threads", "batch", "seq", "p50 new/old",
-                                            "p90 new/old", "peak mem new/old", "noise", "verdict"],
-                    [(c.file_name, c.setting["provider"], c.setting["threads"], c.setting["batch"],
-                      c.setting["seq_len"] if c.setting["input_mode"] == "fixed" else "text", f"{c.p50_ratio:.3f}",
-                      f"{c.p90_ratio:.3f}", "-" if c.memory_ratio is None else f"{c.memory_ratio:.3f}",
-                      f"{c.noise:.1%}", "REGRESSION: " + "; ".join(c.reasons) if c.regression else "ok")
-                     for c in comparisons], right=(2, 3, 5, 6, 7, 8))
+        _print_comparisons(comparisons, baseline)
     elif baseline is not None:
         console.print(f"no record in {baseline} matches these files and settings")
+
+
+def _print_comparisons(comparisons: list, baseline: Path) -> None:
+    threshold = comparisons[0].threshold
+    print_table(f"against {baseline} (p50 new/old with its 95% interval; Mann-Whitney p; threshold "
+                f"{threshold:.0%})",
+                ["file", "provider", "thr", "batch", "seq", "p50 new/old", "95% interval", "p", "p90 new/old",
+                 "peak mem", "verdict"],
+                [(c.file_name, c.setting["provider"], c.setting["threads"], c.setting["batch"],
+                  c.setting["seq_len"] if c.setting["input_mode"] == "fixed" else "text", f"{c.p50_ratio:.3f}",
+                  f"{c.ratio_ci[0]:.3f}-{c.ratio_ci[1]:.3f}" if c.ratio_ci else "-",
+                  "-" if c.p_value is None else f"{c.p_value:.2g}", f"{c.p90_ratio:.3f}",
+                  "-" if c.memory_ratio is None else f"{c.memory_ratio:.3f}",
+                  ("REGRESSION: " if c.regression else "") + c.verdict
+                  + (f" (peak memory {c.memory_ratio:.2f}x)" if c.memory_grew else ""))
+                 for c in comparisons], right=(2, 3, 5, 6, 7, 8, 9))
+    for c in comparisons:
+        if c.verdict != "no change":
+            console.print(f"{c.file_name} threads={c.setting['threads']} seq={c.setting['seq_len'] or 'text'}: "
+                          f"{c.verdict}: {c.why}")
 
 
 def _supports(model: dict) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__, device
+from ..device import activity
 from ..errors import AlbertEdgeError, RuntimeUnavailable, first_line
 from ..formats import FORMATS
 from ..runtime import Session
@@ -25,7 +26,7 @@ from ..runtime.engines import ENGINES, version_of
 from . import ops as ops_mod
 from .inputs import fixed_feeds, model_limits, text_feeds
 from .record import Memory, ProfileRecord
-from .stats import BLOCKS, SPREAD_WARN, latency, spread, time_calls
+from .stats import BLOCKS, judge, latency, spread, time_until
 
 OPS_CALLS = 10  # runs traced by the per-operator profiler (after one that allocates)
 
@@ -58,26 +59,35 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     first_ms = (time.perf_counter() - start) * 1e3
     memory.after_first_call_rss, memory.peak_after_first_call = _memory()
 
+    stopped_by = None
     if job["seq_len"] is not None:
         call = session.prepare(feeds_list[0])
         for _ in range(job["warmup"]):
             call()
-        times = time_calls(call, job["runs"], job["min_seconds"])
+        start = activity.snapshot()
+        times, stopped_by = time_until(call, job["runs"], job["min_seconds"], job["max_seconds"], job["ci_target"])
     else:
+        start = activity.snapshot()
         times, text_stats["same_shape_again"] = _time_text(session, feeds_list, job)
+    during = activity.activity(start, activity.snapshot())
     # The statistics and the second device reading come before the last memory reading, so that
     # reading is this process's peak (what GNU time's maximum RSS reports for it).
     lat = latency(times)
+    lat.stopped_by = stopped_by
     if job["seq_len"] is None:
         # Sentences differ in length, so blocks are compared only as whole passes over them all.
         lat.block_spread = pass_spread(times, len(feeds_list))
     after = device.describe()
     memory.after_timed_rss, memory.peak_after_timed = _memory()
 
-    if lat.block_spread is not None and lat.block_spread > SPREAD_WARN:
-        warnings.append(f"timing unstable: block medians differ by {lat.block_spread:.1%} (> {SPREAD_WARN:.0%})")
+    machine = activity.competing(during, job["threads"]) + device.throttle_warnings(before, after)
+    lat.quality, lat.quality_reasons = judge(lat, job["ci_target"], [m for m in machine if not m.startswith("info:")],
+                                             fixed_shape=job["seq_len"] is not None)
+    warnings += machine
+    timing = [r for r in lat.quality_reasons if r not in machine]
+    if timing:
+        warnings.append(f"timing {lat.quality}: {'; '.join(timing)}")
     ops = _ops(path, job, feeds_list[0]) if job["ops"] else None
-    warnings += device.throttle_warnings(before, after)
     return ProfileRecord(
         albert_edge_version=__version__,
         file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
@@ -88,6 +98,7 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
         load_ms=load_ms, first_call_ms=first_ms, latency=lat, memory=memory,
         device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
         text=text_stats, ops=ops, warnings=warnings, model=limits.to_dict(),
+        machine={"before": job.get("machine_before"), "during": during},
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
 

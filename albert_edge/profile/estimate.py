@@ -1,11 +1,18 @@
 """Latency estimates for devices we do not have at hand (`albert-edge profile --estimate`).
 
 For each model file and sequence length: every operator's cost (:mod:`.opcount`) goes through a
-roofline on the device's figures (:mod:`.devices`) - the larger of its compute time at the peak
-for its precision and its memory time at the DRAM bandwidth - and the operators are summed. Real
-kernels reach only a fraction of the roofline; that fraction is measured on the host for the same
-file and setting (roofline on the host's figures / host's measured p50) and the device's roofline
-is divided by it.
+roofline on the device's figures (:mod:`albert_edge.device.catalog`) - the larger of its compute
+time at the peak for its precision and its memory time at the DRAM bandwidth - and the operators
+are summed. Real kernels reach only a fraction of the roofline; that fraction, the efficiency,
+comes from the host calibration (:mod:`.calibration`): every measurement on this machine is an
+observation of it, kept per runtime, setting and precision, measured robustly (the fastest
+block's median) and fitted across files and lengths, a quiet measurement outranking a noisy one.
+The device's roofline is divided by the efficiency the fit gives for the call's work, and the
+fit's leave-one-out error is the estimate's stated range.
+
+Efficiencies above 1 are possible: the roofline streams every byte from DRAM, and a file whose
+weights and activations fit in the host's caches runs faster than that. They cancel out in the
+estimate only as far as the device's caches hold the same share; the range says how far.
 
 Estimates are records of their own: ``estimated=True``, ``latency`` and ``memory`` None, every
 figure in ``estimate``. Measured and estimated numbers never share a field. Device side.
@@ -14,8 +21,6 @@ figure in ``estimate``. Measured and estimated numbers never share a field. Devi
 from __future__ import annotations
 
 import logging
-import math
-import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -25,6 +30,7 @@ from .. import __version__
 from ..formats.manifest import sha256_of
 from ..errors import RuntimeUnavailable
 from ..device.catalog import DEVICES, GB, Device, host_device, parse_devices
+from .calibration import Calibration
 from .opcount import GraphCount, count
 from .record import ProfileRecord
 
@@ -68,28 +74,59 @@ def estimate(files: Sequence[str | Path], devices: str | Sequence[str] | Sequenc
              seq_lens: Iterable[int], batch: int | Iterable[int] = 1,
              measured_records: Iterable[ProfileRecord | dict[str, Any]] = (), *,
              threads: Iterable[int] | None = None, host: Device | None = None,
+             calibration: Calibration | None = None,
              progress: Callable[[str], None] | None = None) -> list[ProfileRecord]:
     """One estimate record per file x batch x sequence length x measured setting (threads,
     provider or delegate) x device. ``devices`` is 'pi4,pi5', a list of names or of rows.
     ``measured_records`` are this machine's measurements (remote and real-text ones are left
-    out); a length the host did not measure gets the unscaled roofline for each of ``threads``
-    (all the device's cores when None), and says so. ``host`` defaults to this machine's row."""
+    out): each becomes an observation of ``calibration`` (in memory when None; saved when it has
+    a path). A setting the calibration knows nothing of gets the unscaled roofline for each of
+    ``threads`` (all the device's cores when None), and says so. ``host`` defaults to this
+    machine's row (its bandwidth the best the calibration has seen)."""
     rows = _devices(devices)
     batches = (batch,) if isinstance(batch, int) else tuple(batch)
     measured = [_fixed_local(r) for r in measured_records]
     measured = [r for r in measured if r is not None]
-    host = host or (host_device() if measured else None)
+    calibration = calibration if calibration is not None else Calibration()
+    if host is None and (measured or calibration.classes):
+        host = Device(**calibration.host_row(host_device().to_dict()))
     records: list[ProfileRecord] = []
     for file in files:
         path = Path(file)
         mine = [r for r in measured if _same_file(r, path)]
         for b in batches:
             counted = _count_lengths(path, b, seq_lens, progress)
+            for m in mine:  # every measurement is an observation, at whatever length it was taken
+                if m.batch == b:
+                    _observe(calibration, counted.get(m.seq_len) or count(path, b, m.seq_len), host, m)
             for seq_len, counts in counted.items():
-                here = [(r, r.threads) for r in mine if r.batch == b and r.seq_len == seq_len]
-                for m, t in here or [(None, t) for t in (tuple(threads) if threads else (None,))]:
-                    records += [_record(path, counts, dev, host, m, t, mine, counted) for dev in rows]
+                settings = {(r.runtime, r.runtime_version, r.provider, r.threads): r for r in mine if r.batch == b}
+                for m, t in [(m, m.threads) for m in settings.values()] or \
+                        [(None, t) for t in (tuple(threads) if threads else (None,))]:
+                    here = next((r for r in mine if r.batch == b and r.seq_len == seq_len and m is not None
+                                 and _class(r, counts) == _class(m, counts)), None)
+                    fit = calibration.fit(_class(m, counts), counts.macs) if m is not None else None
+                    records += [_record(path, counts, dev, host, m, here, fit, t) for dev in rows]
+    calibration.save()
     return records
+
+
+def _class(m: ProfileRecord, counts: GraphCount) -> str:
+    """The calibration class of a measurement: runtime and version, provider or delegate,
+    threads, batch, and the precision that does most of the file's multiply-accumulates."""
+    by = counts.by_precision()
+    precision = max(by, key=lambda p: by[p]["macs"]) if by else "fp32"
+    return f"{m.runtime} {m.runtime_version}|{m.provider}|threads={m.threads}|batch={m.batch}|{precision}"
+
+
+def _observe(calibration: Calibration, counts: GraphCount, host: Device, m: ProfileRecord) -> None:
+    """Measurement ``m`` as an observation of the host's efficiency: its roofline over the median
+    of its fastest block of calls (the p50 for records that have no blocks)."""
+    robust = m.latency.fastest_block_p50 or m.latency.p50
+    calibration.observe(_class(m, counts), {
+        "sha256": m.sha256, "file_name": m.file_name, "seq_len": m.seq_len, "macs": counts.macs,
+        "efficiency": roofline_ms(counts, host, m.threads) / robust, "host_ms": robust,
+        "quality": m.latency.quality})
 
 
 def _count_lengths(path: Path, batch: int, seq_lens: Iterable[int],
@@ -138,64 +175,54 @@ def _same_file(record: ProfileRecord, path: Path) -> bool:
         return record.file == str(path)
 
 
-def _efficiency(counts: GraphCount, host: Device, m: ProfileRecord) -> tuple[float, float]:
-    """(host roofline ms, roofline / measured p50) for measured record ``m``."""
-    host_ms = roofline_ms(counts, host, m.threads)
-    return host_ms, host_ms / m.latency.p50
-
-
 def _record(path: Path, counts: GraphCount, dev: Device, host: Device | None, m: ProfileRecord | None,
-            threads: int | None, mine: list[ProfileRecord], counted: dict[int, GraphCount]) -> ProfileRecord:
+            here: ProfileRecord | None, fit, threads: int | None) -> ProfileRecord:
+    """One estimate: ``m`` is a measurement of the setting (any length), ``here`` one at this
+    length (or None), ``fit`` the calibration's prediction for this call (None: unscaled)."""
     device_roofline = roofline_ms(counts, dev, threads)
     figures: dict[str, Any] = {
         "device": dev.name, "device_title": dev.title, "model": MODEL, "statistic": "p50",
         "roofline_ms": device_roofline, "macs": counts.macs, "by_precision": counts.by_precision(),
         "memory_bound_share": _memory_bound_share(counts, dev, threads),
-        "by_op_ms": _by_op_ms(counts, dev, threads), "host_figures": host.to_dict() if host else None, "device_figures": dev.to_dict(),
+        "by_op_ms": _by_op_ms(counts, dev, threads), "host_figures": host.to_dict() if host else None,
+        "device_figures": dev.to_dict(), "efficiency": None, "error": None, "ms_range": None, "calibration": None,
+        "host_measured_ms": here.latency.p50 if here else None, "host_estimated_ms": None, "host_error": None,
     }
-    if m is None:
-        figures.update(ms=device_roofline, efficiency=None, host_measured_ms=None, host_estimated_ms=None,
-                       host_error=None, host_error_kind=None, roofline_error=None,
-                       note="the host did not measure this setting: unscaled roofline")
+    if fit is None:
+        figures.update(ms=device_roofline, note="the host did not measure this setting: unscaled roofline")
     else:
-        host_ms, eff = _efficiency(counts, host, m)
-        measured_ms = m.latency.p50
-        figures.update(ms=device_roofline / eff, efficiency=eff, host_measured_ms=measured_ms,
-                       host_estimated_ms=host_ms, roofline_error=(host_ms - measured_ms) / measured_ms)
-        figures.update(_host_error(m, mine, counted, host, measured_ms, host_ms))
+        ms = device_roofline / fit.efficiency
+        host_ms = roofline_ms(counts, host, threads) / fit.efficiency
+        figures.update(ms=ms, efficiency=fit.efficiency, error=fit.error,
+                       ms_range=[ms * (1 - fit.error), ms * (1 + fit.error)] if fit.error is not None else None,
+                       host_estimated_ms=host_ms,
+                       calibration={"observations": fit.observations, "quality": fit.quality, "files": fit.files,
+                                    "seq_lens": fit.lengths, "class": _class(m, counts)})
+        if here is not None:
+            robust = here.latency.fastest_block_p50 or here.latency.p50
+            figures["host_error"] = (host_ms - robust) / robust
+        if fit.error is None:
+            figures["note"] = "one host measurement in this class: error unknown (profile two or more lengths)"
+        if fit.efficiency > 1:
+            figures["efficiency_note"] = ("above 1: the host ran faster than its roofline (the file's bytes fit in "
+                                          "its caches, which the roofline's DRAM bandwidth leaves out)")
+    ref = m or here
     return ProfileRecord(
         albert_edge_version=__version__,
-        file=str(path), file_name=path.name, file_bytes=m.file_bytes if m else path.stat().st_size,
-        sha256=m.sha256 if m else sha256_of(path), format=counts.format, scheme=m.scheme if m else None,
-        runtime=m.runtime if m else "", runtime_version=m.runtime_version if m else "",
-        provider=m.provider if m else "", threads=min(threads, dev.cores) if threads else dev.cores,
+        file=str(path), file_name=path.name, file_bytes=ref.file_bytes if ref else path.stat().st_size,
+        sha256=ref.sha256 if ref else sha256_of(path), format=counts.format, scheme=ref.scheme if ref else None,
+        runtime=ref.runtime if ref else "", runtime_version=ref.runtime_version if ref else "",
+        provider=ref.provider if ref else "", threads=min(threads, dev.cores) if threads else dev.cores,
         batch=counts.batch, seq_len=counts.seq_len, input_mode="fixed", load_ms=None, first_call_ms=None,
         latency=None, memory=None, device=dev.to_dict(), estimated=True, estimate=figures,
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
 
 
-def _host_error(m: ProfileRecord, mine: list[ProfileRecord], counted: dict[int, GraphCount], host: Device,
-                measured_ms: float, host_ms: float) -> dict[str, Any]:
-    """How well the scaled roofline predicts the host itself: this length is predicted with the
-    efficiency of the host's nearest other measured sequence length (same file, batch, threads,
-    provider; nearest on a log scale, the median where two are as near), leaving this one out.
-    Needs two or more measured lengths; otherwise the raw roofline error is all there is."""
-    others = [r for r in mine if r.seq_len != m.seq_len and r.seq_len in counted and r.batch == m.batch
-              and r.threads == m.threads and r.provider == m.provider]
-    if not others:
-        return {"host_error": None, "host_error_kind": None}
-    distance = {r.seq_len: abs(math.log(r.seq_len / m.seq_len)) for r in others}
-    nearest = [r for r in others if distance[r.seq_len] == min(distance.values())]
-    eff = statistics.median(_efficiency(counted[r.seq_len], host, r)[1] for r in nearest)
-    return {"host_error": (host_ms / eff - measured_ms) / measured_ms, "host_error_kind": "leave-one-out",
-            "host_error_from_seq_len": sorted({r.seq_len for r in nearest})}
-
-
 # --- tables for the command line ---------------------------------------------------------------
 
-ESTIMATE_COLUMNS = ("file", "device", "thr", "batch", "seq", "est. ms", "efficiency", "host p50", "host roofline",
-                    "host error", "mem-bound")
+ESTIMATE_COLUMNS = ("file", "device", "thr", "batch", "seq", "est. ms", "range", "efficiency", "host p50",
+                    "host fit", "calibration", "mem-bound")
 DEVICE_COLUMNS = ("device", "CPU", "cores", "fp32 GFLOP/s", "int8 GOP/s", "fp16 GFLOP/s", "DRAM GB/s", "RAM GB")
 
 
@@ -203,19 +230,25 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.0%}"
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def estimate_rows(records: Iterable[ProfileRecord]) -> list[tuple]:
-    """Rows under ESTIMATE_COLUMNS. 'host error' is the leave-one-out error of the scaled
-    estimate on the host when there is one, else the raw roofline's error (marked 'raw')."""
+    """Rows under ESTIMATE_COLUMNS: the estimate, its range (the calibration's leave-one-out
+    error), the efficiency used ('*' above 1), this machine's p50 at the setting and how far the
+    fit misses its robust time, and what the calibration rests on."""
     rows = []
     for r in records:
         e = r.estimate or {}
-        error = _pct(e.get("host_error")) if e.get("host_error") is not None else (
-            f"{_pct(e.get('roofline_error'))} raw" if e.get("roofline_error") is not None else "unscaled")
-        rows.append((r.file_name, e.get("device"), r.threads, r.batch, r.seq_len, f"{e['ms']:.2f}",
-                     "-" if e.get("efficiency") is None else f"{e['efficiency']:.2f}",
-                     "-" if e.get("host_measured_ms") is None else f"{e['host_measured_ms']:.2f}",
-                     "-" if e.get("host_estimated_ms") is None else f"{e['host_estimated_ms']:.2f}",
-                     error, f"{e.get('memory_bound_share', 0):.0%}"))
+        low_high = e.get("ms_range")
+        cal = e.get("calibration")
+        rows.append((r.file_name, e.get("device"), r.threads, r.batch, r.seq_len, _ms(e["ms"]),
+                     f"{low_high[0]:.2f}-{low_high[1]:.2f}" if low_high else "unknown" if cal else "unscaled",
+                     "-" if e.get("efficiency") is None else f"{e['efficiency']:.2f}" + ("*" if e["efficiency"] > 1 else ""),
+                     _ms(e.get("host_measured_ms")), _pct(e.get("host_error")),
+                     f"{cal['quality']}, {cal['observations']} obs" if cal else "-",
+                     f"{e.get('memory_bound_share', 0):.0%}"))
     return rows
 
 

@@ -33,6 +33,17 @@ class Latency:
     max: float
     # Relative spread (max - min) / median of the medians of the repeated blocks of timed calls.
     block_spread: float | None = None
+    # The 95 % confidence intervals [low, high] of p50 and p90 (order statistics), and the p50's
+    # interval width as a share of the p50. None in older records.
+    p50_ci: list[float] | None = None
+    p90_ci: list[float] | None = None
+    ci_level: float | None = None
+    p50_ci_width: float | None = None
+    fastest_block_p50: float | None = None  # the lowest median of the blocks: the least disturbed stretch
+    stopped_by: str | None = None  # "interval" (narrow enough) | "budget" (--max-seconds ran out) | None
+    quality: str | None = None  # "good" | "noisy" | "unusable"
+    quality_reasons: list[str] = field(default_factory=list)
+    samples: list[float] | None = None  # the call times in order (at most 4000, evenly thinned)
 
 
 @dataclass
@@ -80,6 +91,9 @@ class ProfileRecord:
     ops: dict[str, Any] | None = None  # --ops breakdown
     weights_once: bool | None = None  # TFLite: run by LiteRT's CompiledModel with one packed copy per shared weight
     model: dict[str, Any] | None = None  # what the file takes: max_seq_len (and its source), vocab, input shape, dynamic
+    # Other work on the machine: "before" (watched by the parent before the child started) and
+    # "during" (the timed calls): cores busy with other work, CPU steal, run queue, load average.
+    machine: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     host: str | None = None  # None when measured locally; "user@host" for --remote
     created: str | None = None  # ISO 8601 UTC

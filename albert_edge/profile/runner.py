@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..children import child_env, python
+from ..device.activity import wait_quiet
 from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, RuntimeUnavailable
 from ..formats import format_of
@@ -60,7 +61,8 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                   "sha256": sha256_of(path), "runs": settings.runs, "min_seconds": settings.min_seconds,
                   "warmup": settings.warmup, "ops": settings.ops, "text": settings.text,
                   "tokenizer": str(settings.tokenizer) if settings.tokenizer else None,
-                  "max_sentences": settings.max_sentences}
+                  "max_sentences": settings.max_sentences, "ci_target": settings.ci_target,
+                  "max_seconds": settings.max_seconds}
         accelerators = ([{"provider": p, "delegate": "xnnpack"} for p in settings.providers] if fmt == "onnx"
                         else [{"provider": None, "delegate": d} for d in settings.delegates])
         for acc in accelerators:
@@ -83,8 +85,20 @@ def run_all(files: list[Path], settings, progress: Callable[[str], None] | None 
         for i, job in enumerate(jobs, 1):
             if progress:
                 progress(f"[{i}/{len(jobs)}] {describe_job(job)}")
-            records.append(run_child(job))
+            before = _watch(settings.wait_quiet, progress)
+            records.append(run_child({**job, "machine_before": before}))
     return records
+
+
+def _watch(wait: float, progress: Callable[[str], None] | None) -> dict[str, Any] | None:
+    """The machine just before a child starts: a short look at what other work keeps busy, or,
+    with ``wait`` seconds, a wait (that long at most) for it to stop."""
+    if wait and progress:
+        progress(f"waiting up to {wait:g} s for other work on the machine to stop")
+    seen, waited = wait_quiet(wait, window=0.5 if wait else 0.25)
+    if seen is not None:
+        seen["waited_seconds"] = round(waited, 1) if wait else 0.0
+    return seen
 
 
 def describe_job(job: dict[str, Any]) -> str:

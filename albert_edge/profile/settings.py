@@ -24,8 +24,10 @@ class ProfileSettings:
     """What to measure. Each file is run once per (provider or delegate) x threads x batch x
     seq_len, and once more per (provider or delegate) x threads on real text when ``text`` is given.
 
-    Timed calls stop when at least ``runs`` calls AND at least ``min_seconds`` have passed, after
-    ``warmup`` untimed calls. ``text`` is "builtin" (the builtin English corpus) or a UTF-8 text
+    Timed calls (after ``warmup`` untimed ones) go on until at least ``runs`` calls AND at least
+    ``min_seconds`` have passed, then until the p50's 95 % interval is narrower than
+    ``ci_target`` of the p50 or ``max_seconds`` of timed calls have passed. With ``wait_quiet``
+    seconds, each setting first waits (that long at most) for other work on the machine to stop. ``text`` is "builtin" (the builtin English corpus) or a UTF-8 text
     file; it needs ``tokenizer`` (a spiece.model or a directory holding one).
     """
 
@@ -42,6 +44,9 @@ class ProfileSettings:
     max_sentences: int = 200  # real-text mode: sentences fed (each at its own length)
     ops: bool = False
     fixed: bool = True  # the fixed-length sweep; False profiles real text only
+    ci_target: float = 0.02
+    max_seconds: float = 5.0
+    wait_quiet: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("seq_lens", "batches", "threads"):
@@ -58,6 +63,9 @@ class ProfileSettings:
         if self.runs < 1 or self.warmup < 0 or self.min_seconds < 0 or self.max_sentences < 1:
             raise ProfileError(f"runs ({self.runs}) and max_sentences ({self.max_sentences}) must be >= 1, warmup "
                                f"({self.warmup}) and min_seconds ({self.min_seconds}) >= 0")
+        if not 0 < self.ci_target < 1 or self.max_seconds < 0 or self.wait_quiet < 0:
+            raise ProfileError(f"ci_target ({self.ci_target}) must be between 0 and 1 (a share of the p50), "
+                               f"max_seconds ({self.max_seconds}) and wait_quiet ({self.wait_quiet}) >= 0")
         if self.text is not None and self.tokenizer is None:
             raise ProfileError("--text needs --tokenizer (the spiece.model matching the model's vocabulary)")
         if not self.fixed and self.text is None:
@@ -75,7 +83,8 @@ def forward_args(settings: ProfileSettings) -> list[str]:
             "--threads", joined(settings.threads), "--delegate", joined(settings.delegates),
             "--provider", joined(settings.providers), "--runs", str(settings.runs),
             "--min-seconds", repr(float(settings.min_seconds)), "--warmup", str(settings.warmup),
-            "--max-sentences", str(settings.max_sentences)]
+            "--max-sentences", str(settings.max_sentences), "--ci-target", repr(100 * settings.ci_target),
+            "--max-seconds", repr(float(settings.max_seconds)), "--wait-quiet", repr(float(settings.wait_quiet))]
     if settings.text is not None:
         args += ["--text", str(settings.text)]
     if settings.tokenizer is not None:

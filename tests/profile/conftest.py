@@ -14,7 +14,7 @@ from albert_edge.config import AlbertConfig
 from ..converters.conftest import tiny_model
 
 CONFIG = dataclasses.replace(AlbertConfig.preset("tiny"), vocab_size=400)  # max_position_embeddings 64
-FAST = ["--threads", "1", "--runs", "5", "--min-seconds", "0", "--warmup", "1"]
+FAST = ["--threads", "1", "--runs", "5", "--min-seconds", "0", "--max-seconds", "0.5", "--warmup", "1"]
 
 
 @pytest.fixture(scope="session")

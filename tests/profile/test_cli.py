@@ -124,16 +124,34 @@ def test_table_csv_and_append(onnx_file, tmp_path):
 
 def test_baseline_flags_an_injected_slowdown(onnx_file, tmp_path):
     records = profile_json(onnx_file, "--seq-len", "8")
-    faster = [{**r, "latency": {**r["latency"], "p50": r["latency"]["p50"] / 5, "p90": r["latency"]["p90"] / 5}}
+    faster = [{**r, "latency": {**r["latency"], "p50": r["latency"]["p50"] / 5, "p90": r["latency"]["p90"] / 5,
+                                "samples": [t / 5 for t in r["latency"]["samples"]], "quality": "good"}}
               for r in records]
     baseline = tmp_path / "old.json"
     baseline.write_text(json.dumps(faster))
-    args = ["profile", str(onnx_file), "--seq-len", "8", *FAST, "--baseline", str(baseline)]
-    result = CliRunner().invoke(main, args)
+    args = ["profile", str(onnx_file), "--seq-len", "8", *FAST, "--ci-target", "50", "--baseline", str(baseline)]
+    result = CliRunner().invoke(main, [*args, "--json"])
     assert result.exit_code == 0, result.output
-    assert "REGRESSION" in result.stdout and "p90" in result.stdout
+    [new] = json.loads(result.stdout)
+    c = new["baseline_comparison"]
+    assert c["p50_ratio"] == pytest.approx(new["latency"]["p50"] / faster[0]["latency"]["p50"])
+    if new["latency"]["quality"] != "good":  # other work on the machine: never a regression then
+        assert c["verdict"] == "inconclusive" and not c["regression"]
+        return
+    assert c["verdict"] == "slower" and c["regression"] and c["p_value"] < 0.01 and c["p50_ratio_ci"][0] > 1.05
     result = CliRunner().invoke(main, [*args, "--fail-on-regression"])
     assert result.exit_code == 1 and "regression" in result.stderr
+    assert "REGRESSION: slower" in result.stdout and "95% interval" in result.stdout
+
+
+def test_baseline_of_the_same_file_is_no_regression(onnx_file, tmp_path):
+    """The same unchanged file measured twice: 'no change' or 'inconclusive', never 'slower'."""
+    baseline = tmp_path / "old.json"
+    baseline.write_text(json.dumps(profile_json(onnx_file, "--seq-len", "8")))
+    result = CliRunner().invoke(main, ["profile", str(onnx_file), "--seq-len", "8", *FAST, "--baseline",
+                                       str(baseline), "--threshold", "25", "--fail-on-regression"])
+    assert result.exit_code == 0, result.output
+    assert "threshold 25%" in result.stdout and "REGRESSION" not in result.stdout
 
 
 @pytest.mark.parametrize("change, message", [
@@ -238,7 +256,7 @@ def test_profile_runs_without_torch_or_tensorflow(onnx_file, tflite_file, run_bl
     assert result.returncode == 0, result.stderr
     assert [r["format"] for r in json.loads(result.stdout)] == ["onnx", "tflite"]
     job = {"file": str(tflite_file), "file_as_given": str(tflite_file), "file_bytes": 1, "sha256": "-",
-           "runs": 3, "min_seconds": 0, "warmup": 0, "ops": False, "text": None, "tokenizer": None,
+           "runs": 3, "min_seconds": 0, "max_seconds": 0, "ci_target": 0.02, "warmup": 0, "ops": False, "text": None, "tokenizer": None,
            "max_sentences": 1, "provider": None, "delegate": "none", "threads": 1, "batch": 2, "seq_len": 8,
            "workdir": "."}
     result = run_blocked(f"""

@@ -16,6 +16,7 @@ from albert_edge.cli import main
 from albert_edge.errors import RuntimeUnavailable
 from albert_edge.profile import ProfileSettings, profile
 from albert_edge.device.catalog import DEVICES, Device, UnknownDevice, device, host_device, parse_devices
+from albert_edge.profile.calibration import Calibration
 from albert_edge.profile.estimate import estimate, roofline_ms
 from albert_edge.profile.opcount import GraphCount, OpCost, count
 
@@ -120,9 +121,20 @@ def measured(onnx_file):
     return profile([onnx_file], ProfileSettings(seq_lens=(8, 16), threads=(1,), runs=5, min_seconds=0.0, warmup=1))
 
 
-def test_estimates_are_labelled_and_scaled_by_the_host(onnx_file, measured):
+def _timed(m, fastest: float, quality: str = "good"):
+    """Measurement ``m`` as if its fastest block's median were ``fastest`` ms, judged ``quality``."""
+    return dataclasses.replace(m, latency=dataclasses.replace(m.latency, fastest_block_p50=fastest, quality=quality))
+
+
+def _rooflines(onnx_file, measured) -> dict[int, float]:
+    return {m.seq_len: roofline_ms(count(onnx_file, 1, m.seq_len), ROUND, 1) for m in measured}
+
+
+def test_estimates_are_labelled_and_scaled_by_the_host_calibration(onnx_file, measured):
     faster = dataclasses.replace(ROUND, name="faster", fp32_gflops=200.0, int8_gops=800.0, bandwidth_gbs=20.0)
-    records = estimate([onnx_file], [ROUND, faster], (8, 16), 1, measured, host=ROUND)
+    roof = _rooflines(onnx_file, measured)
+    half = [_timed(m, roof[m.seq_len] / 0.5) for m in measured]  # the host at half its roofline
+    records = estimate([onnx_file], [ROUND, faster], (8, 16), 1, half, host=ROUND)
     assert [(r.seq_len, r.estimate["device"]) for r in records] == [
         (8, "round"), (8, "faster"), (16, "round"), (16, "faster")]
     by_seq = {m.seq_len: m for m in measured}
@@ -130,19 +142,43 @@ def test_estimates_are_labelled_and_scaled_by_the_host(onnx_file, measured):
         e = r.estimate
         assert r.estimated is True and r.latency is None and r.memory is None and r.load_ms is None
         assert r.device["name"] == e["device"] and e["model"] == "roofline"
-        host_ms = roofline_ms(count(onnx_file, 1, r.seq_len), ROUND, 1)
-        assert e["host_measured_ms"] == by_seq[r.seq_len].latency.p50
-        assert e["host_estimated_ms"] == pytest.approx(host_ms)
-        assert e["efficiency"] == pytest.approx(host_ms / e["host_measured_ms"])
-        assert e["ms"] == pytest.approx(e["roofline_ms"] / e["efficiency"])
-        assert e["host_error_kind"] == "leave-one-out" and e["host_error_from_seq_len"] == [24 - r.seq_len]
-        other = by_seq[24 - r.seq_len]
-        other_eff = roofline_ms(count(onnx_file, 1, other.seq_len), ROUND, 1) / other.latency.p50
-        assert e["host_error"] == pytest.approx((host_ms / other_eff - e["host_measured_ms"]) / e["host_measured_ms"])
+        assert e["efficiency"] == pytest.approx(0.5) and e["ms"] == pytest.approx(e["roofline_ms"] / 0.5)
+        assert e["error"] == pytest.approx(0, abs=1e-9) and e["ms_range"] == pytest.approx([e["ms"], e["ms"]])
+        assert e["calibration"]["observations"] == 2 and e["calibration"]["quality"] == "good"
+        assert e["calibration"]["seq_lens"] == [8, 16] and "|CPUExecutionProvider|threads=1|" in e["calibration"]["class"]
+        assert e["host_measured_ms"] == by_seq[r.seq_len].latency.p50  # this run's own p50, shown beside
+        assert e["host_estimated_ms"] == pytest.approx(roof[r.seq_len] / 0.5) and e["host_error"] == pytest.approx(0)
     # same efficiency, twice every figure: half the time
     assert records[1].estimate["ms"] == pytest.approx(records[0].estimate["ms"] / 2)
-    # the device that is the host itself is predicted exactly at a measured setting
-    assert records[0].estimate["ms"] == pytest.approx(by_seq[8].latency.p50)
+    # An efficiency that differs by length: the fit (log-linear in MACs) meets each point, and
+    # each left out is predicted by the other: |0.4 / 0.6 - 1| and |0.6 / 0.4 - 1|, the larger stated.
+    uneven = [_timed(half[0], roof[8] / 0.4), _timed(half[1], roof[16] / 0.6)]
+    e8 = estimate([onnx_file], [ROUND], (8,), 1, uneven, host=ROUND)[0].estimate
+    assert e8["efficiency"] == pytest.approx(0.4) and e8["error"] == pytest.approx(0.5)
+    assert e8["ms_range"] == pytest.approx([e8["ms"] * 0.5, e8["ms"] * 1.5])
+
+
+def test_a_quiet_calibration_outranks_a_busy_one(onnx_file, measured, tmp_path):
+    roof = _rooflines(onnx_file, measured)
+    quiet = [_timed(m, roof[m.seq_len] / 0.5) for m in measured]
+    busy = [_timed(m, roof[m.seq_len] / 0.2, "noisy") for m in measured]  # 2.5x slower: another job on the cores
+    path = tmp_path / "calibration.json"
+    estimate([onnx_file], [ROUND], (8, 16), 1, quiet, host=ROUND, calibration=Calibration.load(path, "h"))
+    [later] = estimate([onnx_file], [ROUND], (8,), 1, busy, host=ROUND, calibration=Calibration.load(path, "h"))
+    assert later.estimate["efficiency"] == pytest.approx(0.5) and later.estimate["calibration"]["quality"] == "good"
+    assert later.estimate["host_error"] == pytest.approx(0.2 / 0.5 - 1)  # the busy run's own time, 2.5x off
+    [alone] = estimate([onnx_file], [ROUND], (8,), 1, busy, host=ROUND)  # no calibration kept: on its own
+    assert alone.estimate["efficiency"] == pytest.approx(0.2) and alone.estimate["calibration"]["quality"] == "noisy"
+    [fresh] = estimate([onnx_file], [ROUND], (8,), 1, busy, host=ROUND,
+                       calibration=Calibration.load(path, "h", fresh=True))
+    assert fresh.estimate["efficiency"] == pytest.approx(0.2)
+    kept = json.loads(path.read_text())
+    assert kept["schema"] == "albert-edge.calibration/1" and [r["quality"] for c in kept["hosts"]["h"]["classes"].values()
+                                                                for r in c] == ["noisy", "noisy"]
+    path.write_text("{not json")
+    assert Calibration.load(path, "h").classes == {}  # a damaged file: a new calibration, never a crash
+    [fast] = estimate([onnx_file], [ROUND], (8,), 1, [_timed(m, roof[m.seq_len] / 3) for m in measured], host=ROUND)
+    assert "faster than its roofline" in fast.estimate["efficiency_note"]
 
 
 def test_a_setting_not_measured_is_an_unscaled_roofline(onnx_file):
@@ -154,18 +190,21 @@ def test_a_setting_not_measured_is_an_unscaled_roofline(onnx_file):
     assert "unscaled" in record.estimate["note"]
 
 
-def test_cli_prints_estimates_with_the_host_error(onnx_file):
-    result = CliRunner().invoke(main, ["profile", str(onnx_file), *FAST, "--seq-len", "8,16", "--estimate", "pi4"])
+def test_cli_prints_estimates_with_their_range(onnx_file, tmp_path):
+    calibration = tmp_path / "cal.json"
+    result = CliRunner().invoke(main, ["profile", str(onnx_file), *FAST, "--seq-len", "8,16", "--estimate", "pi4",
+                                       "--calibration", str(calibration)])
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "estimate (roofline" in out and "NOT measured" in out and "host error" in out
+    assert "estimate (roofline" in out and "NOT measured" in out and "host fit" in out and "leave-one-out" in out
+    assert calibration.is_file()  # kept for the next run
     estimate_table = out[out.index("estimate (roofline"):]
     assert estimate_table.count("pi4") == 2 and "%" in estimate_table
 
 
-def test_cli_json_keeps_measured_and_estimated_apart(onnx_file):
+def test_cli_json_keeps_measured_and_estimated_apart(onnx_file, tmp_path):
     result = CliRunner().invoke(main, ["profile", str(onnx_file), *FAST, "--seq-len", "8", "--estimate",
-                                       "pi5,jetson-nano", "--json"])
+                                       "pi5,jetson-nano", "--json", "--calibration", str(tmp_path / "c.json")])
     assert result.exit_code == 0, result.output
     records = json.loads(result.stdout)
     assert [r["estimated"] for r in records] == [False, True, True]
