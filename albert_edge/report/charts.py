@@ -186,7 +186,9 @@ def _latency(data, plt):
     series: dict[tuple, list] = {}
     for r in rows:
         key = (r["file_name"], r["device"], r["provider"], r["threads"], r["batch"], r["estimated"])
-        series.setdefault(key, []).append((r["seq_len"], r["p50_ms"]))
+        # The error bar: the p50's 95% interval, or an estimate's range.
+        low, high = r.get("p50_ci") or r.get("ms_range") or (r["p50_ms"], r["p50_ms"])
+        series.setdefault(key, []).append((r["seq_len"], r["p50_ms"], low, high, r.get("quality")))
     for (name, device, provider, threads, batch, estimated), points in sorted(series.items(), key=str):
         points.sort()
         label = f"{name}, {threads} thr" + (f", batch {batch}" if batch != 1 else "")
@@ -194,13 +196,22 @@ def _latency(data, plt):
             label += f" ({device})"
         if estimated:
             label += " [estimate]"
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3,
-                linestyle="--" if estimated else "-", label=label)
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        bars = [[max(p[1] - p[2], 0) for p in points], [max(p[3] - p[1], 0) for p in points]]
+        line = ax.errorbar(xs, ys, yerr=bars, marker="o", markersize=3, capsize=3, elinewidth=1,
+                           linestyle="--" if estimated else "-", label=label)
+        noisy = [p for p in points if p[4] in ("noisy", "unusable")]
+        if noisy:  # hollow rings around the points the profiler did not trust
+            ax.scatter([p[0] for p in noisy], [p[1] for p in noisy], s=90, facecolors="none",
+                       edgecolors=line[0].get_color(), linewidths=1.2)
+    if any(r.get("quality") in ("noisy", "unusable") for r in rows):
+        ax.set_title("bars: 95% interval of the p50 (estimates: their range); ringed: noisy timing", loc="left",
+                     fontsize=8)
     seqs = sorted({r["seq_len"] for r in rows})
     ax.set_xscale("log", base=2)
     ax.set_xticks(seqs, [str(n) for n in seqs])
     ax.minorticks_off()
-    ax.set_ylim(0, max(r["p50_ms"] for r in rows) * 1.15)
+    ax.set_ylim(0, max(max(r["p50_ms"], *(r.get("p50_ci") or r.get("ms_range") or ())) for r in rows) * 1.15)
     ax.set_xlabel("sequence length")
     ax.set_ylabel("p50 latency (ms)")
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))

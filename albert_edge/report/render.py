@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from .tables import Table, tables
+from .tables import QUALITY_MARK, Table, tables
 
 __all__ = ["markdown", "html_page"]
 
@@ -94,6 +94,7 @@ th{background:#f3f6f9}td.n,th.n{text-align:right;font-variant-numeric:tabular-nu
 img{max-width:100%;height:auto;display:block;margin:.6rem 0}
 .missing{background:#fff7e0;border-left:4px solid #f0b429;padding:.5rem 1rem}
 .note{color:#52606d;font-size:.85rem}.est{color:#a33;font-weight:600}
+.noisy{background:#fff1c2;padding:0 .2rem}.unusable{background:#f8d3cc;padding:0 .2rem;text-decoration:line-through}
 """
 
 
@@ -158,6 +159,9 @@ def _html_table(table: Table) -> str:
             text = esc(str(v))
             if v == "ESTIMATE":
                 text = f'<span class="est">{text}</span>'
+            quality = next((q for q, mark in QUALITY_MARK.items() if str(v).startswith(mark)), None)
+            if quality:  # a figure the profiler did not trust: marked, its reason in the legend below
+                text = f'<span class="{quality}" title="timing {quality}: see the notes below">{text}</span>'
             cells.append(f"<td{cls(i)}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Table", "tables", "fmt_count", "fmt_bytes"]
+__all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK"]
 
 
 @dataclass(frozen=True)
@@ -146,16 +146,36 @@ def _profile(data) -> Table | None:
             warned.append(f"[{len(warned) + 1}] {r['file_name']}, seq len {seq}: {'; '.join(r['warnings'])}")
             mark = f" [{len(warned)}]"
         rows.append((r["file_name"], r["scheme"] or "", r["device"], f"{r['provider']}, {r['threads']} thr",
-                     str(r["batch"]), seq, kind + mark, _ms(r["p50_ms"]), _ms(r["p90_ms"]), _ms(r["load_ms"]),
-                     fmt_bytes(r["peak_rss"])))
+                     str(r["batch"]), seq, kind + mark, QUALITY_MARK.get(r.get("quality"), "") + _ms(r["p50_ms"]),
+                     _interval(r), r.get("quality") or ("range" if r.get("ms_range") else ""), _ms(r["p90_ms"]),
+                     _ms(r["load_ms"]), fmt_bytes(r["peak_rss"])))
     notes = ["estimates are computed for a device nobody ran on; they are never shown as measurements"] \
         if any(r["estimated"] for r in records) else []
     if any(r["scheme"] == "fp16" and r["format"] == "onnx" and not r["estimated"]
            and str(r.get("machine") or "").lower() in _NO_ORT_FP16 for r in records):
         notes.append("fp16 .onnx files are slow on x86 CPUs: onnxruntime's CPU provider has no fp16 kernels there, so "
                      "the weights are cast to fp32 around each product (fp16 saves file size and memory, not time)")
+    if any(r.get("quality") for r in records):
+        notes.append("timing: the p50's 95% interval is beside it (an estimate: the range its calibration's error "
+                     "gives); 'good' = narrow on a quiet machine; " + QUALITY_MARK["noisy"] + " noisy = other work "
+                     "on the machine, drift or held-up calls: compare such figures with care; " + QUALITY_MARK["unusable"]
+                     + " unusable = too few calls or too much spread to say anything (the note of each says why)")
     if warned:
         notes += ["[n] marks a record the profiler warned about: read its figures with that in mind", *warned]
     return Table("profile", "Latency and memory (from profile records)",
-                 ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "p90 ms", "load ms",
-                  "peak RSS"), tuple(rows), (4, 5, 7, 8, 9, 10), tuple(notes), "latency")
+                 ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "±95%", "timing",
+                  "p90 ms", "load ms", "peak RSS"), tuple(rows), (4, 5, 7, 8, 10, 11, 12), tuple(notes), "latency")
+
+
+# A p50 cell of a record whose timing the profiler did not trust starts with its mark.
+QUALITY_MARK = {"noisy": "≈", "unusable": "✗"}
+
+
+def _interval(r: dict[str, Any]) -> str:
+    """'±1.3%' of a measured p50's interval, '1.8-2.4' of an estimate's range, '' without either."""
+    ci, p50 = r.get("p50_ci"), r.get("p50_ms")
+    if ci and p50:
+        return f"±{max(p50 - ci[0], ci[1] - p50) / p50:.1%}"
+    if r.get("ms_range"):
+        return "-".join(_ms(v) for v in r["ms_range"])
+    return ""

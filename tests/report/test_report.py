@@ -355,7 +355,7 @@ def test_the_report_says_which_albert_edge_made_it(tmp_path):
 
 def test_a_records_warnings_reach_the_markdown_and_the_page(tmp_path, conversion, profile_json):
     """profile.json's warnings (noisy timing, throttling) stay beside the figures they are about."""
-    records = json.loads(profile_json.read_text())
+    records = [{**r, "warnings": []} for r in json.loads(profile_json.read_text())]
     records[1]["warnings"] = ["timing unstable: block medians differ by 37%"]
     noisy = tmp_path / "noisy.json"
     noisy.write_text(json.dumps(records))
@@ -379,3 +379,20 @@ def test_a_slow_fp16_onnx_file_on_x86_is_explained(tmp_path, conversion, profile
     explained = "fp16 .onnx files are slow on x86 CPUs" in text
     assert explained == (records[0]["device"]["machine"] in ("x86_64", "AMD64"))
 
+
+
+def test_a_noisy_record_is_marked_with_its_interval(tmp_path, conversion, profile_json):
+    """Each measured p50 has its interval beside it; a record the profiler judged noisy is marked
+    in its cell (md: '≈', html: a highlighted span) and the legend says what that means."""
+    records = [{**r, "warnings": [], "latency": {**r["latency"], "quality": "good", "p50_ci": [
+        r["latency"]["p50"] * 0.99, r["latency"]["p50"] * 1.02]}} for r in json.loads(profile_json.read_text())]
+    records[0]["latency"]["quality"] = "noisy"
+    records[0]["warnings"] = ["machine busy: other work kept 1.00 of 2 cores busy while measuring"]
+    noisy = tmp_path / "noisy.json"
+    noisy.write_text(json.dumps(records))
+    out = write(tmp_path, conversion, noisy)
+    md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "±2.0%" in md and "| noisy |" in md and md.count("| good |") == len(records) - 1
+    assert sum("≈" in line for line in md.splitlines() if line.startswith("|")) == 1
+    assert 'class="noisy"' in page and "noisy = other work on the machine" in page
+    assert "machine busy: other work kept 1.00 of 2 cores" in md
