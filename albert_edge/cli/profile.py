@@ -82,6 +82,9 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
 @click.option("--ops", is_flag=True, help="Per-operator breakdown after the timed calls, so they are not slowed "
                                           "by it: time per op type, top nodes, time per shared-layer application "
                                           "(ONNX: onnxruntime's profiler; TFLite with xnnpack: LiteRT's profiler).")
+@click.option("--ops-runs", type=POSITIVE_INT, default=20, show_default=True,
+              help="--ops: profiled calls (after one that allocates); each figure is the median over them, with "
+                   "the 10th-90th percentiles.")
 @click.option("--baseline", type=click.Path(path_type=Path), default=None, metavar="OLD.json",
               help="Earlier results (--json output or --append file): print new/old ratios, mark regressions.")
 @click.option("--threshold", type=PERCENT, default="5", show_default=True, metavar="PCT",
@@ -125,7 +128,7 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
 def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: str, delegate: str, provider: str,
             runs: int, min_seconds: float, ci_target: float, max_seconds: float, wait_quiet: float, warmup: int,
             mlperf: bool, text: str | None, tokenizer: Path | None, max_sentences: int, fixed: bool, ops: bool,
-            baseline: Path | None, threshold: float, fail_on_regression: bool,
+            ops_runs: int, baseline: Path | None, threshold: float, fail_on_regression: bool,
             as_json: bool, csv_path: Path | None, append_path: Path | None, force: bool, remote: tuple[str, ...],
             ssh_config: Path | None, remote_dir: str, remote_python: str, estimate_devices: list | None,
             calibration: Path | None, recalibrate: bool) -> None:
@@ -144,7 +147,7 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
         seq_lens=_int_list(seq_len, "--seq-len"), batches=_int_list(batch, "--batch"),
         threads=_int_list(threads, "--threads"), delegates=_name_list(delegate), providers=_name_list(provider),
         runs=runs, min_seconds=min_seconds, warmup=warmup, text=text, tokenizer=tokenizer,
-        max_sentences=max_sentences, ops=ops, fixed=fixed, ci_target=ci_target,
+        max_sentences=max_sentences, ops=ops, ops_runs=ops_runs, fixed=fixed, ci_target=ci_target,
         max_seconds=max(max_seconds, min_seconds), wait_quiet=wait_quiet)
     if fail_on_regression and baseline is None:
         raise click.UsageError("--fail-on-regression needs --baseline")
@@ -361,18 +364,44 @@ def _print_ops(r: dict) -> None:
     if not ops.get("available"):
         console.print(f"ops ({label}): {ops.get('note')}")
         return
-    print_table(f"time per op type, {label} ({ops['total_ms']:.3f} ms of kernels per call)",
-                ["op", "ms per call", "share", "nodes"],
-                [(o["op"], f"{o['ms']:.4f}", f"{o['share']:.1%}", o["nodes"])
-                 for o in ops["op_types"][:12]], right=(1, 2, 3))
-    print_table(f"top nodes, {label}", ["node", "op", "ms per call", "share"],
-                [(o["node"], o["op"], f"{o['ms']:.4f}", f"{o['share']:.1%}") for o in ops["top_nodes"][:10]],
-                right=(2, 3))
+    spread = ops.get("spread") or f"{ops.get('calls')} calls"
+    print_table(f"time per op type, {label} ({ops['total_ms']:.3f} ms of kernels per call; median, {spread})",
+                ["op", "ms per call", "p10-p90", "share", "nodes"],
+                [(o["op"], f"{o['ms']:.4f}", _band(o), f"{o['share']:.1%}", o["nodes"])
+                 for o in ops["op_types"][:12]], right=(1, 2, 3, 4))
+    print_table(f"top nodes, {label}", ["node", "op", "ms per call", "p10-p90", "share"],
+                [(o["node"], o["op"], f"{o['ms']:.4f}", _band(o), f"{o['share']:.1%}")
+                 for o in ops["top_nodes"][:10]], right=(2, 3, 4))
     if ops["layers"]:
         print_table(f"shared layers per application, {label}", ["depth", "group", "inner", "application",
-                                                                 "ms per call", "share"],
-                    [(o["depth"], o["group"], o["inner"], o["application"], f"{o['ms']:.4f}", f"{o['share']:.1%}")
-                     for o in ops["layers"]], right=(0, 1, 2, 3, 4, 5))
+                                                                 "ms per call", "p10-p90", "share"],
+                    [(o["depth"], o["group"], o["inner"], o["application"], f"{o['ms']:.4f}", _band(o),
+                      f"{o['share']:.1%}") for o in ops["layers"]], right=(0, 1, 2, 3, 4, 5, 6))
+    for line in _reconcile_lines(ops):
+        console.print(line)
+
+
+def _band(row: dict) -> str:
+    return f"{row['ms_low']:.4f}-{row['ms_high']:.4f}" if row.get("ms_low") is not None else "-"
+
+
+def _reconcile_lines(ops: dict) -> list[str]:
+    """Where the profiled call's time went: kernels, outside them, the profiler, in ms per call."""
+    if ops.get("call_ms") is None:  # a record written before these figures were kept
+        return []
+    union = ops.get("kernels_union_ms")
+    kernels = f"kernels {ops['total_ms']:.3f} ms (sum, median)" + (
+        f", {union:.3f} ms with some kernel running" if union is not None else "")
+    outside, overhead = ops.get("outside_kernels_ms"), ops.get("profiler_overhead_ms")
+    lines = [f"{kernels}; profiled call {ops['call_ms']:.3f} ms (median, {ops['call_ms_low']:.3f}-"
+             f"{ops['call_ms_high']:.3f})" + (f"; unprofiled p50 {ops['latency_p50_ms']:.3f} ms"
+                                              if ops.get("latency_p50_ms") is not None else ""),
+             f"outside kernels {_ms(outside)} ms (profiled call - kernels: framework work between kernels, such as "
+             f"input copies, allocation, scheduling, and the profiler's own records); profiler overhead "
+             f"{_ms(overhead)} ms (profiled call - unprofiled p50)"]
+    if ops.get("reconcile_note"):
+        lines.append(f"note: {ops['reconcile_note']}")
+    return lines
 
 
 COMMANDS = [profile]

@@ -28,8 +28,6 @@ from .inputs import fixed_feeds, model_limits, text_feeds
 from .record import Memory, ProfileRecord
 from .stats import BLOCKS, judge, latency, spread, time_until
 
-OPS_CALLS = 10  # runs traced by the per-operator profiler (after one that allocates)
-
 
 def measure(job: dict[str, Any]) -> ProfileRecord:
     path = Path(job["file"])
@@ -87,7 +85,8 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     timing = [r for r in lat.quality_reasons if r not in machine]
     if timing:
         warnings.append(f"timing {lat.quality}: {'; '.join(timing)}")
-    ops = _ops(path, job, feeds_list[0]) if job["ops"] else None
+    # Real text profiles the first sentence only, which the latency over all sentences does not describe.
+    ops = _ops(path, job, feeds_list[0], lat.p50 if job["seq_len"] is not None else None) if job["ops"] else None
     return ProfileRecord(
         albert_edge_version=__version__,
         file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
@@ -165,31 +164,32 @@ def pass_spread(times: list[float], per_pass: int) -> float | None:
                                  min(passes, BLOCKS)))
 
 
-def _ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
+def _ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | None) -> dict[str, Any]:
     """Per-operator cost from a second session with the profiler on, so the latency above was
-    measured without the profiler's overhead. The trace is deleted."""
+    measured without the profiler's overhead: ``job["ops_runs"]`` profiled calls after one that
+    allocates, set against ``latency_p50`` (the timed calls' p50). The trace is deleted."""
     if path.suffix.lower() == ".tflite":
-        return _tflite_ops(path, job, feeds)
+        return _tflite_ops(path, job, feeds, latency_p50)
     prefix = Path(job["workdir"]) / "ort-trace"
     session = Session(path, num_threads=job["threads"], provider=job["provider"], ops_trace=prefix)
     try:
         call = session.prepare(feeds)
-        for _ in range(OPS_CALLS + 1):
+        for _ in range(job["ops_runs"] + 1):  # onnxruntime traces the first call too; the breakdown drops it
             call()
         trace = session.end_profiling()
-        return ops_mod.onnx_breakdown(trace)
+        return ops_mod.onnx_breakdown(trace, latency_p50)
     finally:
         for leftover in Path(job["workdir"]).glob("ort-trace*"):
             leftover.unlink(missing_ok=True)
 
 
-def _tflite_ops(path: Path, job: dict[str, Any], feeds) -> dict[str, Any]:
+def _tflite_ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | None) -> dict[str, Any]:
     if job["delegate"] != "xnnpack":
         return ops_mod.tflite_unavailable(ops_mod.TFLITE_NONE_NOTE)
     from .tflite_ops import tflite_breakdown
 
     try:
-        return tflite_breakdown(path, job["threads"], feeds, OPS_CALLS)
+        return tflite_breakdown(path, job["threads"], feeds, job["ops_runs"], latency_p50)
     except RuntimeUnavailable as exc:
         from ..runtime.compiled import cpu_runs_compiled_model, unavailable_reason
 

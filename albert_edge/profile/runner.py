@@ -59,7 +59,8 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                                f"{limits.max_seq_len} (max_position_embeddings in the manifest beside it)")
         common = {"file": str(path.resolve()), "file_as_given": str(path), "file_bytes": path.stat().st_size,
                   "sha256": sha256_of(path), "runs": settings.runs, "min_seconds": settings.min_seconds,
-                  "warmup": settings.warmup, "ops": settings.ops, "text": settings.text,
+                  "warmup": settings.warmup, "ops": settings.ops, "ops_runs": settings.ops_runs,
+                  "text": settings.text,
                   "tokenizer": str(settings.tokenizer) if settings.tokenizer else None,
                   "max_sentences": settings.max_sentences, "ci_target": settings.ci_target,
                   "max_seconds": settings.max_seconds}

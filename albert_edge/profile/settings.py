@@ -43,6 +43,7 @@ class ProfileSettings:
     tokenizer: Path | None = None
     max_sentences: int = 200  # real-text mode: sentences fed (each at its own length)
     ops: bool = False
+    ops_runs: int = 20  # --ops: profiled calls, after one that allocates
     fixed: bool = True  # the fixed-length sweep; False profiles real text only
     ci_target: float = 0.02
     max_seconds: float = 5.0
@@ -60,9 +61,10 @@ class ProfileSettings:
         unknown = [p for p in self.providers if p.lower() not in PROVIDERS and p not in full]
         if not self.providers or unknown:
             raise ProfileError(f"provider must be one of {', '.join(PROVIDERS)}, got {', '.join(unknown) or '(none)'}")
-        if self.runs < 1 or self.warmup < 0 or self.min_seconds < 0 or self.max_sentences < 1:
-            raise ProfileError(f"runs ({self.runs}) and max_sentences ({self.max_sentences}) must be >= 1, warmup "
-                               f"({self.warmup}) and min_seconds ({self.min_seconds}) >= 0")
+        if self.runs < 1 or self.ops_runs < 1 or self.warmup < 0 or self.min_seconds < 0 or self.max_sentences < 1:
+            raise ProfileError(f"runs ({self.runs}), ops_runs ({self.ops_runs}) and max_sentences "
+                               f"({self.max_sentences}) must be >= 1, warmup ({self.warmup}) and min_seconds "
+                               f"({self.min_seconds}) >= 0")
         if not 0 < self.ci_target < 1 or self.max_seconds < 0 or self.wait_quiet < 0:
             raise ProfileError(f"ci_target ({self.ci_target}) must be between 0 and 1 (a share of the p50), "
                                f"max_seconds ({self.max_seconds}) and wait_quiet ({self.wait_quiet}) >= 0")
@@ -90,7 +92,7 @@ def forward_args(settings: ProfileSettings) -> list[str]:
     if settings.tokenizer is not None:
         args += ["--tokenizer", str(settings.tokenizer)]
     if settings.ops:
-        args.append("--ops")
+        args += ["--ops", "--ops-runs", str(settings.ops_runs)]
     if not settings.fixed:
         args.append("--no-fixed")
     return args

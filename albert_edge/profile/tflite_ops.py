@@ -32,12 +32,13 @@ import numpy as np
 from ..runtime import compiled as runtime_memory
 from ..errors import RuntimeUnavailable
 from .inputs import read_manifest
+from .ops import Place, summarize_calls
 
 __all__ = ["tflite_breakdown", "SOURCE", "layer_blocks"]
 
 SOURCE = "LiteRT CompiledModel profiler (libLiteRt.so C API through ctypes)"
-TOP_NODES = 15
 _INVOKE_TAG = b"Invoke"
+_RESOLUTION_MS = 0.001  # LiteRT reports whole microseconds per operator
 _OPERATOR_EVENTS = (2, 4, 8)  # operator, delegate operator, delegate-profiled operator (tflite::Profiler::EventType)
 
 
@@ -64,10 +65,10 @@ def _events(session: runtime_memory.CompiledTFLite, profiler: C.c_void_p) -> lis
 
 
 def tflite_breakdown(path: str | os.PathLike, threads: int | None, feeds: dict[str, np.ndarray],
-                     calls: int) -> dict[str, Any]:
-    """Time per op type, the costliest operators and the time per shared-layer application of
-    ``path`` run on ``feeds`` (int32 ids), in ms per call: the mean of each operator over
-    ``calls`` profiled calls after one unprofiled call that allocates."""
+                     calls: int, latency_p50: float | None = None) -> dict[str, Any]:
+    """The breakdown (``ops.summarize_calls``) of ``path`` run on ``feeds`` (int32 ids):
+    ``calls`` profiled calls after one unprofiled call that allocates. ``latency_p50``: the
+    latency of the same feeds timed without the profiler, in ms."""
     path = Path(path)
     # Declined (RuntimeUnavailable) where the route is not available, e.g. on an ARMv8.0 CPU
     # (Raspberry Pi 4), where CompiledModel dies with SIGILL.
@@ -90,7 +91,7 @@ def tflite_breakdown(path: str | os.PathLike, threads: int | None, feeds: dict[s
         events = _events(session, profiler)
     finally:
         session.close()
-    return summarize(events, _layer_config(path))
+    return summarize(events, _layer_config(path), latency_p50)
 
 
 def _layer_config(path: Path) -> tuple[int, int] | None:
@@ -100,17 +101,21 @@ def _layer_config(path: Path) -> tuple[int, int] | None:
     return (layers, groups) if isinstance(layers, int) and isinstance(groups, int) and layers > 1 else None
 
 
-def _per_call(events: list[tuple[bytes, int, int, int]]) -> list[list[tuple[str, str, float]]]:
-    """The operator events of each call as (node, op type, ms), split at each top-level Invoke."""
+def _per_call(events: list[tuple[bytes, int, int, int]]) -> tuple[list[list[tuple[str, str, float]]], list[float]]:
+    """The operator events of each call as (node, op type, ms), split at each top-level Invoke, and
+    each call's Invoke time in ms."""
     per_call: list[list[tuple[str, str, float]]] = []
+    invoke_ms: list[float] = []
     for tag, kind, micros, node in events:
         if tag == _INVOKE_TAG and kind == 1:
             per_call.append([])
+            invoke_ms.append(micros / 1000.0)
         elif kind in _OPERATOR_EVENTS and per_call:
             op = tag.decode(errors="replace")
             name = f"{op} [node {node}]" if kind == 2 else f"{op} [XNNPACK op {node}]"
             per_call[-1].append((name, op, micros / 1000.0))
-    return [c for c in per_call if c]
+    kept = [i for i, c in enumerate(per_call) if c]
+    return [per_call[i] for i in kept], [invoke_ms[i] for i in kept]
 
 
 def layer_blocks(ops: list[str], layers: int) -> list[tuple[int, int]] | None:
@@ -142,53 +147,32 @@ def layer_blocks(ops: list[str], layers: int) -> list[tuple[int, int]] | None:
     return None
 
 
-def summarize(events: list[tuple[bytes, int, int, int]], config: tuple[int, int] | None) -> dict[str, Any]:
-    calls = _per_call(events)
+def summarize(events: list[tuple[bytes, int, int, int]], config: tuple[int, int] | None,
+              latency_p50: float | None = None) -> dict[str, Any]:
+    """The breakdown (``ops.summarize_calls``) of LiteRT profiler events; ``config``: (L, G) to
+    find the layer applications with, ``latency_p50``: the latency timed without the profiler."""
+    calls, invoke_ms = _per_call(events)
     if not calls:
         return {"available": False, "source": SOURCE, "note": "LiteRT's profiler recorded no operator events"}
     # Calls run the same operators in the same order: position j of each call is one operator.
     width = min(len(c) for c in calls)
     names = [calls[0][j][0] for j in range(width)]
     kinds = [calls[0][j][1] for j in range(width)]
-    # The mean, not the median: LiteRT reports whole microseconds, and short operators round to 0 or 1.
-    ms = [float(np.mean([c[j][2] for c in calls])) for j in range(width)]
-    total = sum(ms)
-
-    def share(value: float) -> float:
-        return round(value / total, 4) if total else 0.0
-
-    by_type: dict[str, float] = defaultdict(float)
-    count_type: dict[str, int] = defaultdict(int)
-    for op, value in zip(kinds, ms):
-        by_type[op] += value
-        count_type[op] += 1
-    layers, outside = [], []
+    places: list[Place | None] = [None] * width
     blocks = layer_blocks(kinds, config[0]) if config else None
-    depth_of: dict[int, int] = {}
     if blocks:
         count, groups = config
+        places[:blocks[0][0]] = ["before the layers (embeddings)"] * blocks[0][0]
+        places[blocks[-1][1]:] = ["after the layers (pooler, head)"] * (width - blocks[-1][1])
         for depth, (a, b) in enumerate(blocks):
-            value = sum(ms[a:b])
-            depth_of.update((j, depth) for j in range(a, b))
             group = depth * groups // count  # the group whose weights this depth uses
             first = next(d for d in range(count) if d * groups // count == group)
-            layers.append({"depth": depth, "group": group, "inner": 0, "application": depth - first,
-                           "ms": value, "share": share(value)})
-        before, after = sum(ms[:blocks[0][0]]), sum(ms[blocks[-1][1]:])
-        outside = [{"part": "before the layers (embeddings)", "ms": before, "share": share(before)},
-                   {"part": "after the layers (pooler, head)", "ms": after, "share": share(after)}]
-        names = [f"layer {depth_of[j]}: {name}" if j in depth_of else name for j, name in enumerate(names)]
-    order = sorted(range(width), key=lambda j: -ms[j])[:TOP_NODES]
+            places[a:b] = [(depth, group, 0, depth - first)] * (b - a)
+            names[a:b] = [f"layer {depth}: {name}" for name in names[a:b]]
+    nodes = {j: (names[j], kinds[j], places[j]) for j in range(width)}
     return {
-        "available": True,
         "source": SOURCE,
-        "calls": len(calls),
-        "total_ms": total,
-        "resolution_ms": 0.001,  # LiteRT reports whole microseconds per operator
-        "op_types": [{"op": op, "ms": v, "share": share(v), "nodes": count_type[op]}
-                     for op, v in sorted(by_type.items(), key=lambda kv: -kv[1])],
-        "top_nodes": [{"node": names[j], "op": kinds[j], "ms": ms[j], "share": share(ms[j])} for j in order],
-        "layers": layers,
-        "layers_from": "execution order: blocks of the same operators, one per layer" if layers else None,
-        "outside_layers": outside,
+        **summarize_calls([{j: c[j][2] for j in range(width)} for c in calls], nodes, call_ms=invoke_ms,
+                          latency_p50=latency_p50, resolution_ms=_RESOLUTION_MS),
+        "layers_from": "execution order: blocks of the same operators, one per layer" if blocks else None,
     }

@@ -120,10 +120,14 @@ def test_settings_are_checked_and_forwarded():
         ProfileSettings(threads=(0,))
     with pytest.raises(ProfileError, match="delegate must be one of"):
         ProfileSettings(delegates=("gpu",))
-    settings = ProfileSettings(seq_lens=(8, 16), threads=(1, 4), ops=True, min_seconds=0.5)
+    with pytest.raises(ProfileError, match=r"ops_runs \(0\)"):
+        ProfileSettings(ops_runs=0)
+    settings = ProfileSettings(seq_lens=(8, 16), threads=(1, 4), ops=True, ops_runs=7, min_seconds=0.5)
     args = forward_args(settings)
     assert args[:2] == ["--seq-len", "8,16"] and "--ops" in args and args[args.index("--threads") + 1] == "1,4"
+    assert args[args.index("--ops-runs") + 1] == "7"
     from albert_edge.cli.profile import profile
 
     params = profile.make_context("profile", ["m.onnx", *args]).params  # the command accepts them all
-    assert (params["seq_len"], params["threads"], params["ops"], params["min_seconds"]) == ("8,16", "1,4", True, 0.5)
+    assert (params["seq_len"], params["threads"], params["ops"], params["ops_runs"], params["min_seconds"]) == (
+        "8,16", "1,4", True, 7, 0.5)
