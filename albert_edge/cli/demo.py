@@ -4,6 +4,7 @@ interactive prompt), its web app (serve), and the bundle it runs (bundle, on a w
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import click
@@ -155,20 +156,29 @@ def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | 
               help="CPU threads for training, at least 1 [default: torch's choice].")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1),
               help="Seed of the tokenizer sample, the weights and the data split.")
-@click.option("--force", is_flag=True, help="Replace --out when it already holds files.")
+@click.option("--force", is_flag=True, help="Replace --out when it already holds a bundle (or other files).")
 @click.option("--json", "as_json", is_flag=True, help="Print bundle.json's contents as JSON.")
 def bundle(out_dir: Path, preset: str, threads: int | None, seed: int, force: bool, as_json: bool) -> None:
     """Make the demo's model bundle on this workstation, with no download: a tokenizer and a
     short pretraining on the builtin corpus, a topic classifier fine-tuned on labelled paragraphs
     of it, ONNX and TFLite files in fp32 and int8, and the held-out accuracy of each file.
-    Needs the build side (pip install 'albert-edge[convert]')."""
-    from ..pipeline.bundle import BundleOptions, make_bundle
+    Needs the build side (pip install 'albert-edge[convert]').
+
+    The bundle is built in .OUT.partial beside --out (OUT is the directory's name) and moved to
+    --out only when complete. After Ctrl-C, SIGTERM or a crash, the same command goes on from the
+    finished steps kept there (each checked by sha256 and redone when its options changed); to
+    start over, delete .OUT.partial. The pretraining is also cached under ~/.cache/albert-edge."""
+    from ..pipeline.bundle import BundleOptions, make_bundle, partial_dir
 
     opts = BundleOptions(str(out_dir), preset=preset, threads=threads, seed=seed, force=force)
-    with progress() as bar:
-        task = bar.add_task("bundle", total=None)
-        info = make_bundle(opts, on_step=lambda what, done, total: bar.update(task, description=what,
-                                                                               completed=done, total=total))
+    try:
+        with progress() as bar:
+            info = make_bundle(opts, on_progress=_shown(bar, bar.add_task("bundle", total=None)))
+    except KeyboardInterrupt:
+        if partial_dir(out_dir).is_dir():
+            click.echo(f"the finished steps are kept in {partial_dir(out_dir)}: run the same command again to go "
+                       "on from them", err=True)
+        raise
     if as_json:
         print_json(info)
         return
@@ -186,6 +196,24 @@ def bundle(out_dir: Path, preset: str, threads: int | None, seed: int, force: bo
     print_table(f"Bundle {out_dir} ({info['build_seconds']:.0f} s)", ["file", "model", "size", "held-out accuracy"],
                 rows, right=(2, 3))
     console.print(f"{acc['examples']} held-out paragraphs; majority class {acc['majority_class']:.1%}")
+
+
+def _shown(bar, task, every_s: float = 30.0):
+    """The build's progress: a live line on a terminal; in a log, a line per step and a training
+    line at most every ``every_s`` seconds. Reused steps are said in both."""
+    last = [0.0]
+
+    def show(p) -> None:
+        line = f"bundle {p}"
+        if err_console.is_terminal:
+            if p.reused:
+                err_console.print(line)
+            bar.update(task, description=str(p), completed=p.done, total=p.total)
+        elif p.reused or p.train_step is None or time.monotonic() - last[0] >= every_s:
+            last[0] = time.monotonic()
+            click.echo(line, err=True)
+
+    return show
 
 
 COMMANDS: list = [demo]

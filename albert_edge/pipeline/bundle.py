@@ -14,6 +14,10 @@ The bundle directory::
     spiece.model               the tokenizer
     labels.json                the classifier's labels, in output order
     classifier/ mlm/           model.onnx, model.tflite, model.int8-dynamic.{onnx,tflite}, manifest.json
+
+It is made in ``.NAME.partial/`` beside it (:func:`partial_dir`), with ``pipeline.json`` recording
+each finished step as the pipeline does (:mod:`.state`); the bundle is moved into place only when
+complete, and a build that was interrupted goes on from its finished steps when run again.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -33,8 +36,10 @@ from albert_edge.errors import AlbertEdgeError
 from albert_edge.files import atomic_write, check_output_dir, install, missing_root
 
 from .small import SmallRecipe, pretrained
+from .state import STATE_NAME, State, digest
 
-__all__ = ["PRESETS", "BundleOptions", "make_bundle", "held_out_accuracy", "recipe"]
+__all__ = ["PRESETS", "STEPS", "BundleOptions", "Progress", "make_bundle", "partial_dir", "held_out_accuracy",
+           "recipe"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +60,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 SCHEME = {"onnx": "int8-dynamic", "tflite": "int8-dynamic"}  # the int8 file made for each format
-Step = Callable[[str, int, int], None]  # (what, done, total)
+STEPS = ("tokenizer and pretraining", "labelled data", "fine-tuning", "converting the MLM",
+         "converting the classifier", "quantizing", "held-out accuracy", "writing the bundle")
 
 
 @dataclass(frozen=True)
@@ -80,33 +86,67 @@ class BundleOptions:
         return {**PRESETS[self.preset], **self.overrides}
 
 
-_STEPS = ("tokenizer and pretraining (cached)", "labelled data", "fine-tuning", "converting the MLM",
-          "converting the classifier", "quantizing", "held-out accuracy", "writing the bundle")
+@dataclass(frozen=True)
+class Progress:
+    """Where a build is: ``step`` (``STEPS[done]``) of ``total``; during training also the training
+    step, its loss and the time left at the pace of the steps so far."""
+
+    step: str
+    done: int
+    total: int
+    reused: bool = False  # made by an earlier, interrupted build from the same inputs
+    train_step: int | None = None
+    train_steps: int | None = None
+    loss: float | None = None
+    seconds_left: float | None = None
+
+    def __str__(self) -> str:
+        line = f"[{self.done + 1}/{self.total}] {self.step}"
+        if self.reused:
+            return f"{line}: reused from the interrupted build"
+        if self.train_step is not None:
+            left = round(self.seconds_left or 0)
+            line += (f": step {self.train_step}/{self.train_steps}, loss {self.loss:.3f}, "
+                     f"{left // 60}m{left % 60:02d}s left")
+        return line
 
 
-def make_bundle(opts: BundleOptions, on_step: Step | None = None) -> dict[str, Any]:
-    """Build the bundle into ``opts.out_dir``; returns what bundle.json says. Everything is made
-    in a temporary directory beside it and moved into place only when complete."""
-    step = on_step or (lambda *_: None)
+def partial_dir(out_dir: str | Path) -> Path:
+    """Where the build of ``out_dir`` keeps its finished steps until the bundle is complete."""
+    out = Path(out_dir)
+    return out.parent / f".{out.name}.partial"
+
+
+def make_bundle(opts: BundleOptions, on_progress: Callable[[Progress], None] | None = None) -> dict[str, Any]:
+    """Build the bundle into ``opts.out_dir``; returns what bundle.json says.
+
+    Everything is made in :func:`partial_dir` beside it and moved into place only when complete,
+    so ``out_dir`` is never half a bundle. An interrupted build leaves its finished steps there
+    with their record (``pipeline.json``: each step's inputs and options, the sha256 of its
+    outputs); the next build of the same ``out_dir`` reuses each step whose inputs are the same
+    and whose outputs are intact, and redoes the others."""
+    report = on_progress or (lambda _: None)
     out = Path(opts.out_dir)
     check_output_dir(out, force=True)  # a file, under a file, or not writable
     if out.is_dir() and any(out.iterdir()) and not opts.force:
         raise AlbertEdgeError(f"{out} already exists and is not empty (use --force to replace it)")
-    made = missing_root(out.parent)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
+    work = partial_dir(out)
+    if work.exists() and not (work / STATE_NAME).is_file() and (not work.is_dir() or any(work.iterdir())):
+        # never ours to delete, --force or not
+        raise AlbertEdgeError(f"{work} holds files a bundle build did not write; move it away or choose another --out")
+    made = missing_root(work)
+    state = State.open(work, force=True)  # a damaged record is started over
     try:
-        info = _build(opts, work, step)
-        info["build_seconds"] = round(time.perf_counter() - start, 1)
+        info = _build(opts, state, report)
+        report(Progress(STEPS[-1], len(STEPS) - 1, len(STEPS)))
+        info["build_seconds"] = round(sum(record.get("seconds", 0) for record in state.steps.values()), 1)
         atomic_write(work / "bundle" / BUNDLE_FILE, json.dumps(info, indent=2) + "\n")
         install([(work / "bundle", out)])  # the old bundle stays whole until the new one is in place
     except BaseException:
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
+        if not state.steps:  # nothing to resume from
+            shutil.rmtree(made or work, ignore_errors=True)
         raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     return info
 
 
@@ -118,7 +158,9 @@ def recipe(opts: BundleOptions) -> SmallRecipe:
                        seed=opts.seed, eval_examples=200)
 
 
-def _build(opts: BundleOptions, work: Path, step: Step) -> dict[str, Any]:
+def _build(opts: BundleOptions, state: State, report: Callable[[Progress], None]) -> dict[str, Any]:
+    """Steps 1-7 in ``state.root``: each reused when its record says it was made from the same
+    inputs and its outputs are intact, else made from scratch and recorded."""
     from albert_edge.converters.export import convert
     from albert_edge.quantize import QuantizeConfig, quantize
     from albert_edge.tokenizer import SPIECE_NAME
@@ -126,53 +168,84 @@ def _build(opts: BundleOptions, work: Path, step: Step) -> dict[str, Any]:
     from albert_edge.train.labelled import TOPICS, write_topic_dataset
 
     s = opts.settings
-    total = len(_STEPS)
-    bundle = work / "bundle"
-    bundle.mkdir()
-
-    step(_STEPS[0], 0, total)
-    pretrained_dir, pre = pretrained(recipe(opts), f"demo-{opts.preset}", threads=opts.threads)
-    spiece = Path(shutil.copy2(pretrained_dir / SPIECE_NAME, bundle / SPIECE_NAME))
-
-    step(_STEPS[1], 1, total)
+    work = state.root
+    bundle, checkpoint, topics_dir, fine_dir = work / "bundle", work / "pretrained", work / "topics", work / "finetune"
+    train_file, eval_file, spiece, labels_file = (topics_dir / "train.jsonl", topics_dir / "eval.jsonl",
+                                                  bundle / SPIECE_NAME, bundle / LABELS_FILE)
     topics = tuple(opts.topics or TOPICS)
-    train_file, eval_file = write_topic_dataset(work / "topics", topics=topics, seed=opts.seed)
-    train_file = _limit(train_file, s.get("max_train_examples"))
-    eval_file = _limit(eval_file, s.get("max_eval_examples"))
 
-    step(_STEPS[2], 2, total)
-    fine = finetune(FinetuneOptions(
-        task="classification", train_file=str(train_file), eval_file=str(eval_file), model=str(pretrained_dir),
-        out_dir=str(work / "finetune"), tokenizer=str(spiece), epochs=s["finetune_epochs"], lr=s["finetune_lr"],
-        max_seq_length=s["seq_len"], seed=opts.seed, device="cpu", threads=opts.threads))
-    labels = list(fine.model.config.label_names)
-    atomic_write(bundle / LABELS_FILE, json.dumps(labels) + "\n")
+    def step(index: int, inputs: dict[str, Any], make: Callable[[Callable[[dict], None]], tuple[list, dict]]) -> dict:
+        name = STEPS[index]
+        inputs = {k: v if isinstance(v, str) else json.dumps(v) for k, v in inputs.items()}
+        if state.is_done(name, inputs):
+            report(Progress(name, index, len(STEPS), reused=True))
+            return state.steps[name]["context"]
+        report(Progress(name, index, len(STEPS)))
+        start = time.perf_counter()
+        outputs, context = make(_training(report, name, index))
+        state.record(name, inputs, digest(outputs, work), context=context,
+                     seconds=round(time.perf_counter() - start, 1))
+        return context
 
-    quantized: dict[str, dict] = {}
-    for index, (task, run, head) in enumerate((("mlm", pretrained_dir, "mlm"),
-                                               ("classifier", fine.out_dir, "classification"))):
-        step(_STEPS[3 + index], 3 + index, total)
-        convert(str(run), bundle / TASK_DIRS[task], targets=("onnx", "tflite"), head=head,
-                seq_len=s["seq_len"], tokenizer=spiece)
-    step(_STEPS[5], 5, total)
-    for task in TASK_DIRS:
-        for fmt, scheme in SCHEME.items():
-            parent = bundle / TASK_DIRS[task] / f"model.{fmt}"
-            result = quantize(parent, QuantizeConfig(scheme, tokenizer=spiece, calibration=("builtin",),
-                                                     num_samples=32, eval_samples=32))
-            quantized[f"{task}/{result.out_path.name}"] = {
-                "agreement_with_fp32": result.accuracy.headline[0], "measure": result.accuracy.headline[1]}
+    def pretrain(on_event) -> tuple[list, dict]:
+        made, figures = pretrained(recipe(opts), f"demo-{opts.preset}", on_event=on_event, threads=opts.threads)
+        shutil.copytree(made, _fresh(checkpoint))
+        bundle.mkdir(exist_ok=True)
+        shutil.copy2(checkpoint / SPIECE_NAME, spiece)
+        return [checkpoint, spiece], {"eval": figures["eval"]}
 
-    step(_STEPS[6], 6, total)
-    accuracy = held_out_accuracy(bundle, eval_file, labels, s["seq_len"])
+    def labelled(_) -> tuple[list, dict]:
+        write_topic_dataset(_fresh(topics_dir), topics=topics, seed=opts.seed)
+        _limit(train_file, s.get("max_train_examples"))
+        _limit(eval_file, s.get("max_eval_examples"))
+        return [topics_dir], {}
 
-    step(_STEPS[7], 7, total)
+    def fine_tune(on_event) -> tuple[list, dict]:
+        fine = finetune(FinetuneOptions(
+            task="classification", train_file=str(train_file), eval_file=str(eval_file), model=str(checkpoint),
+            out_dir=str(_fresh(fine_dir)), tokenizer=str(spiece), epochs=s["finetune_epochs"], lr=s["finetune_lr"],
+            max_seq_length=s["seq_len"], seed=opts.seed, device="cpu", threads=opts.threads), on_event=on_event)
+        labels = list(fine.model.config.label_names)
+        atomic_write(labels_file, json.dumps(labels) + "\n")
+        config = {k: v for k, v in asdict(fine.model.config).items() if k not in ("extra", "label_names")}
+        return [fine_dir, labels_file], {"labels": labels, "config": config, "metrics": fine.metrics}
+
+    def converted(task: str, run: Path, head: str) -> Callable:
+        def make(_) -> tuple[list, dict]:
+            folder = _fresh(bundle / TASK_DIRS[task])
+            result = convert(str(run), folder, targets=("onnx", "tflite"), head=head, seq_len=s["seq_len"],
+                             tokenizer=spiece)
+            return [folder / f.name for f in result.files], {}  # not manifest.json: quantizing adds to it
+        return make
+
+    def quantized(_) -> tuple[list, dict]:
+        agreement = {}
+        for task in TASK_DIRS:
+            for fmt, scheme in SCHEME.items():
+                result = quantize(bundle / TASK_DIRS[task] / f"model.{fmt}",
+                                  QuantizeConfig(scheme, tokenizer=spiece, calibration=("builtin",), num_samples=32,
+                                                 eval_samples=32), force=True)  # the bundle's own file
+                agreement[f"{task}/{result.out_path.name}"] = {
+                    "agreement_with_fp32": result.accuracy.headline[0], "measure": result.accuracy.headline[1]}
+        return [bundle / folder for folder in TASK_DIRS.values()], {"quantized": agreement}
+
+    pre = step(0, {"recipe": asdict(recipe(opts))}, pretrain)
+    step(1, {"topics": topics, "seed": opts.seed, "limits": [s.get("max_train_examples"), s.get("max_eval_examples")]},
+         labelled)
+    fine = step(2, {**digest([checkpoint, topics_dir], work), "settings": [s["finetune_epochs"], s["finetune_lr"],
+                                                                          s["seq_len"], opts.seed]}, fine_tune)
+    for index, (task, run, head) in enumerate((("mlm", checkpoint, "mlm"), ("classifier", fine_dir, "classification"))):
+        step(3 + index, {**digest([run, spiece], work), "seq_len": s["seq_len"]}, converted(task, run, head))
+    fp32 = [bundle / folder / f"model.{fmt}" for folder in TASK_DIRS.values() for fmt in SCHEME]
+    quantized_agreement = step(5, digest([*fp32, spiece], work), quantized)["quantized"]
+    accuracy = step(6, digest([bundle / TASK_DIRS["classifier"], eval_file, labels_file], work),
+                    lambda _: ([], held_out_accuracy(bundle, eval_file, fine["labels"], s["seq_len"])))
     return {
         "format_version": 1,
         "preset": opts.preset,
         "seq_len": s["seq_len"],
-        "labels": labels,
-        "config": {k: v for k, v in asdict(fine.model.config).items() if k not in ("extra", "label_names")},
+        "labels": fine["labels"],
+        "config": fine["config"],
         "trained_on": {
             "tokenizer": f"sentencepiece unigram, {s['vocab_size']} pieces, on the builtin corpus "
                          "(Python standard-library docstrings)",
@@ -183,11 +256,27 @@ def _build(opts: BundleOptions, work: Path, step: Step) -> dict[str, Any]:
                           "train/eval split by document (albert_edge.train.labelled)",
             "train_examples": _count_lines(train_file),
             "eval_examples": _count_lines(eval_file),
-            "finetune_eval": {k: round(v, 4) if isinstance(v, float) else v for k, v in fine.metrics.items()},
+            "finetune_eval": {k: round(v, 4) if isinstance(v, float) else v for k, v in fine["metrics"].items()},
         },
         "held_out_accuracy": accuracy,
-        "quantized_agreement": quantized,
+        "quantized_agreement": quantized_agreement,
     }
+
+
+def _training(report: Callable[[Progress], None], name: str, index: int) -> Callable[[dict], None]:
+    """Training events (pretraining's and fine-tuning's log records) as progress: the step, its
+    loss, and the time left at the pace of the steps since training started."""
+    start: dict[str, Any] = {}
+
+    def on_event(event: dict) -> None:
+        if event.get("event") == "start":
+            start.update(time=time.perf_counter(), step=event.get("step", 0), steps=event["steps"])
+        elif event.get("event") == "train" and start:
+            per_step = (time.perf_counter() - start["time"]) / max(event["step"] - start["step"], 1)
+            report(Progress(name, index, len(STEPS), train_step=event["step"], train_steps=start["steps"],
+                            loss=event["loss"], seconds_left=per_step * (start["steps"] - event["step"])))
+
+    return on_event
 
 
 def held_out_accuracy(bundle_dir: Path, eval_file: Path, labels: list[str], seq_len: int) -> dict[str, Any]:
@@ -206,6 +295,13 @@ def held_out_accuracy(bundle_dir: Path, eval_file: Path, labels: list[str], seq_
         correct = sum(engine.classify(row["text"])["label"] == row["label"] for row in rows)
         result[variant.key] = round(correct / len(rows), 4) if rows else None
     return result
+
+
+def _fresh(path: Path) -> Path:
+    """``path``, with what an earlier, unfinished attempt at its step left there removed."""
+    if path.exists():
+        shutil.rmtree(path)
+    return path
 
 
 def _limit(path: Path, n: int | None) -> Path:

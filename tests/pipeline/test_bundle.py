@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import albert_edge.pipeline.bundle as bundle_module
 from albert_edge.pipeline.bundle import BundleOptions, make_bundle
 
 
-def _built(opts, work: Path, step) -> dict:
-    """What the build leaves in ``work`` (without the training): the bundle directory."""
-    (work / "bundle").mkdir()
-    (work / "bundle" / "labels.json").write_text('["new"]')
+def _built(opts, state, report) -> dict:
+    """What the build leaves in its work directory (without the training): the bundle directory."""
+    (state.root / "bundle").mkdir()
+    (state.root / "bundle" / "labels.json").write_text('["new"]')
     return {}
 
 
