@@ -83,12 +83,13 @@ class Calibration:
             data.pop(host, None)
         return cls(path, host, data)
 
-    def host_row(self, measured: dict[str, Any]) -> dict[str, Any]:
-        """The host's figures to use: those measured now, with the highest memory bandwidth seen
-        on this host (a copy slowed by other work measures too low, never too high)."""
-        best = self.device if self.device and self.device.get("bandwidth_gbs", 0) > measured["bandwidth_gbs"] else measured
-        self.device = best
-        return best
+    def host_row(self, make) -> dict[str, Any]:
+        """The host's figures every observation of this calibration is taken against: those kept,
+        else ``make()``'s (this machine's row, its bandwidth measured now), kept from then on, so
+        that a copy slowed by other work later does not move the rooflines under the observations."""
+        if not self.device:
+            self.device = make()
+        return self.device
 
     def observe(self, key: str, observation: dict[str, Any]) -> None:
         """Keep ``observation`` (sha256, seq_len, macs, efficiency, quality) unless the class holds a

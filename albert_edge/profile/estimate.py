@@ -81,15 +81,15 @@ def estimate(files: Sequence[str | Path], devices: str | Sequence[str] | Sequenc
     ``measured_records`` are this machine's measurements (remote and real-text ones are left
     out): each becomes an observation of ``calibration`` (in memory when None; saved when it has
     a path). A setting the calibration knows nothing of gets the unscaled roofline for each of
-    ``threads`` (all the device's cores when None), and says so. ``host`` defaults to this
-    machine's row (its bandwidth the best the calibration has seen)."""
+    ``threads`` (all the device's cores when None), and says so. ``host`` defaults to the row the
+    calibration keeps for this machine (made when it is new)."""
     rows = _devices(devices)
     batches = (batch,) if isinstance(batch, int) else tuple(batch)
     measured = [_fixed_local(r) for r in measured_records]
     measured = [r for r in measured if r is not None]
     calibration = calibration if calibration is not None else Calibration()
     if host is None and (measured or calibration.classes):
-        host = Device(**calibration.host_row(host_device().to_dict()))
+        host = Device(**calibration.host_row(lambda: host_device().to_dict()))
     records: list[ProfileRecord] = []
     for file in files:
         path = Path(file)
