@@ -44,11 +44,18 @@ def _fail(message: str, code: int) -> click.ClickException:
     return err
 
 
-def _signalled(signum: int) -> click.ClickException:
-    """The one line and exit code of a command that SIGTERM or SIGINT (Ctrl-C) stopped."""
+def _signalled(signum: int, left: str = "nothing half-written was left behind") -> click.ClickException:
+    """The one line and exit code of a command that SIGTERM or SIGINT (Ctrl-C) stopped; ``left``
+    says what it left behind."""
     if signum == signal.SIGTERM:
-        return _fail("terminated (SIGTERM); nothing half-written was left behind", EXIT_TERMINATED)
-    return _fail("interrupted; nothing half-written was left behind", EXIT_INTERRUPTED)
+        return _fail(f"terminated (SIGTERM); {left}", EXIT_TERMINATED)
+    return _fail(f"interrupted; {left}", EXIT_INTERRUPTED)
+
+
+def stopped_keeping(exc: KeyboardInterrupt, kept: str) -> click.ClickException:
+    """The one line of a command stopped by ``exc`` (Ctrl-C or SIGTERM) that keeps finished work
+    for the next run: ``kept`` says where."""
+    return _signalled(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT, kept)
 
 
 class _Group(click.Group):

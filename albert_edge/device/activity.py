@@ -97,7 +97,8 @@ def competing(during: dict[str, Any] | None, threads: int | None = None) -> list
     if other >= OTHER_CORES_WARN:
         oversubscribed = threads is not None and threads + other > cores
         notes.append(f"machine busy: other work kept {other:.2f} of {cores} cores busy while measuring"
-                     + (f" (with our {threads} threads, more than the cores there are)" if oversubscribed else ""))
+                     + (f" (with our {threads} thread{'s' * (threads != 1)}, more than the cores there are)"
+                        if oversubscribed else ""))
     if during["steal_share"] >= STEAL_WARN:
         notes.append(f"cpu steal: the hypervisor took {during['steal_share']:.1%} of the CPU time while measuring")
     return notes
