@@ -287,3 +287,28 @@ def test_profile_runs_without_torch_or_tensorflow(onnx_file, tflite_file, run_bl
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["batch"] == 2 and record["provider"] == "none" and record["latency"]["count"] == 3
+
+
+def test_a_busy_machine_is_waited_for_seen_and_never_a_regression(onnx_file, tmp_path):
+    """One other process keeps a core busy while a 1-thread measurement runs: --wait-quiet waits
+    its full time for it in vain, the record names the other work and is judged noisy, and a
+    comparison with a quiet-looking baseline of the same file is inconclusive, not a regression."""
+    baseline = tmp_path / "old.json"
+    quiet = [{**r, "latency": {**r["latency"], "quality": "good", "p50": r["latency"]["p50"] / 3,
+                               "samples": [t / 3 for t in r["latency"]["samples"]]}}
+             for r in profile_json(onnx_file, "--seq-len", "8")]
+    baseline.write_text(json.dumps(quiet))
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 60\nwhile time.time() < end: pass"])
+    try:
+        time.sleep(0.5)
+        result = CliRunner().invoke(main, ["profile", str(onnx_file), "--seq-len", "8", *FAST, "--wait-quiet", "1",
+                                           "--baseline", str(baseline), "--fail-on-regression", "--json"])
+    finally:
+        busy.kill()
+        busy.wait()
+    assert result.exit_code == 0, result.output
+    [record] = json.loads(result.stdout)
+    assert record["machine"]["before"]["waited_seconds"] >= 1.0 and record["machine"]["during"]["other_cores"] > 0.5
+    assert any(w.startswith("machine busy: other work kept") for w in record["warnings"])
+    assert record["latency"]["quality"] in ("noisy", "unusable")
+    assert record["baseline_comparison"]["verdict"] == "inconclusive" and not record["baseline_comparison"]["regression"]
