@@ -27,35 +27,7 @@ import warnings
 import click
 
 from ..errors import user_message
-
-EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
-EXIT_TERMINATED = 143  # 128 + SIGTERM
-EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what `cmd | head -1` reports for any program the pipe stops
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is, so that cleanup written for Ctrl-C runs for it too."""
-
-
-def _fail(message: str, code: int) -> click.ClickException:
-    err = click.ClickException(message)
-    err.exit_code = code
-    return err
-
-
-def _signalled(signum: int, left: str = "nothing half-written was left behind") -> click.ClickException:
-    """The one line and exit code of a command that SIGTERM or SIGINT (Ctrl-C) stopped; ``left``
-    says what it left behind."""
-    if signum == signal.SIGTERM:
-        return _fail(f"terminated (SIGTERM); {left}", EXIT_TERMINATED)
-    return _fail(f"interrupted; {left}", EXIT_INTERRUPTED)
-
-
-def stopped_keeping(exc: KeyboardInterrupt, kept: str) -> click.ClickException:
-    """The one line of a command stopped by ``exc`` (Ctrl-C or SIGTERM) that keeps finished work
-    for the next run: ``kept`` says where."""
-    return _signalled(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT, kept)
+from ._exits import EXIT_PIPE_CLOSED, EXIT_USER_ERROR, Terminated, fail, signalled
 
 
 class _Group(click.Group):
@@ -80,27 +52,27 @@ class _Group(click.Group):
                 raise
             except click.UsageError as exc:  # one line too, naming the help to read
                 where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
-                raise _fail(f"{exc.format_message()} (see '{where} --help')", EXIT_USER_ERROR) from None
+                raise fail(f"{exc.format_message()} (see '{where} --help')", EXIT_USER_ERROR) from None
             except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
                 raise
             except Terminated:
-                raise _signalled(signal.SIGTERM) from None
+                raise signalled(signal.SIGTERM) from None
             except KeyboardInterrupt:
-                raise _signalled(signal.SIGINT) from None
+                raise signalled(signal.SIGINT) from None
             except Exception as exc:
                 from ..profile.runner import Interrupted  # the profiler's children stopped by a signal
 
                 if isinstance(exc, Interrupted) and exc.signum in (signal.SIGINT, signal.SIGTERM):
-                    raise _signalled(exc.signum) from None
+                    raise signalled(exc.signum) from None
                 message = user_message(exc)
                 if message is not None:
                     logging.getLogger(__name__).debug("details", exc_info=True)
-                    raise _fail(message, EXIT_USER_ERROR) from None
+                    raise fail(message, EXIT_USER_ERROR) from None
                 if verbose:
                     traceback.print_exc()
                 from .. import __version__
 
-                raise _fail(f"internal error in albert-edge {__version__} ({type(exc).__name__}: "
+                raise fail(f"internal error in albert-edge {__version__} ({type(exc).__name__}: "
                             f"{' '.join(str(exc).split())[:300]}). This is a bug: please report it with the "
                             "command you ran and the output of the same command with -v",
                             1) from None

@@ -176,7 +176,7 @@ def bundle(out_dir: Path, preset: str, threads: int | None, seed: int, force: bo
             info = make_bundle(opts, on_progress=_shown(bar, bar.add_task("bundle", total=None)))
     except KeyboardInterrupt as exc:
         if partial_dir(out_dir).is_dir():
-            from . import stopped_keeping
+            from ._exits import stopped_keeping
 
             raise stopped_keeping(exc, f"no bundle was written; the finished steps are kept in "
                                        f"{partial_dir(out_dir)}: run the same command again to go on from them") from None
