@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,30 +34,59 @@ OUTPUT_NAMES = {1: ("last_hidden_state",), 2: ("last_hidden_state", "pooler_outp
 _RAW = np.dtype(np.uint8)
 
 
-@dataclass
 class PteFile:
-    """A .pte file's bytes and where its parts are."""
+    """A .pte file: its program flatbuffer, its header, and its segments read on demand (so a
+    check before running reads a few kilobytes, not the weights)."""
 
-    raw: bytes
-    program: Program
-    header: ExtendedHeader | None
+    def __init__(self, path: Path, whole: bool):
+        self.path = path
+        self.file_size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(64)
+            if len(head) < 8 or head[4:8] != FILE_IDENTIFIER:
+                got = head[4:8] if len(head) >= 8 else b""
+                raise ValueError(f"{path} is not an ExecuTorch program (no {FILE_IDENTIFIER.decode()} identifier"
+                                 f"{f'; found {got!r}' if got else ''})")
+            self.header = ExtendedHeader(head) if head[8:12] == ExtendedHeader.MAGIC else None
+            if self.header is not None:
+                end = self.header.segment_base_offset + self.header.segment_data_size
+                if self.header.program_size > self.file_size or end > self.file_size:
+                    raise ValueError(f"{path} is truncated: its header says {max(end, self.header.program_size)} "
+                                     f"bytes, the file has {self.file_size}")
+            fh.seek(0)
+            size = self.file_size if whole or self.header is None else self.header.program_size
+            self.raw = fh.read(size)
+        self._whole = whole or self.header is None
+        self.program = Program.from_bytes(self.raw)
 
-    def segment(self, index: int) -> memoryview:
-        """The bytes of segment ``index`` (weights, named data or a delegate payload)."""
+    def read(self, start: int, size: int, what: str):
+        """``size`` bytes at ``start`` of the file, bounds-checked."""
+        if start < 0 or size < 0 or start + size > self.file_size:
+            raise ValueError(f"{what} ({size} bytes at {start}) runs past the end of the {self.file_size}-byte file")
+        if self._whole or start + size <= len(self.raw):
+            return memoryview(self.raw)[start:start + size]
+        with self.path.open("rb") as fh:
+            fh.seek(start)
+            return fh.read(size)
+
+    def segment_span(self, index: int) -> tuple[int, int]:
+        """(file offset, size) of segment ``index``, checked to lie within the file."""
         segments = self.program.segments()
         if not 0 <= index < len(segments):
             raise IndexError(f"segment {index} of {len(segments)}")
         if self.header is None:
             raise ValueError("segments without an eh00 header")
-        start = self.header.segment_base_offset + segments[index].offset()
-        return self._span(start, segments[index].size(), f"segment {index}")
+        start, size = self.header.segment_base_offset + segments[index].offset(), segments[index].size()
+        if start + size > self.file_size:
+            raise ValueError(f"segment {index} ({size} bytes at {start}) runs past the end of the "
+                             f"{self.file_size}-byte file")
+        return start, size
 
-    def _span(self, start: int, size: int, what: str) -> memoryview:
-        if start < 0 or size < 0 or start + size > len(self.raw):
-            raise ValueError(f"{what} ({size} bytes at {start}) runs past the end of the {len(self.raw)}-byte file")
-        return memoryview(self.raw)[start:start + size]
+    def segment(self, index: int):
+        """The bytes of segment ``index`` (weights, named data or a delegate payload)."""
+        return self.read(*self.segment_span(index), f"segment {index}")
 
-    def delegate_payload(self, delegate) -> memoryview:
+    def delegate_payload(self, delegate):
         ref = delegate.processed()
         if ref is None:
             raise ValueError("a delegate without its processed data")
@@ -66,46 +95,37 @@ class PteFile:
             if not 0 <= ref.index() < len(inline):
                 raise IndexError(f"inline delegate data {ref.index()} of {len(inline)}")
             span = inline[ref.index()].data()
-            return self._span(*span, "inline delegate data") if span else memoryview(b"")
+            return self.read(*span, "inline delegate data") if span else memoryview(b"")
         if ref.location() == DATA_SEGMENT:
             return self.segment(ref.index())
         raise ValueError(f"a delegate's data at unknown location {ref.location()}")
 
 
-def read_program(path: str | os.PathLike) -> PteFile:
-    """The .pte file at ``path``, its identifier and header checked. ValueError if it is not one."""
-    raw = Path(path).read_bytes()
-    if len(raw) < 8 or raw[4:8] != FILE_IDENTIFIER:
-        got = raw[4:8] if len(raw) >= 8 else b""
-        raise ValueError(f"{path} is not an ExecuTorch program (no {FILE_IDENTIFIER.decode()} identifier"
-                         f"{f'; found {got!r}' if got else ''})")
-    header = ExtendedHeader(raw) if raw[8:12] == ExtendedHeader.MAGIC else None
-    if header is not None:
-        end = header.segment_base_offset + header.segment_data_size
-        if header.program_size > len(raw) or end > len(raw):
-            raise ValueError(f"{path} is truncated: its header says {max(end, header.program_size)} bytes, "
-                             f"the file has {len(raw)}")
-    return PteFile(raw, Program.from_bytes(raw), header)
+def read_program(path: str | os.PathLike, whole: bool = True) -> PteFile:
+    """The .pte file at ``path``, its identifier and header checked; with ``whole`` False only
+    its program flatbuffer is read. ValueError if it is not one."""
+    return PteFile(Path(path), whole)
 
 
-def read(path: str | os.PathLike) -> GraphContents:
-    """What the .pte file at ``path`` holds. Raises ValueError if it is not a readable .pte."""
-    pte = read_program(path)
+def read(path: str | os.PathLike, weights: bool = True) -> GraphContents:
+    """What the .pte file at ``path`` holds. Raises ValueError if it is not a readable .pte.
+
+    With ``weights`` False the weights are not read (``weights`` is empty) but everything else
+    is, and every segment, named blob and constant is checked to lie within the file: the
+    check run before a runtime sees the file, reading kilobytes."""
+    pte = read_program(path, whole=weights)
     try:
-        return _read(pte)
-    except (IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError) as exc:
+        return _read(pte, weights)
+    except (IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError, struct.error) as exc:
+        # Flatbuffer accessors read lazily: a damaged file fails wherever it is first touched.
         raise ValueError(f"{path} is a damaged ExecuTorch program ({type(exc).__name__}: {exc})") from None
-    except Exception as exc:  # struct.error and kin: flatbuffer accessors read lazily
-        if type(exc).__module__ == "struct" or type(exc).__name__ == "error":
-            raise ValueError(f"{path} is a damaged ExecuTorch program ({exc})") from None
-        raise
 
 
 def _str(value: bytes | None) -> str:
     return value.decode("utf-8") if value else ""
 
 
-def _read(pte: PteFile) -> GraphContents:
+def _read(pte: PteFile, load: bool = True) -> GraphContents:
     program = pte.program
     plans = {_str(p.name()): p for p in program.execution_plans()}
     if not plans:
@@ -117,9 +137,13 @@ def _read(pte: PteFile) -> GraphContents:
 
     ops: Counter = Counter()
     names, dtypes = _program_tensors(program, plans.values())
-    weights = _constant_buffers(pte, names, dtypes) + _constant_segment(pte, names, dtypes)
     delegate_info, named_views, inline_weights = _delegates(pte, plans.values(), ops)
-    weights += inline_weights + _named_data(pte, named_views)
+    if load:
+        weights = _constant_buffers(pte, names, dtypes) + _constant_segment(pte, names, dtypes)
+        weights += inline_weights + _named_data(pte, named_views)
+    else:
+        weights = []
+        _check_segments(pte)
     for p in plans.values():
         operators = p.operators()
         for chain in p.chains():
@@ -204,7 +228,7 @@ def _constant_buffers(pte: PteFile, names, dtypes) -> list[tuple[StoredTensor, s
         if index == 0 or not span or not span[1]:
             continue
         name, shape = names.get(index, (f"constant_buffer_{index}", ()))
-        data = pte._span(*span, f"constant buffer {index}")
+        data = pte.read(*span, f"constant buffer {index}")
         out.append((StoredTensor(name, _typed(data, dtypes.get(index, _RAW), shape)), "constant_buffer"))
     return out
 
@@ -299,6 +323,21 @@ def _named_data(pte: PteFile, described: dict) -> list[tuple[StoredTensor, str]]
         values = _typed(data, dtype, shape)
         out.append((StoredTensor(first or f"named.{key[:16]}", values, consumers=(key,)), "named_data"))
     return out
+
+
+def _check_segments(pte: PteFile) -> None:
+    """Every segment, named blob and constant lies within the file (without reading them)."""
+    program = pte.program
+    for index in range(len(program.segments())):
+        pte.segment_span(index)
+    for entry in program.named_data():
+        pte.segment_span(entry.segment_index())
+    sub = program.constant_segment()
+    offsets = sub.offsets() if sub is not None else []
+    if offsets:
+        _, size = pte.segment_span(sub.segment_index())
+        if any(o > size for o in offsets):
+            raise ValueError(f"a constant starts past the end of its {size}-byte segment")
 
 
 def _by_dtype(weights) -> dict[str, int]:
