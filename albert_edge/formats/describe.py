@@ -85,8 +85,9 @@ def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
     if contents.format == "executorch":
         # Which products read float weights is read from .onnx and .tflite graphs; a .pte's
         # weights by dtype, delegates and segments come from its reader.
-        precision = {"unavailable": "the matrix-product precision analysis reads .onnx and .tflite files; "
-                                    "a .pte's weight bytes by dtype are listed with its delegates"}
+        precision = {"weight_bytes_by_dtype": contents.metadata["weight_bytes_by_dtype"],
+                     "unavailable": "which matrix products read float weights is analysed in .onnx and .tflite "
+                                    "files; a .pte's weight bytes by dtype are listed with its delegates"}
         extra["executorch"] = contents.metadata
     else:
         try:
