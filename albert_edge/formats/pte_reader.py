@@ -47,7 +47,10 @@ class PteFile:
                 got = head[4:8] if len(head) >= 8 else b""
                 raise ValueError(f"{path} is not an ExecuTorch program (no {FILE_IDENTIFIER.decode()} identifier"
                                  f"{f'; found {got!r}' if got else ''})")
-            self.header = ExtendedHeader(head) if head[8:12] == ExtendedHeader.MAGIC else None
+            try:
+                self.header = ExtendedHeader(head) if head[8:12] == ExtendedHeader.MAGIC else None
+            except (ValueError, struct.error) as exc:
+                raise ValueError(f"{path} is a damaged ExecuTorch program ({exc})") from None
             if self.header is not None:
                 end = self.header.segment_base_offset + self.header.segment_data_size
                 if self.header.program_size > self.file_size or end > self.file_size:
@@ -57,7 +60,10 @@ class PteFile:
             size = self.file_size if whole or self.header is None else self.header.program_size
             self.raw = fh.read(size)
         self._whole = whole or self.header is None
-        self.program = Program.from_bytes(self.raw)
+        try:
+            self.program = Program.from_bytes(self.raw)
+        except (IndexError, struct.error) as exc:
+            raise ValueError(f"{path} is a damaged ExecuTorch program ({exc})") from None
 
     def read(self, start: int, size: int, what: str):
         """``size`` bytes at ``start`` of the file, bounds-checked."""
