@@ -37,8 +37,9 @@ def tiny_pte_model(config: AlbertConfig | None = None, seed: int = 0) -> HiddenS
 
 
 def export_pte(module: torch.nn.Module, out_path: Path, seq_len: int = 8, max_seq_len: int = 64,
-               xnnpack: bool = True) -> Path:
-    """Write ``module`` as a .pte with int64 inputs of shape (1, dynamic sequence)."""
+               xnnpack: bool = True, int8: bool = False) -> Path:
+    """Write ``module`` as a .pte with int64 inputs of shape (1, dynamic sequence); ``int8``:
+    linear weights int8 per channel, activations quantized at run time (XNNPACK's dynamic scheme)."""
     from executorch.exir import to_edge_transform_and_lower
 
     ids = torch.randint(5, 50, (1, seq_len), dtype=torch.long)
@@ -46,6 +47,8 @@ def export_pte(module: torch.nn.Module, out_path: Path, seq_len: int = 8, max_se
     seq = torch.export.Dim("sequence", min=2, max=max_seq_len)
     dynamic = {"input_ids": {1: seq}, "attention_mask": {1: seq}, "token_type_ids": {1: seq}}
     with torch.no_grad():
+        if int8:
+            module = _int8(module, example, dynamic)
         program = torch.export.export(module, example, dynamic_shapes=dynamic, strict=False)
     partitioner = []
     if xnnpack:
@@ -56,6 +59,19 @@ def export_pte(module: torch.nn.Module, out_path: Path, seq_len: int = 8, max_se
     out_path = Path(out_path)
     out_path.write_bytes(et.buffer)
     return out_path
+
+
+def _int8(module, example, dynamic):
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                         get_symmetric_quantization_config)
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True,
+                                                                                is_dynamic=True))
+    graph = torch.export.export(module, example, dynamic_shapes=dynamic, strict=False).module()
+    graph = prepare_pt2e(graph, quantizer)
+    graph(*example)
+    return convert_pt2e(graph)
 
 
 def shared_layer_config():

@@ -295,26 +295,34 @@ def _xnnpack(payload: bytes, graph_name: str, named: dict, ops: Counter) -> list
         ops["xnnpack::" + (XNN_NODES[kind - 1] if 0 < kind <= len(XNN_NODES) else f"node_{kind}")] += 1
     constants = graph.constant_data()
     described: dict[int, tuple[np.dtype, tuple]] = {}
+    scale_of: dict[int, int] = {}  # constant index of per-channel scales -> constant index of their weight
     for value in graph.xvalues():
         tensor = value.tensor_value()
         if tensor is not None and tensor.constant_buffer_idx() > 0:
             described.setdefault(tensor.constant_buffer_idx(), (XNN_DATATYPES.get(tensor.datatype(), _RAW),
                                                                 tensor.dims()))
+            quantized = value.quantized()
+            scales = quantized.scales() if quantized is not None else None
+            if scales is not None:
+                described.setdefault(scales[0], (np.dtype(np.float32), (scales[1],)))
+                scale_of[scales[0]] = tensor.constant_buffer_idx()
     out = []
     region = payload[header.constant_data_offset:header.constant_data_offset + header.constant_data_size]
     for index, constant in enumerate(constants):
         dtype, shape = described.get(index, (_RAW, ()))
         key = _str(constant.named_key())
+        name = f"{graph_name}.constant_{index}"
+        if index in scale_of:  # named after the weight they scale
+            name = f"{graph_name}.constant_{scale_of[index]}.scales"
         if key:
-            named.setdefault(key, (dtype, shape, f"{graph_name}.constant_{index}"))
+            named.setdefault(key, (dtype, shape, name))
             continue
         start, size = constant.offset(), constant.size()
         if index == 0 or not size:
             continue
         if start + size > len(region):
             raise ValueError(f"an XNNPACK constant ({size} bytes at {start}) runs past its payload")
-        out.append((StoredTensor(f"{graph_name}.constant_{index}", _typed(region[start:start + size], dtype, shape)),
-                    "delegate"))
+        out.append((StoredTensor(name, _typed(region[start:start + size], dtype, shape)), "delegate"))
     return out
 
 

@@ -292,12 +292,39 @@ class XNNTensorValue(Table):
         return self._scalar(3, "<I")
 
 
+class PerChannelQuant(Table):
+    def scale_buffer_idx(self) -> int:
+        return self._scalar(2, "<I")
+
+    def num_scales(self) -> int:
+        return self._scalar(3, "<I")
+
+
+class PerChannelGroupQuant(Table):
+    def scale_buffer_idx(self) -> int:
+        return self._scalar(4, "<I")
+
+    def num_scales(self) -> int:
+        return self._scalar(5, "<I")
+
+
 class XNNQuantizedTensorValue(Table):
     def tensor_value(self) -> XNNTensorValue | None:
         return self._child(0, XNNTensorValue)
 
+    def scales(self) -> tuple[int, int] | None:
+        """(constant index, count) of per-channel scales stored as a constant (float32), if any."""
+        kind = self._scalar(1, "<B")  # XNNQuantParams: PerChannelQuant = 1, ..., PerChannelGroupQuant = 4
+        params = self._child(2, PerChannelQuant if kind == 1 else PerChannelGroupQuant) if kind in (1, 4) else None
+        if params is None or not params.scale_buffer_idx():
+            return None
+        return params.scale_buffer_idx(), params.num_scales()
+
 
 class XValue(Table):
+    def quantized(self) -> XNNQuantizedTensorValue | None:
+        return self._child(1, XNNQuantizedTensorValue) if self._scalar(0, "<B") == 2 else None
+
     def tensor_value(self) -> XNNTensorValue | None:
         kind = self._scalar(0, "<B")
         if kind == 1:

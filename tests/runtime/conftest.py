@@ -28,3 +28,12 @@ def pte_files(tmp_path_factory) -> PteFiles:
     model = tiny_pte_model()
     return PteFiles(model, export_pte(model, out / "tiny.pte"), export_pte(model, out / "tiny_portable.pte",
                                                                         xnnpack=False), 64)
+
+
+@pytest.fixture(scope="session")
+def pte_int8(tmp_path_factory, pte_files) -> Path:
+    """The same model, linear weights int8 (XNNPACK's dynamic per-channel scheme)."""
+    pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
+    from ..pte_fixtures import export_pte
+
+    return export_pte(pte_files.model, tmp_path_factory.mktemp("pte-int8") / "tiny_int8.pte", int8=True)

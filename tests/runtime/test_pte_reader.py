@@ -36,6 +36,22 @@ def test_each_weight_is_stored_once(pte, pte_files):
     assert report.ok
 
 
+def test_an_int8_file_stores_each_weight_once(pte_int8, pte_files):
+    """Each shared linear weight once in int8 (with its per-channel scales in float32), whatever
+    number of layers and delegate blocks read it."""
+    contents, report = inspect_file(pte_int8)
+    assert report.duplicates == [] and report.stored_bytes == report.unique_bytes
+    encoder = pte_files.model.model
+    linear = [m.weight for m in encoder.modules() if isinstance(m, __import__("torch").nn.Linear)]
+    by_dtype = contents.metadata["weight_bytes_by_dtype"]
+    assert by_dtype["int8"] == sum(w.numel() for w in linear)  # one byte each, each matrix once
+    scales = [w for w in contents.weights if w.name.endswith(".scales")]
+    assert len(scales) == len(linear) and all(w.dtype == "float32" for w in scales)
+    floats = report.stored_bytes - by_dtype["int8"]
+    params = model_param_bytes(encoder) - 4 * sum(w.numel() for w in linear)
+    assert floats <= 1.01 * (params + 4 * sum(w.shape[0] for w in linear))  # float params + scales
+
+
 def test_inputs_outputs_and_dynamic_sequence(pte, pte_files):
     contents = pte_reader.read(pte)
     assert [s.name for s in contents.inputs] == list(INPUT_NAMES)
