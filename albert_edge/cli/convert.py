@@ -66,7 +66,7 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
 @click.argument("model_file", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 def inspect(model_file: Path, as_json: bool) -> None:
-    """Read MODEL_FILE (.onnx or .tflite) back and report its inputs, outputs, op histogram,
+    """Read MODEL_FILE (.onnx, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
     weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
     reshaped or transposed copies of another stored tensor. Then the weight bytes per precision
     and every matrix product that reads a float weight, with the reason; for a quantized file
@@ -101,6 +101,20 @@ def inspect(model_file: Path, as_json: bool) -> None:
         _print_precision(precision)
     if "op_versions" in data:
         _print_runtime(data)
+    if "executorch" in data:
+        _print_executorch(data["executorch"])
+
+
+def _print_executorch(pte: dict) -> None:
+    """Where a .pte keeps its weights, and its delegate blocks."""
+    backends = ", ".join(f"{b} x{n}" for b, n in pte["backends"].items()) or "none (portable kernels only)"
+    rows = [("methods", ", ".join(pte["methods"])), ("delegate blocks", f"{pte['delegates']}: {backends}"),
+            ("delegate payloads", f"{fmt_bytes(pte['delegate_payload_bytes'])} ({pte['delegate_payload_bytes']:,})"),
+            ("segments", f"{pte['segments']} ({pte['segment_bytes']:,} bytes)"), ("named data", pte["named_data"]),
+            ("input shapes", ", ".join(pte["input_dynamism"]) + " (sizes shown are the upper bounds)")]
+    rows += [(f"weights in {where}", f"{n:,} bytes") for where, n in pte["weight_bytes_by_location"].items()]
+    rows += [(f"weights {dtype}", f"{n:,} bytes") for dtype, n in pte["weight_bytes_by_dtype"].items()]
+    print_table("ExecuTorch program", ["", ""], rows)
 
 
 def _print_runtime(runtime: dict) -> None:

@@ -14,8 +14,8 @@ def info(path: str, as_json: bool) -> None:
     """Say what PATH is: format, config, heads, parameter count, file size.
 
     PATH is a Hugging Face checkpoint directory or model id (albert/albert-base-v2,
-    org/name@revision), an original TF checkpoint (directory or model.ckpt-N prefix), an .onnx
-    or .tflite file, or a `convert` output directory.
+    org/name@revision), an original TF checkpoint (directory or model.ckpt-N prefix), an .onnx,
+    .tflite or .pte file, or a `convert` output directory.
     """
     from ..info import describe
 

@@ -4,8 +4,9 @@ Device side: numpy and the standard library (the ONNX reader uses the ``onnx`` p
 is installed); never torch, tensorflow or the build side (converters, quantize, train).
 
 - :mod:`.graph`: what a file holds (inputs, outputs, stored tensors), common to every reader.
-- :mod:`.onnx_reader`, :mod:`.tflite_reader`: the readers; :mod:`.tflite_schema` is our own
-  flatbuffer accessor for .tflite files, :mod:`.tflite_check` the structural check run before
+- :mod:`.onnx_reader`, :mod:`.tflite_reader`, :mod:`.pte_reader`: the readers;
+  :mod:`.tflite_schema` and :mod:`.pte_schema` are our own flatbuffer accessors (on
+  :mod:`.flatbuffer`) for .tflite and ExecuTorch .pte files, :mod:`.tflite_check` the structural check run before
   an interpreter sees a file, :mod:`.tflite_model` the object model the TFLite passes edit.
 - :mod:`.op_versions`: each TFLite operator's version and the first runtime release that has it.
 - :mod:`.weights`: weights once, proven: stored vs unique bytes and every duplicated weight.
@@ -24,11 +25,11 @@ from ..errors import RuntimeUnavailable
 __all__ = ["FORMATS", "format_of"]
 
 # File suffix -> format name. Every model file albert-edge writes or runs is one of these.
-FORMATS = {".onnx": "onnx", ".tflite": "tflite"}
+FORMATS = {".onnx": "onnx", ".tflite": "tflite", ".pte": "executorch"}
 
 
 def format_of(path: str | os.PathLike) -> str:
-    """'onnx' or 'tflite' from the file suffix; RuntimeUnavailable for anything else."""
+    """'onnx', 'tflite' or 'executorch' from the file suffix; RuntimeUnavailable for anything else."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
         raise RuntimeUnavailable(

@@ -12,7 +12,7 @@ from ..errors import AlbertEdgeError, RuntimeUnavailable
 
 __all__ = ["MODEL_SUFFIXES", "describe_model_file", "describe_manifest", "inspect_model", "shape_of"]
 
-MODEL_SUFFIXES = (".onnx", ".tflite")
+MODEL_SUFFIXES = (".onnx", ".tflite", ".pte")
 
 
 def describe_model_file(path: Path) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def shape_of(config: dict[str, Any]) -> str:
 
 
 def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
-    """What `albert-edge inspect --json` prints for one .onnx/.tflite file (and what the report
+    """What `albert-edge inspect --json` prints for one .onnx/.tflite/.pte file (and what the report
     shows of it): inputs, outputs, op histogram, stored vs unique weight bytes and every duplicated
     weight, the weight precision analysis, and for TFLite the operator versions with the first
     runtime that has each."""
@@ -81,14 +81,23 @@ def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
     from .weights import inspect_file
 
     contents, report = inspect_file(path)
-    try:
-        precision = describe_precision(path)
-    except RuntimeUnavailable as exc:  # its TFLite analysis reads with ai-edge-litert's bindings
-        precision = {"unavailable": str(exc)}
+    extra: dict[str, Any] = {}
+    if contents.format == "executorch":
+        # Which products read float weights is read from .onnx and .tflite graphs; a .pte's
+        # weights by dtype, delegates and segments come from its reader.
+        precision = {"weight_bytes_by_dtype": contents.metadata["weight_bytes_by_dtype"],
+                     "unavailable": "which matrix products read float weights is analysed in .onnx and .tflite "
+                                    "files; a .pte's weight bytes by dtype are listed with its delegates"}
+        extra["executorch"] = contents.metadata
+    else:
+        try:
+            precision = describe_precision(path)
+        except RuntimeUnavailable as exc:  # its TFLite analysis reads with ai-edge-litert's bindings
+            precision = {"unavailable": str(exc)}
     runtime = runtime_report(path) if contents.format == "tflite" else None
     return {
         "path": str(path), "format": contents.format,
         "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],
         "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
-        "precision": precision, **(runtime or {}),
+        "precision": precision, **(runtime or {}), **extra,
     }

@@ -13,6 +13,8 @@ import struct
 
 import numpy as np
 
+from .flatbuffer import Table as _Table
+
 __all__ = ["Model", "TensorType", "BuiltinOperator"]
 
 
@@ -27,61 +29,6 @@ def _builtin_operators() -> type:
     codes = {name: code for name, (code, _) in RUNTIME_VERSIONS.items()}
     codes.update(CONCAT_EMBEDDINGS=29, CALL=31, CUSTOM=32, DELEGATE=51, PLACEHOLDER_FOR_GREATER_OP_CODES=127)
     return type("BuiltinOperator", (), codes)
-
-
-class _Table:
-    """A flatbuffer table at ``pos`` of ``buf``: reads its fields by number."""
-
-    def __init__(self, buf: bytes, pos: int):
-        self._buf, self._pos = buf, pos
-
-    def _at(self, field: int) -> int:
-        """Where ``field`` is stored, or 0 when it is absent (holds its default)."""
-        vtable = self._pos - struct.unpack_from("<i", self._buf, self._pos)[0]
-        entry = 4 + 2 * field
-        if entry >= struct.unpack_from("<H", self._buf, vtable)[0]:
-            return 0
-        offset = struct.unpack_from("<H", self._buf, vtable + entry)[0]
-        return self._pos + offset if offset else 0
-
-    def _scalar(self, field: int, fmt: str, default: int = 0) -> int:
-        at = self._at(field)
-        return struct.unpack_from(fmt, self._buf, at)[0] if at else default
-
-    def _target(self, field: int) -> int:
-        """The position an offset field points at (0: absent)."""
-        at = self._at(field)
-        return at + struct.unpack_from("<I", self._buf, at)[0] if at else 0
-
-    def _length(self, field: int) -> int:
-        vector = self._target(field)
-        return struct.unpack_from("<I", self._buf, vector)[0] if vector else 0
-
-    def _table(self, field: int, index: int, cls):
-        vector = self._target(field)
-        if not vector:
-            return None
-        if not 0 <= index < struct.unpack_from("<I", self._buf, vector)[0]:
-            raise IndexError(f"element {index} of a vector of {struct.unpack_from('<I', self._buf, vector)[0]}")
-        element = vector + 4 + 4 * index
-        return cls(self._buf, element + struct.unpack_from("<I", self._buf, element)[0])
-
-    def _string(self, field: int) -> bytes | None:
-        at = self._target(field)
-        if not at:
-            return None
-        size = struct.unpack_from("<I", self._buf, at)[0]
-        if at + 4 + size > len(self._buf):
-            raise IndexError("a string runs past the end of the file")
-        return bytes(self._buf[at + 4:at + 4 + size])
-
-    def _numpy(self, field: int, dtype) -> np.ndarray | int:
-        """A vector of scalars as numpy (0 when absent, as the generated bindings return)."""
-        at = self._target(field)
-        if not at:
-            return 0
-        return np.frombuffer(self._buf, dtype=np.dtype(dtype).newbyteorder("<"),
-                             count=struct.unpack_from("<I", self._buf, at)[0], offset=at + 4)
 
 
 def _vector_of(field: int, cls: type) -> tuple:

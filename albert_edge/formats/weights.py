@@ -40,7 +40,8 @@ BOUND_SLACK = 64 * 1024
 # not a duplicated weight.
 MIN_NUMEL = 8
 
-_READERS = {"onnx": "albert_edge.formats.onnx_reader", "tflite": "albert_edge.formats.tflite_reader"}
+_READERS = {"onnx": "albert_edge.formats.onnx_reader", "tflite": "albert_edge.formats.tflite_reader",
+            "executorch": "albert_edge.formats.pte_reader"}
 _CHUNK = 1 << 20  # elements per step when fingerprinting, to bound temporary memory
 
 
@@ -104,7 +105,7 @@ class WeightsReport:
 
 def model_format(path: Path) -> str:
     """The format of the model file at ``path`` by its suffix; one clear line if it is not an
-    .onnx/.tflite file that exists."""
+    model file that exists."""
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ConversionError(f"{path}: not a model file albert-edge reads (expected {', '.join(FORMATS)})")
@@ -114,7 +115,7 @@ def model_format(path: Path) -> str:
 
 
 def read_file(path: str | os.PathLike) -> GraphContents:
-    """Read an .onnx or .tflite file back with the reader for its suffix."""
+    """Read an .onnx, .tflite or .pte file back with the reader for its suffix."""
     path = Path(path)
     fmt = model_format(path)
     reader = importlib.import_module(_READERS[fmt])

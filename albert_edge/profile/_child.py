@@ -170,6 +170,8 @@ def _ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | None) -> d
     allocates, set against ``latency_p50`` (the timed calls' p50). The trace is deleted."""
     if path.suffix.lower() == ".tflite":
         return _tflite_ops(path, job, feeds, latency_p50)
+    if FORMATS.get(path.suffix.lower()) == "executorch":
+        return ops_mod.tflite_unavailable(ops_mod.PTE_NOTE)
     prefix = Path(job["workdir"]) / "ort-trace"
     session = Session(path, num_threads=job["threads"], provider=job["provider"], ops_trace=prefix)
     try:

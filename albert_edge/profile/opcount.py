@@ -133,6 +133,8 @@ def count(path: str | os.PathLike, batch: int = 1, seq_len: int = 128) -> GraphC
     ``seq_len`` tokens. Runs the file once (a few hundred ms for ALBERT-base)."""
     path = Path(path)
     fmt = format_of(path)
+    if fmt not in _READERS:
+        raise RuntimeUnavailable(f"{path}: operator costs are counted for .onnx and .tflite files, not .{path.suffix[1:]}")
     nodes = _READERS[fmt](path, batch, seq_len)
     return GraphCount(file=str(path), format=fmt, batch=batch, seq_len=seq_len,
                       ops=tuple(_cost(n) for n in nodes))

@@ -207,6 +207,10 @@ def reconcile(kernels: list[float], call_ms: list[float], union_ms: list[float] 
     }
 
 
+PTE_NOTE = ("per-operator times of .pte files need ExecuTorch's event tracer (ETDump), which the Python "
+            "bindings albert-edge runs .pte files with do not record")
+
+
 def tflite_unavailable(note: str = TFLITE_NOTE) -> dict[str, Any]:
     return {"available": False, "source": None, "note": note}
 

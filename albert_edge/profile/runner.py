@@ -203,6 +203,8 @@ def _check_file(path: Path) -> str:
         raise RuntimeUnavailable(f"{path}: not a TFLite model (no TFL3 identifier)")
     if fmt == "onnx" and (not head or head[0] != 0x08):  # an ONNX ModelProto starts with ir_version (field 1)
         raise RuntimeUnavailable(f"{path}: not an ONNX model")
+    if fmt == "executorch" and head[4:8] != b"ET12":
+        raise RuntimeUnavailable(f"{path}: not an ExecuTorch program (no ET12 identifier)")
     modules = packages(fmt)
     if not any(importlib.util.find_spec(m) is not None for m in modules):
         raise RuntimeUnavailable(f"{path}: running .{fmt} files needs {' or '.join(modules)} ({install_hint({fmt})})")

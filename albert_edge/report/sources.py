@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PRESETS, AlbertConfig, load_config
+from ..formats import FORMATS
 from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, ConfigError
 from ..hub import is_hub_id, repo_name, resolve
@@ -89,7 +90,7 @@ def _read_source(source: str, inputs: Inputs) -> None:
         _read_manifest(path, inputs)
     elif path.is_dir():
         _read_config(path, inputs, "checkpoint")
-    elif path.suffix.lower() in (".onnx", ".tflite"):
+    elif path.suffix.lower() in FORMATS:
         _read_model_file(path, inputs)
     elif path.suffix.lower() == ".jsonl":
         from ..profile.output import load_records
@@ -99,7 +100,7 @@ def _read_source(source: str, inputs: Inputs) -> None:
         _read_json(path, inputs)
     else:
         raise ReportError(f"{path}: not a source the report reads (a preset, config, checkpoint directory, "
-                          "conversion directory, .onnx/.tflite file, or .json/.jsonl results)")
+                          "conversion directory, .onnx/.tflite/.pte file, or .json/.jsonl results)")
 
 
 def _read_json(path: Path, inputs: Inputs) -> None:

@@ -1,11 +1,13 @@
-"""Run an exported model file on the device: one small API over onnxruntime and the TFLite
-interpreter. Imports neither torch nor tensorflow (tensorflow.lite only as the last resort for
-.tflite files, when no standalone interpreter is installed).
+"""Run an exported model file on the device: one small API over onnxruntime, the TFLite
+interpreter and ExecuTorch. Imports neither torch nor tensorflow (tensorflow.lite only as the last
+resort for .tflite files, when no standalone interpreter is installed; torch only for .pte files
+when executorch's own bindings are the only ExecuTorch installed).
 
 - :mod:`.engines`: which engine runs which format (the one table), and their versions;
 - :mod:`.onnx_engine`: how an .onnx file is opened in onnxruntime (weights mapped, not copied);
 - :mod:`.compiled`: .tflite through LiteRT's CompiledModel, each shared weight packed once;
-- :mod:`.litert`: .tflite through the classic ``Interpreter`` (XNNPACK off, or the route above declined).
+- :mod:`.litert`: .tflite through the classic ``Interpreter`` (XNNPACK off, or the route above declined);
+- :mod:`.pte_engine`: ExecuTorch .pte files, XNNPACK's weights cache on (each shared weight packed once).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..formats.tflite_check import check_tflite
 from . import compiled
 from .litert import DELEGATES, InterpreterBackend
 from .onnx_engine import PROVIDERS, OnnxBackend
+from .pte_engine import PteBackend
 
 __all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES"]
 
@@ -45,7 +48,10 @@ class Session:
     path prefix; ``end_profiling()`` stops it and returns the trace file.
     ``weights_once`` (TFLite with XNNPACK) runs the file through LiteRT's CompiledModel with
     XNNPACK's weight cache, so a weight shared by L layers is packed once instead of L times
-    (see albert_edge.runtime.compiled); ``self.weights_once`` says whether that route is in use.
+    (see albert_edge.runtime.compiled); for .pte files it switches on XNNPACK's weights cache in
+    ExecuTorch (albert_edge.runtime.pte_engine). ``self.weights_once`` says whether each shared
+    weight is held once. A .pte's inputs are int64 (batch, sequence), sequence up to the bound it
+    was exported with; it runs the delegates it was lowered for (``delegate`` "xnnpack" only).
     """
 
     def __init__(self, path: str | os.PathLike, num_threads: int | None = None, provider: str | None = None,
@@ -58,6 +64,10 @@ class Session:
         self.num_threads = num_threads
         if self.format == "onnx":
             self._backend = OnnxBackend(self.path, num_threads, provider, ops_trace)
+        elif self.format == "executorch":
+            if ops_trace is not None:
+                raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
+            self._backend = PteBackend(self.path, num_threads, delegate, weights_once)
         else:
             check_tflite(self.path)  # a damaged file can crash the interpreter, not just fail to load
             if ops_trace is not None:
@@ -67,7 +77,8 @@ class Session:
                 self._backend = compiled.open_tflite(self.path, num_threads)
             if self._backend is None:
                 self._backend = InterpreterBackend(self.path, num_threads, delegate)
-        self.weights_once: bool = isinstance(self._backend, compiled.CompiledTFLite)
+        self.weights_once: bool = getattr(self._backend, "weights_once",
+                                          isinstance(self._backend, compiled.CompiledTFLite))
         self.inputs: list[TensorSpec] = self._backend.inputs
         self.outputs: list[TensorSpec] = self._backend.outputs
         self.backend_name: str = self._backend.name

@@ -33,6 +33,12 @@ ENGINES: dict[str, tuple[Engine, ...]] = {
         # imports all of tensorflow: the workstation fallback
         Engine("tensorflow.lite", "Interpreter", ("tensorflow", "tensorflow-cpu")),
     ),
+    "executorch": (
+        # numpy in and out, no torch (albert_edge.runtime.pte_engine)
+        Engine("executorch_numpy_runtime", "Runtime", ("executorch-numpy-runtime",)),
+        # executorch's own bindings take torch tensors only, so they import torch: the workstation fallback
+        Engine("executorch.extension.pybindings._C", None, ("executorch",)),
+    ),
 }
 
 
