@@ -149,18 +149,30 @@ def test_baseline_flags_an_injected_slowdown(onnx_file, tmp_path):
     baseline = tmp_path / "old.json"
     baseline.write_text(json.dumps(faster))
     args = ["profile", str(onnx_file), "--seq-len", "8", *FAST, "--ci-target", "50", "--baseline", str(baseline)]
-    result = CliRunner().invoke(main, [*args, "--json"])
-    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, [*args, "--json", "--fail-on-regression"])
     [new] = json.loads(result.stdout)
     c = new["baseline_comparison"]
     assert c["p50_ratio"] == pytest.approx(new["latency"]["p50"] / faster[0]["latency"]["p50"])
     if new["latency"]["quality"] != "good":  # other work on the machine: never a regression then
-        assert c["verdict"] == "inconclusive" and not c["regression"]
+        assert c["verdict"] == "inconclusive" and not c["regression"] and result.exit_code == 0, result.output
         return
     assert c["verdict"] == "slower" and c["regression"] and c["p_value"] < 0.01 and c["p50_ratio_ci"][0] > 1.05
-    result = CliRunner().invoke(main, [*args, "--fail-on-regression"])
     assert result.exit_code == 1 and "regression" in result.stderr
-    assert "REGRESSION: slower" in result.stdout and "95% interval" in result.stdout
+
+
+def test_comparisons_print_their_interval_and_verdict(capsys):
+    from albert_edge.cli.profile import _print_comparisons
+    from albert_edge.profile.compare import Comparison
+
+    setting = {"format": "onnx", "provider": "CPUExecutionProvider", "threads": 1, "batch": 1, "seq_len": 8,
+               "input_mode": "fixed"}
+    _print_comparisons([Comparison("m.onnx", setting, 1.31, 1.4, 1.0, "slower", "slower beyond 5% (p = 1e-09)",
+                                   (1.28, 1.34), 1e-9),
+                        Comparison("m.onnx", setting, 1.3, 1.3, 1.0, "inconclusive", "the new record's timing is noisy")],
+                       Path("old.json"))
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.count("REGRESSION") == 1 and "1e-09" in out and "1.280" in out and "95% interval" in out
+    assert "slower: slower beyond 5%" in out and "inconclusive: the new record's timing is noisy" in out
 
 
 def test_baseline_of_the_same_file_is_no_regression(onnx_file, tmp_path):
