@@ -156,7 +156,8 @@ def _partition_figures(graph) -> tuple[int, Counter]:
         if name == "executorch_call_delegate":
             blocks += 1
         elif name not in ("getitem", "sym_size.int") and not name.startswith("sym_size"):
-            outside[name.split(".")[0].removeprefix("aten_")] += 1
+            parts = name.split(".")  # "aten.native_layer_norm.default" -> native_layer_norm
+            outside[parts[1] if len(parts) > 2 else parts[0]] += 1
     return blocks, outside
 
 
