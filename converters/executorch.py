@@ -13,7 +13,13 @@ LayerNorm is written with ops XNNPACK has (mean and variance as a 1 x H linear),
 3-D ``bmm`` over (heads, T, head_dim), tanh-GELU spelled out (XNNPACK's GELU is the erf one),
 and a pass gives each reshape's one symbolic size back as -1. The encoder then lowers as one
 block; what stays outside is the embedding lookup (XNNPACK has no gather), the mask computed
-once from ``attention_mask``, and the pooler's first-token select.
+once from ``attention_mask``, and the pooler's first-token select. An MLM decoder tied to the
+word embeddings stays outside too: lowered, XNNPACK would store its own copy of the table.
+
+int8 (``scheme="int8-dynamic"``): the XNNPACK quantizer through pt2e (per-channel int8 weights,
+activations quantized at run time) and, unless the MLM decoder is tied to it, the word-embedding
+table as int8 rows with one scale each. It is made at conversion, beside the fp32 file, because
+it needs the PyTorch model; :mod:`.pte_check` measures it against the fp32 file.
 """
 
 from __future__ import annotations
@@ -28,19 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from albert_edge.errors import ConversionError, optional_import
 
-from albert_edge.formats.graph import INPUT_NAMES, GraphContents, StoredTensor, TensorSpec
+from albert_edge.formats.graph import INPUT_NAMES
 
-__all__ = ["export", "lower", "Lowered", "PteSession", "read_contents", "verify_options", "SCHEMES",
-           "BATCH", "VERIFY_LENGTHS", "INPUT_NAMES"]
+__all__ = ["export", "lower", "Lowered", "PteSession", "read_contents", "verify_options", "quantized_file",
+           "SCHEMES", "BATCH", "VERIFY_LENGTHS", "MIN_COSINE", "INPUT_NAMES"]
 
 log = logging.getLogger(__name__)
 
 BATCH = 1  # XNNPACK reshapes take one dynamic size: the sequence axis
-VERIFY_LENGTHS = (1, 5, 16, 32, 128)  # besides the built length and the longest
 TANH_GELU = ("gelu_new", "gelu_fast", "gelu_pytorch_tanh")
 BACKEND = "XnnpackBackend"
 
@@ -54,6 +57,7 @@ class PteScheme:
     weights: str
     activations: str
     quantizer: dict[str, bool] | None = None
+    int8_embeddings: bool = False  # the word-embedding table as int8 rows with one scale each
 
 
 # The one table of .pte precisions; names as quantize.Scheme spells them.
@@ -61,7 +65,7 @@ SCHEMES: dict[str | None, PteScheme] = {
     None: PteScheme(".pte", "float32", "float32"),
     "int8-dynamic": PteScheme(
         ".int8-dynamic.pte", "int8 per channel", "int8, quantized at run time per token row (dynamic)",
-        quantizer={"is_per_channel": True, "is_dynamic": True},
+        quantizer={"is_per_channel": True, "is_dynamic": True}, int8_embeddings=True,
     ),
 }
 
@@ -107,7 +111,8 @@ def lower(model, *, seq_len: int = 128, scheme: str | None = None, friendly: boo
     seq = torch.export.Dim("sequence", min=1, max=config.max_position_embeddings)
     dynamic = tuple({1: seq} for _ in INPUT_NAMES)
     model = model.eval()
-    with (_exportable(model) if friendly else contextlib.nullcontext()), torch.no_grad():
+    embeddings = _int8_word_embeddings(model) if SCHEMES[scheme].int8_embeddings else contextlib.nullcontext()
+    with (_exportable(model) if friendly else contextlib.nullcontext()), embeddings, torch.no_grad():
         try:
             program = torch.export.export(model, example, dynamic_shapes=dynamic, strict=False)
             if SCHEMES[scheme].quantizer is not None:
@@ -136,13 +141,42 @@ def _lower(program, friendly: bool, max_seq_len: int) -> Lowered:
     mods = _imports()
     passes = [_infer_one_size] if friendly else []
     try:
-        edge = mods["exir"].to_edge_transform_and_lower(program, transform_passes=passes,
-                                                        partitioner=[mods["XnnpackPartitioner"]()])
+        partitioner = mods["XnnpackPartitioner"](configs=_configs())
+        edge = mods["exir"].to_edge_transform_and_lower(program, transform_passes=passes, partitioner=[partitioner])
         blocks, outside = _partition_figures(edge.exported_program().graph_module.graph)
         buffer = edge.to_executorch().buffer
     except Exception as exc:  # the lowering raises many types; the message is what matters
         raise ConversionError(f"lowering to XNNPACK failed: {str(exc).strip().splitlines()[0]}") from None
     return Lowered(buffer, blocks, outside, max_seq_len)
+
+
+def _configs() -> list:
+    """XNNPACK's partitioner configs, with every matrix-product config refusing a weight that an
+    embedding lookup reads too (the MLM decoder tied to the word embeddings). XNNPACK would store
+    its own copy of that table beside the one the lookup reads (ExecuTorch's constant buffer),
+    so a tied decoder runs in ExecuTorch's portable kernels, reading the one table."""
+    from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
+    from executorch.backends.xnnpack.partition.config.gemm_configs import GEMMConfig
+
+    def refuse_tied(check):
+        def check_constraints(self, node, ep) -> bool:
+            return not _reads_gathered_table(node) and check(self, node, ep)
+
+        return check_constraints
+
+    return [type(cls.__name__, (cls,), {"check_constraints": refuse_tied(cls.check_constraints)})
+            if issubclass(cls, GEMMConfig) else cls for cls in ALL_PARTITIONER_CONFIGS]
+
+
+def _reads_gathered_table(node) -> bool:
+    """Whether an input of ``node`` (directly, or through a transpose) is also an embedding
+    lookup's table."""
+    for arg in node.all_input_nodes:
+        sources = [arg, *arg.all_input_nodes] if "permute" in str(arg.target) or "t_copy" in str(arg.target) else [arg]
+        for source in sources:
+            if any("embedding" in str(user.target) for user in source.users):
+                return True
+    return False
 
 
 def _partition_figures(graph) -> tuple[int, Counter]:
@@ -273,188 +307,49 @@ def _exportable(model):
                 module.__dict__.pop(name, None)
 
 
-# -- running and reading a .pte for verify() ---------------------------------------------------
+@contextlib.contextmanager
+def _int8_word_embeddings(model):
+    """While exporting, the word-embedding table (V x E, most of an int8 file otherwise) is
+    looked up as int8 rows, each with its own fp32 scale (symmetric, per row), and the fp32
+    table leaves the file. A table the MLM decoder is tied to stays fp32: its decoder reads it
+    whole, and a second, int8 copy would only add bytes."""
+    import torch
 
-class PteSession:
-    """A .pte run with ExecuTorch's own runtime (the C++ a phone app runs), with the interface
-    converters.verify needs: names, and ``run(feeds)`` on batches of any size (one row at a
-    time: the program's batch is 1)."""
+    from albert_edge.model import AlbertEmbeddings
 
-    format = "executorch"
-    backend_name = "executorch (XNNPACK)"
-
-    def __init__(self, path: str | os.PathLike, output_names: tuple[str, ...]):
-        try:
-            from executorch.runtime import Runtime
-        except ImportError as exc:
-            raise ConversionError(f"cannot run {Path(path).name}: executorch is not installed ({exc})") from None
-        self.path = Path(path)
-        program = Runtime.get().load_program(self.path)
-        self._method = program.load_method("forward")
-        self.input_names = INPUT_NAMES
-        self.output_names = tuple(output_names)
-        count = self._method.metadata.num_outputs()
-        if count != len(self.output_names):
-            self.output_names = tuple(f"output_{i}" for i in range(count))
-
-    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        import torch
-
-        rows = []
-        for b in range(feeds["input_ids"].shape[0]):
-            inputs = [torch.from_numpy(np.ascontiguousarray(feeds[n][b:b + 1], dtype=np.int64)) for n in INPUT_NAMES]
-            rows.append([o.numpy() for o in self._method.execute(inputs)])
-        return {name: np.concatenate([r[i] for r in rows]) for i, name in enumerate(self.output_names)}
-
-
-def read_contents(path: str | os.PathLike, output_names: tuple[str, ...]) -> GraphContents:
-    """What the .pte stores, read back with ExecuTorch's own deserializer: each stored buffer
-    once (the named-data store's unique buffers, and the program's constant buffers), the
-    inputs and outputs, and the delegate calls of its execution plan."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    path = Path(path)
-    pte = deserialize_pte_binary(path.read_bytes())
-    plan = pte.program.execution_plan[0]
-    weights = [StoredTensor(f"constant_buffer[{i}]", np.frombuffer(bytes(b.storage), dtype=np.uint8))
-               for i, b in enumerate(pte.program.constant_buffer) if len(b.storage)]
-    if pte.named_data is not None:
-        names = {}
-        for key, entry in pte.named_data.pte_data.items():
-            names.setdefault(entry.buffer_index, key)
-        weights += [StoredTensor(f"named_data[{names.get(i, i)}]", np.frombuffer(bytes(b), dtype=np.uint8))
-                    for i, b in enumerate(pte.named_data.buffers)]
-
-    longest = max((int(plan.values[i].val.sizes[1]) for i in plan.inputs), default=0)
-
-    def spec(index: int, name: str) -> TensorSpec:
-        tensor = plan.values[index].val
-        dtype = str(getattr(tensor.scalar_type, "name", tensor.scalar_type)).lower()
-        dtype = {"long": "int64", "int": "int32", "float": "float32"}.get(dtype, dtype)
-        shape: tuple[int | str, ...] = tuple(int(s) for s in tensor.sizes)
-        # Sizes are upper bounds; the sequence axis is the dynamic one of the inputs' length.
-        dynamic = getattr(tensor.shape_dynamism, "name", "STATIC") != "STATIC"
-        if dynamic and len(shape) > 1 and shape[1] == longest:
-            shape = (shape[0], "sequence", *shape[2:])
-        return TensorSpec(name, dtype, shape)
-
-    outputs = output_names if len(output_names) == len(plan.outputs) else [f"output_{i}" for i in range(len(plan.outputs))]
-    ops = Counter(op.name for op in plan.operators)
-    ops.update({f"delegate:{d.id}": 1 for d in plan.delegates})
-    delegates = Counter(d.id for d in plan.delegates)
-    return GraphContents(
-        format="executorch",
-        inputs=[spec(i, n) for i, n in zip(plan.inputs, INPUT_NAMES)],
-        outputs=[spec(i, n) for i, n in zip(plan.outputs, outputs)],
-        ops=ops, weights=weights,
-        metadata={"format_version": {"executorch_version": _version(), "delegate_blocks": int(sum(delegates.values())),
-                                     "backends": dict(delegates), "batch": BATCH}},
-    )
-
-
-def _version() -> str | None:
-    from importlib import metadata
-
+    patched = []
     try:
-        return metadata.version("executorch")
-    except metadata.PackageNotFoundError:
-        return None
+        for module in model.modules():
+            if not isinstance(module, AlbertEmbeddings):
+                continue
+            table = module.word_embeddings
+            if any(p is table.weight for name, p in model.named_parameters(remove_duplicate=False)
+                   if not name.endswith("word_embeddings.weight")):
+                log.info("word embeddings tied to the MLM decoder: kept fp32")
+                continue
+            weight = table.weight
+            w = weight.detach()
+            scale = (w.abs().amax(dim=1, keepdim=True) / 127.0).clamp(min=1e-12)  # (V, 1)
+            table.register_buffer("_ae_q", torch.round(w / scale).clamp(-127, 127).to(torch.int8), persistent=False)
+            table.register_buffer("_ae_scale", scale, persistent=False)
+            del table._parameters["weight"]
+            table.forward = types.MethodType(_int8_lookup, table)
+            patched.append((table, weight))
+        yield
+    finally:
+        for table, weight in patched:
+            table.__dict__.pop("forward", None)
+            del table._buffers["_ae_q"], table._buffers["_ae_scale"]
+            table._parameters["weight"] = weight
 
 
-def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
-    """What converters.verify needs to check a .pte: its session, its contents and the lengths
-    (16, 32, 128 and the usual ones, up to the model's maximum)."""
-    top = model.config.max_position_embeddings
-    lengths = tuple(sorted({T for T in (*VERIFY_LENGTHS, seq_len, top) if T <= top}))
-    return {"session": PteSession(path, tuple(model.output_names)),
-            "contents": read_contents(path, tuple(model.output_names)), "seq_lens": lengths}
+def _int8_lookup(self, ids):
+    import torch
+    import torch.nn.functional as F
+
+    return F.embedding(ids, self._ae_q).to(torch.float32) * F.embedding(ids, self._ae_scale)  # (B, T, E)
 
 
-# -- the int8 file, measured against its fp32 parent ------------------------------------------
-
-MIN_COSINE = 0.999  # mean cosine of every output against the fp32 .pte on real text
-
-
-class _QuantizedReport:
-    """What manifest.file_entry reads: the int8 file's contents, weights and its parity, which
-    is against the fp32 parent (as for files ``albert-edge quantize`` writes)."""
-
-    def __init__(self, contents: GraphContents, weights, figures: dict[str, Any]):
-        self.contents, self.weights, self._figures = contents, weights, figures
-
-    def parity(self) -> dict[str, Any]:
-        return self._figures
-
-
-def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128):
-    """Write ``model`` with ``scheme`` beside its verified fp32 .pte ``parent`` (a
-    converters.export.ConvertedFile) in ``tmp``, check that it stores each weight once, and
-    measure it against the parent, both run in ExecuTorch, on held-out real text (the builtin
-    corpus, with ``tokenizer``; random ids without one). Raises ConversionError when the mean
-    cosine of an output is under MIN_COSINE. Returns its ConvertedFile."""
-    import time
-
-    from albert_edge.formats import manifest as manifest_io
-    from albert_edge.formats.weights import analyze
-
-    from .export import ConvertedFile
-
-    recipe = SCHEMES.get(scheme)
-    if scheme is None or recipe is None:
-        raise ConversionError(f"unknown ExecuTorch scheme {scheme!r}; choose from {', '.join(s for s in SCHEMES if s)}")
-    path = tmp / ("model" + recipe.suffix)
-    t0 = time.perf_counter()
-    export(model, path, seq_len=seq_len, scheme=scheme)
-    t1 = time.perf_counter()
-    names = tuple(model.output_names)
-    contents = read_contents(path, names)
-    weights = analyze(contents, model)
-    accuracy, text = _accuracy(model, parent.path, path, tokenizer, seq_len)
-    figures = {
-        "against": "fp32 parent", "parent": parent.name, "parent_sha256": parent.entry.sha256, "scheme": scheme,
-        "weights": recipe.weights, "activations": recipe.activations,
-        "max_abs_diff": {o.name: o.max_abs_diff for o in accuracy.outputs},
-        "cosine_mean": {o.name: o.cosine_mean for o in accuracy.outputs},
-        "agreement": {o.name: o.agreement for o in accuracy.outputs if o.agreement is not None},
-        "accuracy": accuracy.to_dict(), "calibration": {"evaluation": text, "method": None},
-        "backend": PteSession.backend_name, "ok": True,
-    }
-    problems = weights.problems()
-    low = [o for o in accuracy.outputs if o.kind in ("tokens", "examples") and o.cosine_mean < MIN_COSINE]
-    problems += [f"{o.name} mean cosine {o.cosine_mean:.5f} to the fp32 file is under {MIN_COSINE}" for o in low]
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise ConversionError(f"{path.name} failed its checks: {problems[0]}{more}")
-    entry = manifest_io.file_entry(path, _QuantizedReport(contents, weights, figures))
-    entry.precision = scheme
-    report = _QuantizedReport(contents, weights, figures)
-    return ConvertedFile(path.name, path, "executorch", t1 - t0, time.perf_counter() - t1, report, entry)
-
-
-def _accuracy(model, parent: Path, path: Path, tokenizer, seq_len: int):
-    """quantize.accuracy.measure of the two files on held-out builtin text (or random ids)."""
-    from albert_edge.quantize.accuracy import measure
-    from albert_edge.quantize.calibration import load_tokenizer, random_batches, split_text, text_batches
-    from albert_edge.text import read_sentences
-
-    config = model.config
-    names = tuple(model.output_names)
-    length = min(seq_len, config.max_position_embeddings)
-    mask_id = 4 if "prediction_logits" in names and config.vocab_size > 4 else None
-    if tokenizer is None:
-        batches = random_batches(config.vocab_size, length, 32, 8, mask_id=mask_id, seed=0)
-        text = "32 rows of random ids (no tokenizer: give one to measure on real text)"
-    else:
-        tok = tokenizer if callable(tokenizer) else load_tokenizer(tokenizer, config.vocab_size)
-        sentences, _ = read_sentences(("builtin",))
-        split = split_text(sentences, 0, 64, seed=0)
-        batches = text_batches(tok, split.evaluation, length, 8, mask_id=tok.mask_id if mask_id else None, seed=0)
-        text = f"{len(split.evaluation)} held-out sentences of the builtin corpus"
-    head = _head_name(model)
-    return measure(PteSession(parent, names), PteSession(path, names), batches, head, text=text), text
-
-
-def _head_name(model) -> str:
-    from .export import head_of
-
-    return head_of(model)
+# Checking a .pte: kept in their own module, offered here as this exporter's interface to convert().
+from .pte_check import (  # noqa: E402
+    MIN_COSINE, VERIFY_LENGTHS, PteSession, quantized_file, read_contents, verify_options)

@@ -101,6 +101,26 @@ def test_int8_pte_is_close_to_fp32_and_smaller_in_weights(converted):
     assert not np.array_equal(a, b)  # it is really quantized
 
 
+def test_int8_pte_stores_the_word_embeddings_as_int8(converted):
+    model, out, _ = converted
+    table = model.embeddings.word_embeddings.weight.detach().numpy().tobytes()
+    stored = [w.data.tobytes() for w in pte.read_contents(out / "model.pte", model.output_names).weights]
+    assert table in stored  # the fp32 file holds the fp32 table, once
+    stored = [w.data.tobytes() for w in pte.read_contents(out / "model.int8-dynamic.pte", model.output_names).weights]
+    assert table not in stored
+
+
+def test_tied_mlm_decoder_keeps_one_table(tmp_path):
+    """The decoder tied to the word embeddings reads the lookup's table: stored once in each file."""
+    model = tiny_model(head="mlm")
+    result = convert(model, tmp_path / "out", targets=("executorch",), seq_len=16, scheme="int8-dynamic")
+    fp32, int8 = result.files
+    assert fp32.entry.weights["duplicates"] == [] and fp32.entry.weights["within_bound"]
+    assert max(fp32.entry.parity["max_abs_diff"].values()) <= 1e-4
+    assert int8.entry.weights["duplicates"] == []
+    assert int8.entry.parity["agreement"]["prediction_logits"] >= 0.9
+
+
 def test_model_is_unchanged_by_the_export():
     model = tiny_model()
     feeds = [torch.from_numpy(v) for v in _feeds(8, 3).values()]
