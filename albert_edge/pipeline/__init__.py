@@ -85,7 +85,7 @@ def _formats_of(scheme: str, formats) -> list[str]:
     """The formats among ``formats`` that have ``scheme``."""
     from ..quantize.schemes import schemes_for
 
-    return [f for f in formats if scheme in {s.value for s in schemes_for(f)}]
+    return [f for f in formats if scheme in {s.value for s in schemes_for(f)} or CONVERT_SCHEMES.get(f) == scheme]
 
 
 @dataclass
@@ -296,6 +296,7 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
 
 
 def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
+    from ..converters.export import TARGETS
     from ..quantize import QuantizeConfig, quantize
 
     parents = _fp32_files(model)
@@ -303,8 +304,11 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
         raise PipelineError(f"{model.files}: no converted files to quantize; run the convert step first")
     tokenizer = model.checkpoint / "spiece.model"
     made = []
+    formats = {t.suffix: t.name for t in TARGETS.values()}
     for parent in parents:
-        fmt = parent.suffix.lstrip(".")
+        fmt = formats[parent.suffix]
+        if fmt in CONVERT_SCHEMES:  # made by the conversion, beside its fp32 file
+            continue
         for scheme in options.schemes_for(fmt):
             progress(f"quantize {parent.name} {scheme}")
             config = QuantizeConfig(scheme, calibration=("builtin",) if tokenizer.is_file() else (),
