@@ -45,6 +45,7 @@ class Target:
 TARGETS: dict[str, Target] = {
     "onnx": Target("onnx", ".onnx", "albert_edge.converters.onnx", options=("opset", "external_data_threshold")),
     "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite"),
+    "executorch": Target("executorch", ".pte", "albert_edge.converters.executorch", options=("scheme",)),
 }
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
@@ -115,6 +116,8 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     unknown = set(export_options) - {o for t in TARGETS.values() for o in t.options}
     if unknown:
         raise TypeError(f"convert() got unknown export options: {', '.join(sorted(unknown))}")
+    if "scheme" in export_options and not any("scheme" in t.options for t in wanted):
+        raise ConversionError(f"--scheme is for the executorch target; targets given: {', '.join(t.name for t in wanted)}")
     _check_head(head)
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ConversionError(f"seq-len ({seq_len!r}) must be a positive integer")
@@ -166,9 +169,14 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
     for target in wanted:
         given = {**({"opset": opset} if opset is not None else {}), **export_options}
         options = {k: v for k, v in given.items() if k in target.options}
+        scheme = options.pop("scheme", None)
         converted, done = _convert_one(target, model, tmp, step, done, steps, seq_len=seq_len,
                                        tokenizer=tokenizer, options=options)
         result.files.append(converted)
+        if scheme is not None:  # a quantized file beside the fp32 one, measured against it
+            step(f"quantize {target.name} {scheme}", done, steps)
+            result.files.append(_exporter(target).quantized_file(model, converted, tmp, scheme, tokenizer=tokenizer,
+                                                                 seq_len=seq_len))
     step("write manifest", done, steps)
     result.manifest_path = _install(tmp, out, result, source, config, seq_len)
     step("done", steps, steps)
@@ -312,7 +320,9 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
     t1 = time.perf_counter()
     log.info("exported %s in %.1fs", target.file_name, t1 - t0)
     step(f"verify {target.name}", done + 1, steps)
-    report = verify(model, path, seq_len=seq_len, tokenizer=tokenizer)
+    # An exporter whose files albert_edge.runtime cannot open yet brings its own session and reader.
+    extra = exporter.verify_options(model, path, seq_len) if hasattr(exporter, "verify_options") else {}
+    report = verify(model, path, seq_len=seq_len, tokenizer=tokenizer, **extra)
     t2 = time.perf_counter()
     if not report.ok:
         problems = report.problems()

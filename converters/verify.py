@@ -120,19 +120,24 @@ def default_lengths(seq_len: int, max_position_embeddings: int) -> tuple[int, ..
 
 def verify(model, path: str | os.PathLike, *, seq_len: int = 128, seq_lens: tuple[int, ...] | None = None,
            batch_size: int = 2, tokenizer=None, atol: float = ATOL, rtol: float = RTOL,
-           num_threads: int | None = None, seed: int = 0) -> VerifyReport:
+           num_threads: int | None = None, seed: int = 0, session=None,
+           contents: GraphContents | None = None) -> VerifyReport:
     """Check the model file at ``path`` against the PyTorch ``model`` it was made from.
 
     ``tokenizer`` is an AlbertTokenizer, something callable like it, or the path of a
     spiece.model (or a directory holding one); without one only random ids are used.
-    ``seq_lens`` defaults to :func:`default_lengths` of ``seq_len``.
+    ``seq_lens`` defaults to :func:`default_lengths` of ``seq_len``. ``session`` (something
+    with ``input_names``, ``output_names``, ``format``, ``backend_name`` and ``run(feeds)``) and
+    ``contents`` replace albert_edge.runtime.Session and the file reader, for a format whose
+    exporter brings its own (the .pte, run with ExecuTorch's runtime).
     """
     start = time.perf_counter()
     path = Path(path)
     # Each shared weight packed once (albert_edge.runtime.compiled): the Interpreter's XNNPACK packs
     # a copy per layer, which made verification the peak of a conversion (ALBERT-large TFLite
     # convert + verify: 2.48 GiB per layer, 1.50 GiB once).
-    session = Session(path, num_threads=num_threads, weights_once=True)
+    if session is None:
+        session = Session(path, num_threads=num_threads, weights_once=True)
     report = VerifyReport(path=path, format=session.format, backend=session.backend_name)
     report.io_problems = _io_problems(session, tuple(model.output_names))
     if not report.io_problems:
@@ -147,14 +152,14 @@ def verify(model, path: str | os.PathLike, *, seq_len: int = 128, seq_lens: tupl
             batches += [("text", b) for b in _text_batches(tok, min(seq_len, config.max_position_embeddings))]
         for source, feeds in batches:
             report.cases += _run_case(model, session, source, feeds, atol, rtol)
-    report.contents = read_file(path)
+    report.contents = contents if contents is not None else read_file(path)
     report.weights = analyze(report.contents, model)
     report.seconds = time.perf_counter() - start
     log.info("verified %s in %.1fs: %s", path.name, report.seconds, "ok" if report.ok else "; ".join(report.problems()))
     return report
 
 
-def _run_case(model, session: Session, source: str, feeds: dict[str, np.ndarray], atol: float,
+def _run_case(model, session, source: str, feeds: dict[str, np.ndarray], atol: float,
               rtol: float) -> list[ParityCase]:
     """One batch through PyTorch and through the file; one ParityCase per output."""
     import torch
@@ -167,7 +172,7 @@ def _run_case(model, session: Session, source: str, feeds: dict[str, np.ndarray]
             for name, expected in zip(model.output_names, ref)]
 
 
-def _io_problems(session: Session, output_names: tuple[str, ...]) -> list[str]:
+def _io_problems(session, output_names: tuple[str, ...]) -> list[str]:
     problems = []
     if sorted(session.input_names) != sorted(INPUT_NAMES):
         problems.append(f"inputs are {', '.join(session.input_names)}; expected {', '.join(INPUT_NAMES)}")

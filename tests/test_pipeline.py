@@ -187,3 +187,19 @@ def test_rerun_in_a_real_process(ran):
     data = json.loads(proc.stdout)
     assert {s["status"] for s in data["steps"]} <= {"given", "skipped (up to date)"}
     assert data["reports"] == {"ckpt": str(ran / "ckpt" / "report" / "report.html")}
+
+
+def test_executorch_target_converts_with_its_int8_file(tmp_path, checkpoint):
+    """--to executorch: the conversion makes model.pte and model.int8-dynamic.pte (it needs the
+    PyTorch model), and the quantize step has nothing left to do for it."""
+    pytest.importorskip("executorch.runtime")
+    out = tmp_path / "out"
+    # (ExecuTorch's import writes notes to stderr, which CliRunner mixes into the output: no --json here)
+    code, output = pipeline(checkpoint, "--out", out, *FAST[:4], "--to", "executorch", "--scheme", "int8-dynamic",
+                            "--only", "convert,quantize")
+    assert code == 0, output
+    state = json.loads((out / "pipeline.json").read_text())
+    assert set(state["steps"]) == {"ckpt/convert", "ckpt/quantize"}
+    manifest = json.loads(next(out.glob("*/files/manifest.json")).read_text())
+    assert {f["name"]: f["precision"] for f in manifest["files"]} == {
+        "model.pte": "fp32", "model.int8-dynamic.pte": "int8-dynamic"}

@@ -1,4 +1,4 @@
-"""`albert-edge convert` (checkpoint -> verified ONNX/TFLite files + manifest) and
+"""`albert-edge convert` (checkpoint -> verified ONNX/TFLite/ExecuTorch files + manifest) and
 `albert-edge inspect` (what a model file stores, and whether any weight is stored twice)."""
 
 from __future__ import annotations
@@ -9,14 +9,17 @@ import click
 
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
-TARGET_NAMES = ("onnx", "tflite")
+TARGET_NAMES = ("onnx", "tflite", "executorch")
+PTE_SCHEMES = ("int8-dynamic",)
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 
 
-@click.command("convert", short_help="Convert a checkpoint to ONNX / TFLite, verified.")
+@click.command("convert", short_help="Convert a checkpoint to ONNX / TFLite / ExecuTorch, verified.")
 @click.argument("checkpoint", metavar="CHECKPOINT")
 @click.option("--to", "targets", multiple=True, metavar="TARGET",
-              help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx).")
+              help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx). executorch writes "
+                   "model.pte lowered to XNNPACK (batch 1, any length up to the model's maximum; needs "
+                   "albert-edge[executorch]).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Output directory for the files and manifest.json.")
 @click.option("--head", default=None, metavar="HEAD",
@@ -28,10 +31,13 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
 @click.option("--outputs", "outputs", multiple=True, metavar="NAME",
               help="Keep only this output in the files, repeatable (default: all of the head's). "
                    "--head base --outputs last_hidden_state leaves out pooler_output and its weights.")
+@click.option("--scheme", default=None, metavar="SCHEME",
+              help=f"executorch only: also write model.SCHEME.pte ({', '.join(PTE_SCHEMES)}: per-channel int8 "
+                   "weights, dynamic int8 activations), measured against model.pte on real text.")
 @click.option("--force", is_flag=True, help="Write into an output directory that already holds files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str | None, seq_len: int,
-            opset: int | None, outputs: tuple[str, ...], force: bool, as_json: bool) -> None:
+            opset: int | None, outputs: tuple[str, ...], scheme: str | None, force: bool, as_json: bool) -> None:
     """Convert CHECKPOINT (a Hugging Face directory or model id such as albert/albert-base-v2 or
     org/name@revision, an original TF checkpoint, or albert-edge training output) to each --to
     format in --out. Every file is verified against PyTorch and checked to store each shared
@@ -44,8 +50,9 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
         def on_step(what: str, done: int, total: int) -> None:
             bar.update(task, description=what, completed=done, total=total)
 
+        extra = {"scheme": scheme} if scheme is not None else {}
         result = run_convert(checkpoint, out_dir, targets=targets or ("onnx",), head=head, seq_len=seq_len,
-                             opset=opset, force=force, on_step=on_step, outputs=outputs or None)
+                             opset=opset, force=force, on_step=on_step, outputs=outputs or None, **extra)
     if as_json:
         print_json(result.to_dict())
         return
@@ -53,12 +60,17 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
     for f in result.files:
         w = f.entry.weights
         worst = max(f.entry.parity["max_abs_diff"].values(), default=0.0)
+        blocks = f.entry.format_version.get("delegate_blocks", "")
         rows.append((f.name, f.format, fmt_bytes(f.entry.size), fmt_bytes(w["stored_bytes"]),
                      fmt_bytes(w["model_param_bytes"] or 0), len(w["duplicates"]), f"{worst:.2e}",
-                     f"{f.export_seconds:.1f}s", f"{f.verify_seconds:.1f}s"))
+                     blocks, f"{f.export_seconds:.1f}s", f"{f.verify_seconds:.1f}s"))
     print_table(f"Converted ({result.head}) into {result.out_dir}",
                 ["file", "format", "size", "stored weights", "model params", "duplicates", "max |diff|",
-                 "export", "verify"], rows, right=(2, 3, 4, 5, 6, 7, 8))
+                 "delegate blocks", "export", "verify"], rows, right=(2, 3, 4, 5, 6, 7, 8, 9))
+    for f in result.files:
+        if f.entry.precision != "fp32" and "cosine_mean" in f.entry.parity:
+            cosines = ", ".join(f"{k} {v:.5f}" for k, v in f.entry.parity["cosine_mean"].items())
+            console.print(f"{f.name} against {f.entry.parity['parent']}: mean cosine {cosines}")
     console.print(f"manifest: {result.manifest_path}  ({result.seconds:.1f}s in all)")
 
 

@@ -26,10 +26,11 @@ SCHEMA_VERSION = 1
 @dataclass
 class FileEntry:
     name: str
-    format: str  # "onnx" | "tflite"
+    format: str  # "onnx" | "tflite" | "executorch"
     sha256: str
     size: int
-    format_version: dict[str, Any]  # {"opset": 17} or {"schema_version": 3}
+    # {"opset": 17}, {"schema_version": 3}, or for .pte {"executorch_version", "delegate_blocks", "backends", "batch"}
+    format_version: dict[str, Any]
     inputs: list[dict[str, Any]]  # [{"name", "dtype", "shape"}]
     outputs: list[dict[str, Any]]
     parity: dict[str, Any]
@@ -75,7 +76,8 @@ def file_entry(path: str | os.PathLike, report, name: str | None = None) -> File
     path = Path(path)
     contents = report.contents
     meta = contents.metadata
-    version = {"opset": meta.get("opset")} if contents.format == "onnx" else {"schema_version": meta.get("schema_version")}
+    version = meta.get("format_version") or (
+        {"opset": meta.get("opset")} if contents.format == "onnx" else {"schema_version": meta.get("schema_version")})
     data_files = [
         {"name": f, "sha256": sha256_of(path.parent / f), "size": (path.parent / f).stat().st_size}
         for f in meta.get("external_data", [])

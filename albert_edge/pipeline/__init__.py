@@ -35,7 +35,10 @@ log = logging.getLogger(__name__)
 STEPS = ("checkpoint", "convert", "quantize", "profile", "report")
 # Schemes worth making for each format on a phone-class CPU: the fast int8 path and half the bytes.
 # Static/full-integer int8 and int16x8 are for integer-only hardware (see the README).
-DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "tflite": ("int8-dynamic", "fp16")}
+DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "tflite": ("int8-dynamic", "fp16"), "executorch": ()}
+# Formats whose int8 file the conversion makes (it needs the PyTorch model): scheme -> convert option.
+CONVERT_SCHEMES = {"executorch": "int8-dynamic"}
+SUFFIXES = (".onnx", ".tflite", ".pte")
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
 
@@ -82,7 +85,7 @@ def _formats_of(scheme: str, formats) -> list[str]:
     """The formats among ``formats`` that have ``scheme``."""
     from ..quantize.schemes import schemes_for
 
-    return [f for f in formats if scheme in {s.value for s in schemes_for(f)}]
+    return [f for f in formats if scheme in {s.value for s in schemes_for(f)} or CONVERT_SCHEMES.get(f) == scheme]
 
 
 @dataclass
@@ -216,7 +219,7 @@ def _in_manifest(model: _Model, outputs: dict[str, str], root: Path) -> bool:
     from ..formats import manifest as manifest_io
 
     files = {Path(rel).name: sha for rel, sha in outputs.items()
-             if (root / rel).parent == model.files and Path(rel).suffix in (".onnx", ".tflite")}
+             if (root / rel).parent == model.files and Path(rel).suffix in SUFFIXES}
     if not files:
         return True
     try:
@@ -243,11 +246,11 @@ def _convert_inputs(model: _Model, options, state) -> dict[str, str]:
 
 
 def _fp32_files(model: _Model) -> list[Path]:
-    return [model.files / f"model.{t}" for t in ("onnx", "tflite") if (model.files / f"model.{t}").is_file()]
+    return [model.files / f"model{s}" for s in SUFFIXES if (model.files / f"model{s}").is_file()]
 
 
 def _model_files(model: _Model) -> list[Path]:
-    return sorted(p for p in model.files.glob("model*") if p.suffix in (".onnx", ".tflite")) \
+    return sorted(p for p in model.files.glob("model*") if p.suffix in SUFFIXES) \
         if model.files.is_dir() else []
 
 
@@ -284,12 +287,16 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
 
     # Ours, re-made whole because its inputs or outputs changed; the old files stay until then.
     with staged_dir(model.files, keep=False) as staging:
+        schemes = {CONVERT_SCHEMES[t] for t in options.targets if t in CONVERT_SCHEMES
+                   and (options.schemes is None or CONVERT_SCHEMES[t] in options.schemes)}
         result = convert(model.checkpoint, staging, targets=options.targets, seq_len=options.seq_len,
-                         on_step=lambda what, done, total: progress(f"convert: {what}"))
+                         on_step=lambda what, done, total: progress(f"convert: {what}"),
+                         **({"scheme": schemes.pop()} if schemes else {}))
     return [model.files / f.name for f in result.files], f"{len(result.files)} files", {}
 
 
 def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
+    from ..converters.export import TARGETS
     from ..quantize import QuantizeConfig, quantize
 
     parents = _fp32_files(model)
@@ -297,8 +304,11 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
         raise PipelineError(f"{model.files}: no converted files to quantize; run the convert step first")
     tokenizer = model.checkpoint / "spiece.model"
     made = []
+    formats = {t.suffix: t.name for t in TARGETS.values()}
     for parent in parents:
-        fmt = parent.suffix.lstrip(".")
+        fmt = formats[parent.suffix]
+        if fmt in CONVERT_SCHEMES:  # made by the conversion, beside its fp32 file
+            continue
         for scheme in options.schemes_for(fmt):
             progress(f"quantize {parent.name} {scheme}")
             config = QuantizeConfig(scheme, calibration=("builtin",) if tokenizer.is_file() else (),
