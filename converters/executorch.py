@@ -133,7 +133,7 @@ def _imports() -> dict[str, Any]:
         xnnpack = optional_import("executorch.backends.xnnpack.partition.xnnpack_partitioner")
     except ImportError as exc:
         raise ConversionError(f"the executorch target needs executorch ({exc}): "
-                              "pip install 'albert-edge[executorch]'") from None
+                              "pip install 'albert-edge[convert-executorch]'") from None
     return {"torch": torch, "exir": exir, "XnnpackPartitioner": xnnpack.XnnpackPartitioner}
 
 

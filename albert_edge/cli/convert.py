@@ -19,7 +19,7 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
 @click.option("--to", "targets", multiple=True, metavar="TARGET",
               help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx). executorch writes "
                    "model.pte lowered to XNNPACK (batch 1, any length up to the model's maximum; needs "
-                   "albert-edge[executorch]).")
+                   "albert-edge[convert-executorch]).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Output directory for the files and manifest.json.")
 @click.option("--head", default=None, metavar="HEAD",
