@@ -1,13 +1,13 @@
-"""Checking a .pte before it is moved in place: run it with ExecuTorch's own runtime, read back
-what it stores with ExecuTorch's deserializer (albert_edge.runtime and albert_edge.formats read
-.onnx and .tflite), and measure an int8 .pte against its fp32 parent on real text."""
+"""Checking a .pte before it is moved in place: run it in ExecuTorch's runtime through
+albert_edge.runtime.Session, read back what it stores with the device side's reader
+(albert_edge.formats.pte_reader), and measure an int8 .pte against its fp32 parent on real text."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from albert_edge.errors import ConversionError
 
-from albert_edge.formats.graph import INPUT_NAMES, GraphContents, StoredTensor, TensorSpec
+from albert_edge.formats.graph import INPUT_NAMES, GraphContents
 
 __all__ = ["PteSession", "read_contents", "verify_options", "quantized_file", "VERIFY_LENGTHS", "MIN_COSINE"]
 
@@ -25,82 +25,57 @@ VERIFY_LENGTHS = (1, 5, 16, 32, 128)  # besides the built length and the longest
 
 
 class PteSession:
-    """A .pte run with ExecuTorch's own runtime (the C++ a phone app runs), with the interface
-    converters.verify needs: names, and ``run(feeds)`` on batches of any size (one row at a
-    time: the program's batch is 1)."""
+    """A .pte run by albert_edge.runtime.Session (ExecuTorch's C++ runtime, as a phone app runs
+    it), with the interface converters.verify needs: names, and ``run(feeds)`` on batches of any
+    size (one row at a time: the program's batch is 1)."""
 
     format = "executorch"
     backend_name = "executorch (XNNPACK)"
 
     def __init__(self, path: str | os.PathLike, output_names: tuple[str, ...]):
-        try:
-            from executorch.runtime import Runtime
-        except ImportError as exc:
-            raise ConversionError(f"cannot run {Path(path).name}: executorch is not installed ({exc})") from None
+        from albert_edge.errors import RuntimeUnavailable
+        from albert_edge.runtime import Session
+
         self.path = Path(path)
-        program = Runtime.get().load_program(self.path)
-        self._method = program.load_method("forward")
+        try:
+            self._session = Session(self.path)
+        except RuntimeUnavailable as exc:
+            raise ConversionError(f"cannot run {self.path.name}: {exc}") from None
         self.input_names = INPUT_NAMES
-        self.output_names = tuple(output_names)
-        count = self._method.metadata.num_outputs()
-        if count != len(self.output_names):
-            self.output_names = tuple(f"output_{i}" for i in range(count))
+        count = len(self._session.outputs)
+        self.output_names = tuple(output_names) if len(output_names) == count else tuple(f"output_{i}" for i in range(count))
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        import torch
-
-        rows = []
-        for b in range(feeds["input_ids"].shape[0]):
-            inputs = [torch.from_numpy(np.ascontiguousarray(feeds[n][b:b + 1], dtype=np.int64)) for n in INPUT_NAMES]
-            rows.append([o.numpy() for o in self._method.execute(inputs)])
+        rows = [list(self._session.run({n: np.ascontiguousarray(feeds[n][b:b + 1], dtype=np.int64)
+                                        for n in INPUT_NAMES}).values())
+                for b in range(feeds["input_ids"].shape[0])]
         return {name: np.concatenate([r[i] for r in rows]) for i, name in enumerate(self.output_names)}
 
 
 def read_contents(path: str | os.PathLike, output_names: tuple[str, ...]) -> GraphContents:
-    """What the .pte stores, read back with ExecuTorch's own deserializer: each stored buffer
-    once (the named-data store's unique buffers, and the program's constant buffers), the
-    inputs and outputs, and the delegate calls of its execution plan."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
+    """What the .pte stores, read back by the device side's reader (albert_edge.formats.pte_reader,
+    as inspect reads it), with the head's output names and what the manifest records of it."""
+    from albert_edge.formats import pte_reader
 
     from .executorch import BATCH
 
-    path = Path(path)
-    pte = deserialize_pte_binary(path.read_bytes())
-    plan = pte.program.execution_plan[0]
-    weights = [StoredTensor(f"constant_buffer[{i}]", np.frombuffer(bytes(b.storage), dtype=np.uint8))
-               for i, b in enumerate(pte.program.constant_buffer) if len(b.storage)]
-    if pte.named_data is not None:
-        names = {}
-        for key, entry in pte.named_data.pte_data.items():
-            names.setdefault(entry.buffer_index, key)
-        weights += [StoredTensor(f"named_data[{names.get(i, i)}]", np.frombuffer(bytes(b), dtype=np.uint8))
-                    for i, b in enumerate(pte.named_data.buffers)]
+    contents = pte_reader.read(path)
+    if len(output_names) == len(contents.outputs):
+        contents.outputs = [dataclasses.replace(spec, name=name) for spec, name in zip(contents.outputs, output_names)]
+    if any(d != "static" for d in contents.metadata["input_dynamism"]):
+        # The file keeps upper bounds; the manifest names the dynamic axis as for .onnx files.
+        longest = max(int(spec.shape[1]) for spec in contents.inputs)
+        contents.inputs, contents.outputs = ([dataclasses.replace(spec, shape=_sequence(spec.shape, longest))
+                                              for spec in specs] for specs in (contents.inputs, contents.outputs))
+    meta = contents.metadata
+    contents.metadata = {**meta, "format_version": {"executorch_version": _version(),
+                                                    "delegate_blocks": meta["delegates"],
+                                                    "backends": meta["backends"], "batch": BATCH}}
+    return contents
 
-    longest = max((int(plan.values[i].val.sizes[1]) for i in plan.inputs), default=0)
 
-    def spec(index: int, name: str) -> TensorSpec:
-        tensor = plan.values[index].val
-        dtype = str(getattr(tensor.scalar_type, "name", tensor.scalar_type)).lower()
-        dtype = {"long": "int64", "int": "int32", "float": "float32"}.get(dtype, dtype)
-        shape: tuple[int | str, ...] = tuple(int(s) for s in tensor.sizes)
-        # Sizes are upper bounds; the sequence axis is the dynamic one of the inputs' length.
-        dynamic = getattr(tensor.shape_dynamism, "name", "STATIC") != "STATIC"
-        if dynamic and len(shape) > 1 and shape[1] == longest:
-            shape = (shape[0], "sequence", *shape[2:])
-        return TensorSpec(name, dtype, shape)
-
-    outputs = output_names if len(output_names) == len(plan.outputs) else [f"output_{i}" for i in range(len(plan.outputs))]
-    ops = Counter(op.name for op in plan.operators)
-    ops.update({f"delegate:{d.id}": 1 for d in plan.delegates})
-    delegates = Counter(d.id for d in plan.delegates)
-    return GraphContents(
-        format="executorch",
-        inputs=[spec(i, n) for i, n in zip(plan.inputs, INPUT_NAMES)],
-        outputs=[spec(i, n) for i, n in zip(plan.outputs, outputs)],
-        ops=ops, weights=weights,
-        metadata={"format_version": {"executorch_version": _version(), "delegate_blocks": int(sum(delegates.values())),
-                                     "backends": dict(delegates), "batch": BATCH}},
-    )
+def _sequence(shape: tuple, longest: int) -> tuple:
+    return (shape[0], "sequence", *shape[2:]) if len(shape) > 1 and shape[1] == longest else tuple(shape)
 
 
 def _version() -> str | None:
