@@ -57,8 +57,6 @@ def read_contents(path: str | os.PathLike, output_names: tuple[str, ...]) -> Gra
     as inspect reads it), with the head's output names and what the manifest records of it."""
     from albert_edge.formats import pte_reader
 
-    from .executorch import BATCH
-
     contents = pte_reader.read(path)
     if len(output_names) == len(contents.outputs):
         contents.outputs = [dataclasses.replace(spec, name=name) for spec, name in zip(contents.outputs, output_names)]
@@ -70,7 +68,8 @@ def read_contents(path: str | os.PathLike, output_names: tuple[str, ...]) -> Gra
     meta = contents.metadata
     contents.metadata = {**meta, "format_version": {"executorch_version": _version(),
                                                     "delegate_blocks": meta["delegates"],
-                                                    "backends": meta["backends"], "batch": BATCH}}
+                                                    "backends": meta["backends"],
+                                                    "batch": int(contents.inputs[0].shape[0]) if contents.inputs else None}}
     return contents
 
 
