@@ -1,13 +1,12 @@
 """Checking a .pte before it is moved in place: run it in ExecuTorch's runtime through
-albert_edge.runtime.Session, read back what it stores with the device side's reader
-(albert_edge.formats.pte_reader), and measure an int8 .pte against its fp32 parent on real text."""
+albert_edge.runtime.Session and read back what it stores with the device side's reader
+(albert_edge.formats.pte_reader)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from albert_edge.errors import ConversionError
 
 from albert_edge.formats.graph import INPUT_NAMES, GraphContents
 
-__all__ = ["PteSession", "read_contents", "verify_options", "quantized_file", "VERIFY_LENGTHS", "MIN_COSINE"]
+__all__ = ["PteSession", "read_contents", "verify_options", "VERIFY_LENGTHS"]
 
 log = logging.getLogger(__name__)
 
@@ -93,92 +92,3 @@ def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
     lengths = tuple(sorted({T for T in (*VERIFY_LENGTHS, seq_len, top) if T <= top}))
     return {"session": PteSession(path, tuple(model.output_names)),
             "contents": read_contents(path, tuple(model.output_names)), "seq_lens": lengths}
-
-
-# -- the int8 file, measured against its fp32 parent ------------------------------------------
-
-MIN_COSINE = 0.999  # mean cosine of every output against the fp32 .pte on real text
-
-
-class _QuantizedReport:
-    """What manifest.file_entry reads: the int8 file's contents, weights and its parity, which
-    is against the fp32 parent (as for files ``albert-edge quantize`` writes)."""
-
-    def __init__(self, contents: GraphContents, weights, figures: dict[str, Any]):
-        self.contents, self.weights, self._figures = contents, weights, figures
-
-    def parity(self) -> dict[str, Any]:
-        return self._figures
-
-
-def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128):
-    """Write ``model`` with ``scheme`` beside its verified fp32 .pte ``parent`` (a
-    converters.export.ConvertedFile) in ``tmp``, check that it stores each weight once, and
-    measure it against the parent, both run in ExecuTorch, on held-out real text (the builtin
-    corpus, with ``tokenizer``; random ids without one). Raises ConversionError when the mean
-    cosine of an output is under MIN_COSINE. Returns its ConvertedFile."""
-    from albert_edge.formats import manifest as manifest_io
-    from albert_edge.formats.weights import analyze
-
-    from .executorch import SCHEMES, export
-    from .export import ConvertedFile
-
-    recipe = SCHEMES.get(scheme)
-    if scheme is None or recipe is None:
-        raise ConversionError(f"unknown ExecuTorch scheme {scheme!r}; choose from {', '.join(s for s in SCHEMES if s)}")
-    path = tmp / ("model" + recipe.suffix)
-    t0 = time.perf_counter()
-    export(model, path, seq_len=seq_len, scheme=scheme)
-    t1 = time.perf_counter()
-    names = tuple(model.output_names)
-    contents = read_contents(path, names)
-    weights = analyze(contents, model)
-    accuracy, text = _accuracy(model, parent.path, path, tokenizer, seq_len)
-    figures = {
-        "against": "fp32 parent", "parent": parent.name, "parent_sha256": parent.entry.sha256, "scheme": scheme,
-        "weights": recipe.weights, "activations": recipe.activations,
-        "max_abs_diff": {o.name: o.max_abs_diff for o in accuracy.outputs},
-        "cosine_mean": {o.name: o.cosine_mean for o in accuracy.outputs},
-        "agreement": {o.name: o.agreement for o in accuracy.outputs if o.agreement is not None},
-        "accuracy": accuracy.to_dict(), "calibration": {"evaluation": text, "method": None},
-        "backend": PteSession.backend_name, "ok": True,
-    }
-    problems = weights.problems()
-    low = [o for o in accuracy.outputs if o.cosine_mean < MIN_COSINE]
-    problems += [f"{o.name} mean cosine {o.cosine_mean:.5f} to the fp32 file is under {MIN_COSINE}" for o in low]
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise ConversionError(f"{path.name} failed its checks: {problems[0]}{more}")
-    entry = manifest_io.file_entry(path, _QuantizedReport(contents, weights, figures))
-    entry.precision = scheme
-    report = _QuantizedReport(contents, weights, figures)
-    return ConvertedFile(path.name, path, "executorch", t1 - t0, time.perf_counter() - t1, report, entry)
-
-
-def _accuracy(model, parent: Path, path: Path, tokenizer, seq_len: int):
-    """quantize.accuracy.measure of the two files on held-out builtin text (or random ids)."""
-    from albert_edge.quantize.accuracy import measure
-    from albert_edge.quantize.calibration import load_tokenizer, random_batches, split_text, text_batches
-    from albert_edge.text import read_sentences
-
-    config = model.config
-    names = tuple(model.output_names)
-    length = min(seq_len, config.max_position_embeddings)
-    mask_id = 4 if "prediction_logits" in names and config.vocab_size > 4 else None
-    if tokenizer is None:
-        batches = random_batches(config.vocab_size, length, 32, 8, mask_id=mask_id, seed=0)
-        text = "32 rows of random ids (no tokenizer: give one to measure on real text)"
-    else:
-        tok = tokenizer if callable(tokenizer) else load_tokenizer(tokenizer, config.vocab_size)
-        sentences, _ = read_sentences(("builtin",))
-        split = split_text(sentences, 0, 64, seed=0)
-        batches = text_batches(tok, split.evaluation, length, 8, mask_id=tok.mask_id if mask_id else None, seed=0)
-        text = f"{len(split.evaluation)} held-out sentences of the builtin corpus"
-    head = _head_name(model)
-    return measure(PteSession(parent, names), PteSession(path, names), batches, head, text=text), text
-
-
-def _head_name(model) -> str:
-    from .export import head_of
-
-    return head_of(model)
