@@ -19,7 +19,8 @@ word embeddings stays outside too: lowered, XNNPACK would store its own copy of 
 int8 (``scheme="int8-dynamic"``): the XNNPACK quantizer through pt2e (per-channel int8 weights,
 activations quantized at run time) and, unless the MLM decoder is tied to it, the word-embedding
 table as int8 rows with one scale each. It is made at conversion, beside the fp32 file, because
-it needs the PyTorch model; :mod:`.pte_check` measures it against the fp32 file.
+it needs the PyTorch model, and measured against the fp32 file on real text (:func:`quantized_file`).
+Every file is checked by :mod:`.pte_check` before it is moved in place.
 """
 
 from __future__ import annotations
