@@ -61,8 +61,8 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
               help="Timed calls at least (then timing goes on until --ci-target or --max-seconds).")
 @click.option("--min-seconds", type=SECONDS, default=1.0, show_default=True, help="Seconds of timed calls at least.")
 @click.option("--ci-target", type=PERCENT, default="2", show_default=True, metavar="PCT",
-              help="After --runs and --min-seconds, go on timing until the p50's 95%% confidence interval is "
-                   "narrower than PCT %% of the p50 (or --max-seconds have passed).")
+              help="After --runs and --min-seconds, go on timing until the p50's 95% confidence interval is "
+                   "narrower than PCT % of the p50 (or --max-seconds have passed).")
 @click.option("--max-seconds", type=SECONDS, default=5.0, show_default=True,
               help="Seconds of timed calls at most per setting while narrowing the interval.")
 @click.option("--wait-quiet", type=SECONDS, default=0.0, show_default=True, metavar="SECONDS",
@@ -88,11 +88,11 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
 @click.option("--baseline", type=click.Path(path_type=Path), default=None, metavar="OLD.json",
               help="Earlier results (--json output or --append file): print new/old ratios, mark regressions.")
 @click.option("--threshold", type=PERCENT, default="5", show_default=True, metavar="PCT",
-              help="With --baseline: a change of the median within PCT %% is 'no change'; beyond it, 'slower' or "
-                   "'faster' only when the 95%% interval of the ratio lies wholly beyond it and the Mann-Whitney "
+              help="With --baseline: a change of the median within PCT % is 'no change'; beyond it, 'slower' or "
+                   "'faster' only when the 95% interval of the ratio lies wholly beyond it and the Mann-Whitney "
                    "test says p < 0.01. A noisy record is 'inconclusive', never a regression.")
 @click.option("--fail-on-regression", is_flag=True,
-              help="Exit 1 when --baseline finds a record 'slower' (or with more than 5%% more peak memory).")
+              help="Exit 1 when --baseline finds a record 'slower' (or with more than 5% more peak memory).")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON (a list).")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Also write the records as CSV (one row each).")
