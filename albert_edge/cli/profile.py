@@ -152,7 +152,7 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
     if fail_on_regression and baseline is None:
         raise click.UsageError("--fail-on-regression needs --baseline")
     old = load_records(baseline) if baseline else None
-    _check_outputs(csv_path, append_path, force)
+    _check_outputs(csv_path, append_path, calibration, force, [*model_files, baseline, tokenizer, text])
     try:
         with err_console.status("profiling") as status:
             local = [] if remote else run_profile(model_files, settings, progress=_shown(status, "profiling"))
@@ -193,13 +193,21 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
         sys.exit(1)
 
 
-def _check_outputs(csv_path: Path | None, append_path: Path | None, force: bool) -> None:
-    """Refuse outputs that cannot be written before anything is measured: a --csv that exists
-    (without --force) or lies under a file, an --append file that holds something other than
-    profile records (appending to it would bury them in a file nothing reads)."""
-    from ..files import check_new_file
+def _check_outputs(csv_path: Path | None, append_path: Path | None, calibration: Path | None, force: bool,
+                   inputs: list) -> None:
+    """Refuse outputs that cannot be written before anything is measured: one that is an input
+    (a model file, the baseline, --force or not), a --csv that exists (without --force) or lies
+    under a file, an --append file that holds something other than profile records (appending to
+    it would bury them in a file nothing reads), a --calibration file that is not one."""
+    from ..files import check_new_file, check_not_input
+    from ..profile.calibration import check_calibration
     from ..profile.output import load_records
 
+    for path, option in ((csv_path, "--csv"), (append_path, "--append"), (calibration, "--calibration")):
+        if path:
+            check_not_input(path, inputs, option=option)
+    if calibration:
+        check_calibration(calibration)
     if csv_path:
         check_new_file(csv_path, force=force, option="--csv")
     if append_path:

@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import AlbertEdgeError
 from ..files import atomic_write, cache_root
 
-__all__ = ["Calibration", "Fit", "default_path", "host_key", "SCHEMA"]
+__all__ = ["Calibration", "Fit", "check_calibration", "default_path", "host_key", "SCHEMA"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,20 @@ _RANK = {"good": 0, "noisy": 1, "unusable": 2, None: 1}  # older records (no ver
 
 def default_path() -> Path:
     return cache_root() / "host-calibration.json"
+
+
+def check_calibration(path: Path) -> None:
+    """Refuse ``path`` as a calibration to add to when it exists and holds something else:
+    saving would replace that file."""
+    if not path.exists():
+        return
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        kept = None
+    if not isinstance(kept, dict) or kept.get("schema") != SCHEMA:
+        raise AlbertEdgeError(f"--calibration {path} is not an albert-edge host calibration (schema {SCHEMA!r}): "
+                              "saving would replace it; give a new file or delete this one")
 
 
 def host_key(description: dict[str, Any]) -> str:

@@ -324,3 +324,20 @@ def test_a_busy_machine_is_waited_for_seen_and_never_a_regression(onnx_file, tmp
     assert any(w.startswith("machine busy: other work kept") for w in record["warnings"])
     assert record["latency"]["quality"] in ("noisy", "unusable")
     assert record["baseline_comparison"]["verdict"] == "inconclusive" and not record["baseline_comparison"]["regression"]
+
+
+@pytest.mark.parametrize("option", ["--csv", "--calibration"])
+def test_an_output_onto_an_input_or_a_foreign_file_is_refused_before_measuring(onnx_file, tmp_path, option):
+    """--csv or --calibration naming the model file (--force or not), or a --calibration file that
+    holds something else: one line, exit 2, nothing measured, the file untouched."""
+    before = onnx_file.read_bytes()
+    result = CliRunner().invoke(main, ["profile", str(onnx_file), *FAST, "--estimate", "pi4", option, str(onnx_file),
+                                       "--force"])
+    assert result.exit_code == 2 and f"{option} {onnx_file} is the input" in result.stderr, result.output
+    assert onnx_file.read_bytes() == before and not result.stdout
+    other = tmp_path / "records.json"
+    other.write_text('[{"schema": "albert-edge.profile/1"}]')
+    result = CliRunner().invoke(main, ["profile", str(onnx_file), *FAST, "--estimate", "pi4", "--calibration",
+                                       str(other)])
+    assert result.exit_code == 2 and "is not an albert-edge host calibration" in result.stderr, result.output
+    assert other.read_text() == '[{"schema": "albert-edge.profile/1"}]'
