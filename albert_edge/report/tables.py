@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..profile.stats import interval_text
+
 __all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK"]
 
 
@@ -173,9 +175,9 @@ QUALITY_MARK = {"noisy": "≈", "unusable": "✗"}
 
 def _interval(r: dict[str, Any]) -> str:
     """'±1.3%' of a measured p50's interval, '1.8-2.4' of an estimate's range, '' without either."""
-    ci, p50 = r.get("p50_ci"), r.get("p50_ms")
-    if ci and p50:
-        return f"±{max(p50 - ci[0], ci[1] - p50) / p50:.1%}"
+    measured = interval_text({"p50": r.get("p50_ms"), "p50_ci": r.get("p50_ci")})
+    if measured:
+        return measured
     if r.get("ms_range"):
         return "-".join(_ms(v) for v in r["ms_range"])
     return ""
