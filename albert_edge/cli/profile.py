@@ -205,6 +205,7 @@ def _check_outputs(csv_path: Path | None, append_path: Path | None, calibration:
 
     for path, option in ((csv_path, "--csv"), (append_path, "--append"), (calibration, "--calibration")):
         if path:
+            check_new_file(path, force=True, option=option)  # a directory or a path under a file first
             check_not_input(path, inputs, option=option)
     if calibration:
         check_calibration(calibration)
