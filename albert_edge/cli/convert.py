@@ -124,6 +124,9 @@ def _print_executorch(pte: dict) -> None:
             ("delegate payloads", f"{fmt_bytes(pte['delegate_payload_bytes'])} ({pte['delegate_payload_bytes']:,})"),
             ("segments", f"{pte['segments']} ({pte['segment_bytes']:,} bytes)"), ("named data", pte["named_data"]),
             ("input shapes", ", ".join(pte["input_dynamism"]) + " (sizes shown are the upper bounds)")]
+    if "planned_bytes" in pte:
+        rows.append(("planned memory", f"{fmt_bytes(pte['planned_bytes'])} ({pte['planned_bytes']:,}): tensors "
+                                        "outside the delegates, sized for the upper bounds, allocated at load"))
     rows += [(f"weights in {where}", f"{n:,} bytes") for where, n in pte["weight_bytes_by_location"].items()]
     rows += [(f"weights {dtype}", f"{n:,} bytes") for dtype, n in pte["weight_bytes_by_dtype"].items()]
     print_table("ExecuTorch program", ["", ""], rows)

@@ -166,6 +166,7 @@ def _read(pte: PteFile, load: bool = True) -> GraphContents:
         "segment_bytes": sum(int(s.size()) for s in program.segments()),
         "named_data": len(program.named_data()),
         **delegate_info,
+        "planned_bytes": sum(plan.non_const_buffer_sizes()),
         "input_dynamism": [SHAPE_DYNAMISM[d] if 0 <= d < 3 else str(d) for d in
                            (_tensor(plan, i).shape_dynamism() for i in plan.inputs() if _tensor(plan, i))],
         "weight_bytes_by_dtype": _by_dtype(weights),

@@ -223,6 +223,12 @@ class ExecutionPlan(Table):
     operators = _tables(6, Operator)
     delegates = _tables(7, BackendDelegate)
 
+    def non_const_buffer_sizes(self) -> list[int]:
+        """Bytes of each memory-planned arena (index 0 is reserved); sized for the inputs'
+        upper bounds, allocated when the method loads."""
+        sizes = self._numpy(8, np.int64)
+        return [] if isinstance(sizes, int) else [int(s) for s in sizes]
+
 
 class Buffer(Table):
     def storage(self) -> tuple[int, int] | None:
