@@ -42,7 +42,7 @@ from albert_edge.formats.graph import INPUT_NAMES, GraphContents
 
 from .pte_check import VERIFY_LENGTHS, PteSession, read_contents, verify_options
 
-__all__ = ["export", "lower", "Lowered", "PteSession", "read_contents", "verify_options", "quantized_file",
+__all__ = ["export", "lower", "longest", "Lowered", "PteSession", "read_contents", "verify_options", "quantized_file",
            "SCHEMES", "BATCH", "VERIFY_LENGTHS", "MIN_COSINE", "INPUT_NAMES"]
 
 log = logging.getLogger(__name__)
@@ -84,23 +84,27 @@ class Lowered:
     max_seq_len: int = 0
 
 
-def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, scheme: str | None = None) -> Path:
+def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, scheme: str | None = None,
+           max_seq_len: int | None = None) -> Path:
     """Write ``model`` (eval mode, forward(input_ids, attention_mask, token_type_ids)) to
     ``out_path`` as an XNNPACK-lowered .pte: int64 inputs of shape (1, T) for any T from 1 to
-    max_position_embeddings, outputs in ``model.output_names`` order. ``seq_len`` is only the
+    ``max_seq_len`` (default max_position_embeddings), outputs in ``model.output_names`` order.
+    The tensors ExecuTorch plans outside the delegates are sized for ``max_seq_len`` and allocated
+    when the program loads, so a smaller bound is a smaller process. ``seq_len`` is only the
     length of the example it is exported with. ``scheme`` "int8-dynamic" quantizes the linear
     layers (per-channel int8 weights, dynamic int8 activations) with the XNNPACK quantizer."""
     out_path = Path(out_path)
     if not out_path.parent.is_dir():
         raise ConversionError(f"cannot write {out_path}: {out_path.parent} is not a directory")
-    lowered = lower(model, seq_len=seq_len, scheme=scheme)
+    lowered = lower(model, seq_len=seq_len, scheme=scheme, max_seq_len=max_seq_len)
     out_path.write_bytes(lowered.buffer)
     log.info("wrote %s: %d XNNPACK delegate blocks, outside: %s", out_path.name, lowered.delegate_blocks,
              dict(lowered.outside_ops))
     return out_path
 
 
-def lower(model, *, seq_len: int = 128, scheme: str | None = None, friendly: bool = True) -> Lowered:
+def lower(model, *, seq_len: int = 128, scheme: str | None = None, friendly: bool = True,
+          max_seq_len: int | None = None) -> Lowered:
     """Export and lower ``model``; ``friendly=False`` lowers the model's own graph as it is (to
     measure what the rewrites gain)."""
     torch = _imports()["torch"]
@@ -108,11 +112,12 @@ def lower(model, *, seq_len: int = 128, scheme: str | None = None, friendly: boo
         raise ConversionError(f"unknown ExecuTorch scheme {scheme!r}; choose from "
                               f"{', '.join(s for s in SCHEMES if s)} (or none for fp32)")
     config = model.config
-    T = max(2, min(seq_len, config.max_position_embeddings))
+    top = longest(config, max_seq_len)
+    T = max(2, min(seq_len, top))
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, config.vocab_size, (BATCH, T), generator=gen)
     example = (ids, torch.ones_like(ids), torch.zeros_like(ids))
-    seq = torch.export.Dim("sequence", min=1, max=config.max_position_embeddings)
+    seq = torch.export.Dim("sequence", min=1, max=top)
     dynamic = tuple({1: seq} for _ in INPUT_NAMES)
     model = model.eval()
     embeddings = _int8_word_embeddings(model) if SCHEMES[scheme].int8_embeddings else contextlib.nullcontext()
@@ -125,7 +130,18 @@ def lower(model, *, seq_len: int = 128, scheme: str | None = None, friendly: boo
             raise
         except Exception as exc:  # torch.export raises many types; the message is what matters
             raise ConversionError(f"torch.export failed: {str(exc).strip().splitlines()[0]}") from None
-    return _lower(program, friendly, config.max_position_embeddings)
+    return _lower(program, friendly, top)
+
+
+def longest(config, max_seq_len: int | None) -> int:
+    """The longest sequence the file takes: ``max_seq_len``, checked, or the model's maximum."""
+    top = config.max_position_embeddings
+    if max_seq_len is None:
+        return top
+    if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or not 2 <= max_seq_len <= top:
+        raise ConversionError(f"max-seq-len ({max_seq_len!r}) must be an integer from 2 to the model's "
+                              f"max_position_embeddings ({top})")
+    return max_seq_len
 
 
 def _imports() -> dict[str, Any]:
@@ -373,7 +389,8 @@ class _QuantizedReport:
         return self._figures
 
 
-def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128):
+def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
+                   max_seq_len: int | None = None):
     """Write ``model`` with ``scheme`` beside its verified fp32 .pte ``parent`` (a
     converters.export.ConvertedFile) in ``tmp``, check that it stores each weight once, and
     measure it against the parent, both run in ExecuTorch, on held-out real text (the builtin
@@ -389,12 +406,12 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
         raise ConversionError(f"unknown ExecuTorch scheme {scheme!r}; choose from {', '.join(s for s in SCHEMES if s)}")
     path = tmp / ("model" + recipe.suffix)
     t0 = time.perf_counter()
-    export(model, path, seq_len=seq_len, scheme=scheme)
+    export(model, path, seq_len=seq_len, scheme=scheme, max_seq_len=max_seq_len)
     t1 = time.perf_counter()
     names = tuple(model.output_names)
     contents = read_contents(path, names)
     weights = analyze(contents, model)
-    accuracy, text = _accuracy(model, parent.path, path, tokenizer, seq_len)
+    accuracy, text = _accuracy(model, parent.path, path, tokenizer, min(seq_len, longest(model.config, max_seq_len)))
     figures = {
         "against": "fp32 parent", "parent": parent.name, "parent_sha256": parent.entry.sha256, "scheme": scheme,
         "weights": recipe.weights, "activations": recipe.activations,

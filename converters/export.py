@@ -45,7 +45,7 @@ class Target:
 TARGETS: dict[str, Target] = {
     "onnx": Target("onnx", ".onnx", "albert_edge.converters.onnx", options=("opset", "external_data_threshold")),
     "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite"),
-    "executorch": Target("executorch", ".pte", "albert_edge.converters.executorch", options=("scheme",)),
+    "executorch": Target("executorch", ".pte", "albert_edge.converters.executorch", options=("scheme", "max_seq_len")),
 }
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
@@ -116,8 +116,10 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     unknown = set(export_options) - {o for t in TARGETS.values() for o in t.options}
     if unknown:
         raise TypeError(f"convert() got unknown export options: {', '.join(sorted(unknown))}")
-    if "scheme" in export_options and not any("scheme" in t.options for t in wanted):
-        raise ConversionError(f"--scheme is for the executorch target; targets given: {', '.join(t.name for t in wanted)}")
+    for option in ("scheme", "max_seq_len"):
+        if option in export_options and not any(option in t.options for t in wanted):
+            raise ConversionError(f"--{option.replace('_', '-')} is for the executorch target; targets given: "
+                                  f"{', '.join(t.name for t in wanted)}")
     _check_head(head)
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ConversionError(f"seq-len ({seq_len!r}) must be a positive integer")
@@ -176,7 +178,7 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
         if scheme is not None:  # a quantized file beside the fp32 one, measured against it
             step(f"quantize {target.name} {scheme}", done, steps)
             result.files.append(_exporter(target).quantized_file(model, converted, tmp, scheme, tokenizer=tokenizer,
-                                                                 seq_len=seq_len))
+                                                                 seq_len=seq_len, **options))
     step("write manifest", done, steps)
     result.manifest_path = _install(tmp, out, result, source, config, seq_len)
     step("done", steps, steps)

@@ -59,16 +59,17 @@ def read_contents(path: str | os.PathLike, output_names: tuple[str, ...]) -> Gra
     contents = pte_reader.read(path)
     if len(output_names) == len(contents.outputs):
         contents.outputs = [dataclasses.replace(spec, name=name) for spec, name in zip(contents.outputs, output_names)]
+    longest = max((int(spec.shape[1]) for spec in contents.inputs), default=None)
     if any(d != "static" for d in contents.metadata["input_dynamism"]):
         # The file keeps upper bounds; the manifest names the dynamic axis as for .onnx files.
-        longest = max(int(spec.shape[1]) for spec in contents.inputs)
         contents.inputs, contents.outputs = ([dataclasses.replace(spec, shape=_sequence(spec.shape, longest))
                                               for spec in specs] for specs in (contents.inputs, contents.outputs))
     meta = contents.metadata
     contents.metadata = {**meta, "format_version": {"executorch_version": _version(),
                                                     "delegate_blocks": meta["delegates"],
                                                     "backends": meta["backends"],
-                                                    "batch": int(contents.inputs[0].shape[0]) if contents.inputs else None}}
+                                                    "batch": int(contents.inputs[0].shape[0]) if contents.inputs else None,
+                                                    "max_seq_len": longest}}
     return contents
 
 
@@ -87,8 +88,8 @@ def _version() -> str | None:
 
 def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
     """What converters.verify needs to check a .pte: its session, its contents and the lengths
-    (16, 32, 128 and the usual ones, up to the model's maximum)."""
-    top = model.config.max_position_embeddings
+    (16, 32, 128 and the usual ones, up to the longest the file takes)."""
+    contents = read_contents(path, tuple(model.output_names))
+    top = contents.metadata["format_version"]["max_seq_len"] or model.config.max_position_embeddings
     lengths = tuple(sorted({T for T in (*VERIFY_LENGTHS, seq_len, top) if T <= top}))
-    return {"session": PteSession(path, tuple(model.output_names)),
-            "contents": read_contents(path, tuple(model.output_names)), "seq_lens": lengths}
+    return {"session": PteSession(path, tuple(model.output_names)), "contents": contents, "seq_lens": lengths}

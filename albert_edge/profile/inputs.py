@@ -30,7 +30,7 @@ class ModelLimits:
     the lengths asked for, and a failure names the length it failed at)."""
 
     max_seq_len: int | None = None
-    max_seq_len_source: str | None = None  # "manifest" | "input shape"
+    max_seq_len_source: str | None = None  # "manifest" | "file entry" | "input shape"
     vocab_size: int | None = None
     scheme: str | None = None
     input_shape: list[Any] | None = None  # as the file declares it, e.g. ["batch", "sequence"] or [-1, -1]
@@ -54,6 +54,9 @@ def model_limits(path: str | os.PathLike, input_shape: tuple | None = None) -> M
     entry = next((f for f in manifest.get("files") or [] if isinstance(f, dict) and f.get("name") == path.name), None)
     if entry:
         limits.scheme = entry.get("precision")
+        bound = (entry.get("format_version") or {}).get("max_seq_len")  # a .pte converted with --max-seq-len
+        if isinstance(bound, int) and not isinstance(bound, bool) and 0 < bound < (limits.max_seq_len or bound + 1):
+            limits.max_seq_len, limits.max_seq_len_source = bound, "file entry"
     if input_shape is not None:
         limits.input_shape = list(input_shape)
         dims = list(input_shape)[:2]

@@ -55,8 +55,9 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
         limits = model_limits(path)
         too_long = [n for n in settings.seq_lens if limits.max_seq_len and n > limits.max_seq_len]
         if settings.fixed and too_long:
+            said = {"file entry": "the longest this file takes, from its entry in the manifest beside it"}
             raise ProfileError(f"{path}: --seq-len {', '.join(map(str, too_long))} is above the model's maximum "
-                               f"{limits.max_seq_len} (max_position_embeddings in the manifest beside it)")
+                               f"{limits.max_seq_len} ({said.get(limits.max_seq_len_source, 'max_position_embeddings in the manifest beside it')})")
         common = {"file": str(path.resolve()), "file_as_given": str(path), "file_bytes": path.stat().st_size,
                   "sha256": sha256_of(path), "runs": settings.runs, "min_seconds": settings.min_seconds,
                   "warmup": settings.warmup, "ops": settings.ops, "ops_runs": settings.ops_runs,

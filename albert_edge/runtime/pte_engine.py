@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import RuntimeUnavailable, first_line, optional_import
+from ..errors import DataError, RuntimeUnavailable, first_line, optional_import
 from ..formats.graph import INPUT_NAMES, TensorSpec
 from ..formats.pte_reader import METHOD, XNNPACK, read
 from .engines import ENGINES
@@ -81,6 +81,11 @@ class PteBackend:
             raise RuntimeUnavailable(f"{path}: {binding.name} cannot load it: {first_line(exc)}") from None
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        longest = self.inputs[0].shape[1]  # the upper bound the program was exported with
+        given = np.shape(feeds[self.inputs[0].name])
+        if len(given) > 1 and given[1] > longest:
+            raise DataError(f"{given[1]} tokens is more than this .pte takes ({longest}): truncate the input, or "
+                            "convert with a larger --max-seq-len")
         outputs = self._method([feeds[s.name] for s in self.inputs])
         return {s.name: np.asarray(o) for s, o in zip(self.outputs, outputs)}
 

@@ -144,6 +144,55 @@ def test_scheme_without_executorch_is_refused(tmp_path):
         convert(tiny_model(), tmp_path / "out", targets=("onnx",), scheme="int8-dynamic")
 
 
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory):
+    """model.pte of the tiny base model taking at most 20 tokens."""
+    out = tmp_path_factory.mktemp("pte-bounded") / "out"
+    convert(tiny_model(), out, targets=("executorch",), seq_len=16, max_seq_len=20)
+    return out
+
+
+def test_max_seq_len_bounds_the_file_and_what_it_plans(converted, bounded):
+    from albert_edge.formats import pte_reader
+
+    model, out, _ = converted
+    short, full = (pte_reader.read(p, weights=False) for p in (bounded / "model.pte", out / "model.pte"))
+    assert short.inputs[0].shape[1] == 20 and full.inputs[0].shape[1] == model.config.max_position_embeddings
+    assert 0 < short.metadata["planned_bytes"] < full.metadata["planned_bytes"]
+    entries = {m: json.loads((d / "manifest.json").read_text())["files"][0]["format_version"]["max_seq_len"]
+               for m, d in (("short", bounded), ("full", out))}
+    assert entries == {"short": 20, "full": model.config.max_position_embeddings}
+    feeds = _feeds(20, seed=3)
+    got = pte.PteSession(bounded / "model.pte", model.output_names).run(feeds)
+    ref = pte.PteSession(out / "model.pte", model.output_names).run(feeds)
+    for name in model.output_names:
+        assert np.abs(got[name] - ref[name]).max() <= 1e-5, name
+
+
+def test_input_longer_than_the_bound_is_one_clear_error(bounded):
+    from albert_edge.errors import DataError
+    from albert_edge.runtime import Session
+
+    session = Session(bounded / "model.pte")
+    with pytest.raises(DataError, match=r"21 tokens is more than this \.pte takes \(20\)"):
+        session.run({k: v[:1] for k, v in _feeds(21, seed=4).items()})
+    proc = subprocess.run([sys.executable, "-m", "albert_edge", "profile", str(bounded / "model.pte"), "--seq-len", "24"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "above the model's maximum 20 (the longest this file takes" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("value", [1, 10_000, True])
+def test_max_seq_len_out_of_range_is_refused(value):
+    with pytest.raises(ConversionError, match="max-seq-len .* must be an integer from 2"):
+        pte.lower(tiny_model(), max_seq_len=value)
+
+
+def test_max_seq_len_without_executorch_is_refused(tmp_path):
+    with pytest.raises(ConversionError, match="--max-seq-len is for the executorch target"):
+        convert(tiny_model(), tmp_path / "out", targets=("onnx",), max_seq_len=20)
+    assert not (tmp_path / "out").exists()
+
+
 def test_unknown_scheme_is_refused():
     with pytest.raises(ConversionError, match="unknown ExecuTorch scheme 'int4'"):
         pte.lower(tiny_model(), scheme="int4")
