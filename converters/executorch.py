@@ -237,18 +237,23 @@ def _infer_one_size(gm):
 def _quantized(program, example, settings: dict[str, bool], dynamic):
     """int8 through pt2e: the XNNPACK quantizer's symmetric config (ExecuTorch 1.5.1's documented
     flow), then re-exported for lowering. Dynamic activations need no calibration; one run of the
-    example fixes the weight observers."""
+    example fixes the weight observers. Each user of a dynamically quantized activation gets its
+    own choose-qparams/quantize/dequantize chain (ExecuTorch's DuplicateDynamicQuantChainPass, as
+    its own LLM export does): a chain shared by the Q, K and V products cut the encoder into one
+    XNNPACK block per layer (13 for ALBERT-base), with it the encoder is one block as in fp32."""
     import torch
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,
     )
+    from executorch.backends.transforms.duplicate_dynamic_quant_chain import DuplicateDynamicQuantChainPass
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**settings))
     prepared = prepare_pt2e(program.module(), quantizer)
     prepared(*example)
     converted = convert_pt2e(prepared)
+    DuplicateDynamicQuantChainPass()(converted)
     return torch.export.export(converted, example, dynamic_shapes=dynamic, strict=False)
 
 
