@@ -78,7 +78,7 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
 @click.argument("model_file", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 def inspect(model_file: Path, as_json: bool) -> None:
-    """Read MODEL_FILE (.onnx, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
+    """Read MODEL_FILE (.onnx, ONNX Runtime .ort, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
     weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
     reshaped or transposed copies of another stored tensor. Then the weight bytes per precision
     and every matrix product that reads a float weight, with the reason; for a quantized file
@@ -115,6 +115,17 @@ def inspect(model_file: Path, as_json: bool) -> None:
         _print_runtime(data)
     if "executorch" in data:
         _print_executorch(data["executorch"])
+    if "ort" in data:
+        _print_ort(data["ort"], data["precision"]["weight_bytes_by_dtype"])
+
+
+def _print_ort(ort: dict, by_dtype: dict) -> None:
+    """What an ONNX Runtime .ort holds besides its graph."""
+    rows = [("ORT format version", ort["ort_format_version"]), ("opset", ort["opset"]), ("nodes", ort["nodes"]),
+            ("runtime optimizations saved", "yes" if ort["runtime_optimizations"] else "no"),
+            ("producer", ort["producer"])]
+    rows += [(f"weights {dtype}", f"{n:,} bytes") for dtype, n in by_dtype.items()]
+    print_table("ONNX Runtime format", ["", ""], rows)
 
 
 def _print_executorch(pte: dict) -> None:

@@ -62,7 +62,7 @@ class Session:
             raise RuntimeUnavailable(f"{self.path}: no such model file")
         self.format = format_of(self.path)
         self.num_threads = num_threads
-        if self.format == "onnx":
+        if self.format in ("onnx", "ort"):
             self._backend = OnnxBackend(self.path, num_threads, provider, ops_trace)
         elif self.format == "executorch":
             if ops_trace is not None:
