@@ -45,6 +45,7 @@ class Target:
 TARGETS: dict[str, Target] = {
     "onnx": Target("onnx", ".onnx", "albert_edge.converters.onnx", options=("opset", "external_data_threshold")),
     "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite"),
+    "ort": Target("ort", ".ort", "albert_edge.converters.ort", options=("opset", "scheme")),
     "executorch": Target("executorch", ".pte", "albert_edge.converters.executorch", options=("scheme",)),
 }
 
@@ -117,7 +118,8 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     if unknown:
         raise TypeError(f"convert() got unknown export options: {', '.join(sorted(unknown))}")
     if "scheme" in export_options and not any("scheme" in t.options for t in wanted):
-        raise ConversionError(f"--scheme is for the executorch target; targets given: {', '.join(t.name for t in wanted)}")
+        takers = " and ".join(t.name for t in TARGETS.values() if "scheme" in t.options)
+        raise ConversionError(f"--scheme is for the {takers} targets; targets given: {', '.join(t.name for t in wanted)}")
     _check_head(head)
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ConversionError(f"seq-len ({seq_len!r}) must be a positive integer")

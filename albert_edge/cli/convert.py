@@ -1,4 +1,4 @@
-"""`albert-edge convert` (checkpoint -> verified ONNX/TFLite/ExecuTorch files + manifest) and
+"""`albert-edge convert` (checkpoint -> verified ONNX/.ort/TFLite/ExecuTorch files + manifest) and
 `albert-edge inspect` (what a model file stores, and whether any weight is stored twice)."""
 
 from __future__ import annotations
@@ -9,17 +9,19 @@ import click
 
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
-TARGET_NAMES = ("onnx", "tflite", "executorch")
-PTE_SCHEMES = ("int8-dynamic",)
+TARGET_NAMES = ("onnx", "ort", "tflite", "executorch")
+SCHEMES = ("int8-dynamic",)  # what --scheme adds: ort and executorch targets
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 
 
-@click.command("convert", short_help="Convert a checkpoint to ONNX / TFLite / ExecuTorch, verified.")
+@click.command("convert", short_help="Convert a checkpoint to ONNX / ONNX Runtime .ort / TFLite / ExecuTorch, verified.")
 @click.argument("checkpoint", metavar="CHECKPOINT")
 @click.option("--to", "targets", multiple=True, metavar="TARGET",
-              help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx). executorch writes "
-                   "model.pte lowered to XNNPACK (batch 1, any length up to the model's maximum; needs "
-                   "albert-edge[convert-executorch]).")
+              help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx). ort writes model.ort "
+                   "for ONNX Runtime Mobile (converted by onnxruntime, graph optimized at its extended level) and "
+                   "required_operators.config and required_operators_and_types.config beside it, from which a "
+                   "reduced-size onnxruntime build is made. executorch writes model.pte lowered to XNNPACK (batch 1, "
+                   "any length up to the model's maximum; needs albert-edge[convert-executorch]).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Output directory for the files and manifest.json.")
 @click.option("--head", default=None, metavar="HEAD",
@@ -32,15 +34,17 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
               help="Keep only this output in the files, repeatable (default: all of the head's). "
                    "--head base --outputs last_hidden_state leaves out pooler_output and its weights.")
 @click.option("--scheme", default=None, metavar="SCHEME",
-              help=f"executorch only: also write model.SCHEME.pte ({', '.join(PTE_SCHEMES)}: per-channel int8 "
-                   "weights, dynamic int8 activations), measured against model.pte on real text.")
+              help=f"ort and executorch: also write model.SCHEME.ort / model.SCHEME.pte ({', '.join(SCHEMES)}: "
+                   "per-channel int8 weights, dynamic int8 activations), measured against the fp32 file on real "
+                   "text. The int8 .ort is the .onnx that `albert-edge quantize` makes, converted, and must give "
+                   "its outputs.")
 @click.option("--force", is_flag=True, help="Write into an output directory that already holds files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str | None, seq_len: int,
             opset: int | None, outputs: tuple[str, ...], scheme: str | None, force: bool, as_json: bool) -> None:
     """Convert CHECKPOINT (a Hugging Face directory or model id such as albert/albert-base-v2 or
     org/name@revision, an original TF checkpoint, or albert-edge training output) to each --to
-    format in --out. Every file is verified against PyTorch and checked to store each shared
+    format in --out (onnx, ort: ONNX Runtime Mobile's format, tflite, executorch). Every file is verified against PyTorch and checked to store each shared
     weight once before it is moved in place; manifest.json is written last."""
     from ..converters.export import convert as run_convert
 
