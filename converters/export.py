@@ -120,6 +120,8 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     if "scheme" in export_options and not any("scheme" in t.options for t in wanted):
         takers = " and ".join(t.name for t in TARGETS.values() if "scheme" in t.options)
         raise ConversionError(f"--scheme is for the {takers} targets; targets given: {', '.join(t.name for t in wanted)}")
+    if "scheme" in export_options:
+        _check_scheme(export_options["scheme"], wanted)
     _check_head(head)
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ConversionError(f"seq-len ({seq_len!r}) must be a positive integer")
@@ -193,6 +195,15 @@ def _check_targets(targets: Sequence[str]) -> list[Target]:
         if name not in TARGETS:
             raise ConversionError(f"unknown target {name!r}; choose from {', '.join(TARGETS)}")
     return [TARGETS[n] for n in dict.fromkeys(names)]
+
+
+def _check_scheme(scheme: str, wanted: list[Target]) -> None:
+    """A scheme a target does not make fails here, before anything is exported."""
+    for target in wanted:
+        if "scheme" in target.options:
+            known = [s for s in _exporter(target).SCHEMES if s]
+            if scheme not in known:
+                raise ConversionError(f"unknown {target.name} scheme {scheme!r}; choose from {', '.join(known)}")
 
 
 def _check_head(head: str | None) -> None:
