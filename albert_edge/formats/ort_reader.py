@@ -31,7 +31,10 @@ def read_session(path: str | os.PathLike) -> tuple[InferenceSession, bytes]:
         got = buf[4:8] if len(buf) >= 8 else b""
         raise ValueError(f"{path} is not an ONNX Runtime .ort model (no {FILE_IDENTIFIER.decode()} identifier"
                          f"{f'; found {got!r}' if got else ''})")
-    return InferenceSession.from_bytes(buf), buf
+    try:
+        return InferenceSession.from_bytes(buf), buf
+    except (IndexError, ValueError, struct.error) as exc:
+        raise ValueError(f"{path} is a damaged .ort model ({type(exc).__name__}: {exc})") from None
 
 
 def read(path: str | os.PathLike) -> GraphContents:
