@@ -45,8 +45,8 @@ class Target:
 TARGETS: dict[str, Target] = {
     "onnx": Target("onnx", ".onnx", "albert_edge.converters.onnx", options=("opset", "external_data_threshold")),
     "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite"),
-    "ort": Target("ort", ".ort", "albert_edge.converters.ort", options=("opset", "scheme")),
     "executorch": Target("executorch", ".pte", "albert_edge.converters.executorch", options=("scheme",)),
+    "ort": Target("ort", ".ort", "albert_edge.converters.ort", options=("opset", "scheme")),
 }
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)

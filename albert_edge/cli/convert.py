@@ -9,7 +9,7 @@ import click
 
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
-TARGET_NAMES = ("onnx", "ort", "tflite", "executorch")
+TARGET_NAMES = ("onnx", "tflite", "executorch", "ort")
 SCHEMES = ("int8-dynamic",)  # what --scheme adds: ort and executorch targets
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 
@@ -44,8 +44,9 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
             opset: int | None, outputs: tuple[str, ...], scheme: str | None, force: bool, as_json: bool) -> None:
     """Convert CHECKPOINT (a Hugging Face directory or model id such as albert/albert-base-v2 or
     org/name@revision, an original TF checkpoint, or albert-edge training output) to each --to
-    format in --out (onnx, ort: ONNX Runtime Mobile's format, tflite, executorch). Every file is verified against PyTorch and checked to store each shared
-    weight once before it is moved in place; manifest.json is written last."""
+    format in --out (onnx, tflite, executorch, or ort: ONNX Runtime Mobile's format). Every file
+    is verified against PyTorch and checked to store each shared weight once before it is moved
+    in place; manifest.json is written last."""
     from ..converters.export import convert as run_convert
 
     with progress() as bar:

@@ -25,7 +25,7 @@ from ..errors import RuntimeUnavailable
 __all__ = ["FORMATS", "format_of"]
 
 # File suffix -> format name. Every model file albert-edge writes or runs is one of these.
-FORMATS = {".onnx": "onnx", ".ort": "ort", ".tflite": "tflite", ".pte": "executorch"}
+FORMATS = {".onnx": "onnx", ".tflite": "tflite", ".pte": "executorch", ".ort": "ort"}
 
 
 def format_of(path: str | os.PathLike) -> str:
