@@ -8,6 +8,7 @@ import json
 import random
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,38 @@ def test_an_ort_of_another_model_is_one_line(tmp_path):
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.strip().splitlines() if not line.startswith("profiling ")]
     assert len(lines) == 1 and "add.ort" in lines[0] and "input_ids" in lines[0], result.stderr
+
+
+def test_session_refuses_damage_in_one_line_and_prints_nothing(ort_file, tmp_path, capfd):
+    """Bytes flipped anywhere: Session loads the file or raises RuntimeUnavailable, and nothing
+    reaches stdout (onnxruntime announces a failed load's retry there)."""
+    from albert_edge.errors import RuntimeUnavailable
+
+    raw = ort_file[1].read_bytes()
+    rng = random.Random(1)
+    refused = Counter()
+    for i in range(300):
+        data = bytearray(raw)
+        for _ in range(3):
+            data[rng.randrange(8, len(raw))] = rng.randrange(256)
+        path = tmp_path / f"flipped{i}.ort"
+        path.write_bytes(bytes(data))
+        try:
+            Session(path)
+        except RuntimeUnavailable as exc:
+            refused["onnxruntime" if "onnxruntime cannot load it" in str(exc) else "check"] += 1
+            assert "\n" not in str(exc) and path.name in str(exc)
+    assert refused["check"] > 0 and refused["onnxruntime"] > 0, refused  # both refusals were exercised
+    assert capfd.readouterr().out == ""
+
+
+def test_the_check_before_loading_reads_no_weight(ort_file, tmp_path):
+    """check_ort finds a file cut inside its weights from the tables alone, and passes the whole file."""
+    from albert_edge.errors import RuntimeUnavailable
+
+    _, path = ort_file
+    ort_reader.check_ort(path)
+    cut = tmp_path / "cut.ort"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size - 2000])
+    with pytest.raises(RuntimeUnavailable, match="cut.ort"):
+        ort_reader.check_ort(cut)
