@@ -13,7 +13,9 @@ covering every .ort of the conversion.
 onnxruntime's optimizers may copy a weight (a constant-folded transpose per layer
 application, a packed initializer per use): the .ort is read back with the device side's
 reader (albert_edge.formats.ort_reader, what ``inspect`` reads) and fails verification if any
-weight is stored twice. It runs through albert_edge.runtime.Session, a plain onnxruntime
+weight is stored twice. One such copy is known and prevented (:func:`keep_shared_unfolded`):
+the int8 word table, read by the embedding lookup and, through a Transpose, by the tied MLM
+decoder, which constant folding at every level above ``disable`` stored a second time. It runs through albert_edge.runtime.Session, a plain onnxruntime
 ``InferenceSession`` (the same C++ as ONNX Runtime Mobile), against PyTorch.
 
 int8 (``scheme="int8-dynamic"``): the fp32 .onnx is quantized by :mod:`albert_edge.quantize`
@@ -241,7 +243,6 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     from albert_edge.quantize import QuantizeConfig, quantize
 
     from .export import ConvertedFile
-    from .verify import verify
 
     if scheme not in SCHEMES:
         raise ConversionError(f"unknown .ort scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
@@ -249,7 +250,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=".ort-quantize-", dir=tmp) as scratch:
         scratch = Path(scratch)
-        fp32 = _verified_onnx(model, scratch, seq_len, tokenizer, verify, manifest_io)
+        fp32 = _verified_onnx(model, scratch, seq_len, tokenizer)
         spiece = getattr(tokenizer, "path", tokenizer)  # an AlbertTokenizer, or the path of its model
         result = quantize(fp32, QuantizeConfig(scheme=scheme, tokenizer=spiece, seq_len=seq_len),
                           scratch / f"model.{scheme}.onnx")
@@ -281,11 +282,14 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     return ConvertedFile(path.name, path, "ort", t1 - t0, time.perf_counter() - t1, report, entry)
 
 
-def _verified_onnx(model, scratch: Path, seq_len: int, tokenizer, verify, manifest_io) -> Path:
+def _verified_onnx(model, scratch: Path, seq_len: int, tokenizer) -> Path:
     """The fp32 .onnx of ``model`` in ``scratch``, verified, with the manifest albert_edge.quantize
     reads beside it."""
+    from albert_edge.formats import manifest as manifest_io
+
     from . import onnx as onnx_export
     from .export import head_of
+    from .verify import verify
 
     path = onnx_export.export(model, scratch / "model.onnx", seq_len=seq_len)
     report = verify(model, path, seq_len=seq_len, tokenizer=tokenizer)
