@@ -127,19 +127,25 @@ def test_operator_configs_cover_every_file_and_name_no_paths(converted):
 
 
 def test_int8_ort_gives_the_int8_onnx_outputs(int8_onnx, tmp_path):
+    """The .ort in plain onnxruntime, as an app runs it, against the int8 .onnx as albert-edge
+    runs it (SkipLayerNormalization unfused in both)."""
+    from albert_edge.runtime import Session
+
     model, _, int8 = int8_onnx
     path = ort_target.to_ort(int8, tmp_path / "model.int8-dynamic.ort")
-    a, b = _plain(int8), _plain(path)
-    for T in (1, 9, 32):
+    a, b = Session(int8), _plain(path)
+    for T in (1, 9, 32, 64):
         feeds = _feeds(T, seed=T)
-        for want, got in zip(a.run(None, feeds), b.run(None, feeds)):
-            assert float(np.abs(want - got).max()) <= ort_target.TWIN_ATOL
+        want = a.run(feeds)
+        for name, got in zip(model.output_names, b.run(list(model.output_names), feeds)):
+            assert float(np.abs(want[name] - got).max()) <= ort_target.TWIN_ATOL
 
 
 def test_folding_would_store_the_tied_int8_table_twice(int8_onnx, tmp_path):
     """The int8 word table is read by the embedding lookup and, through a Transpose, by the tied
     MLM decoder. Converted as it is, onnxruntime's constant folding stores a transposed copy;
-    kept unfolded, the table is stored once."""
+    stored transposed and looked up by column, the table is stored once and nothing runs a
+    Transpose of it."""
     _, _, int8 = int8_onnx
     folded = ort_target.to_ort(int8, tmp_path / "folded.ort", keep_shared=False)
     kept = ort_target.to_ort(int8, tmp_path / "kept.ort")
@@ -149,7 +155,32 @@ def test_folding_would_store_the_tied_int8_table_twice(int8_onnx, tmp_path):
     report = analyze(ort_reader.read(kept))
     assert report.duplicates == []
     assert report.stored_bytes <= analyze(read_file(int8)).stored_bytes * 1.01 + 1024
-    assert [i.name for i in _plain(kept).get_inputs()] == ["input_ids", "attention_mask", "token_type_ids"]
+    session = _plain(kept)
+    assert [i.name for i in session.get_inputs()] == ["input_ids", "attention_mask", "token_type_ids"]
+    assert session.get_overridable_initializers() == []  # no weight was kept unfolded: none needed it
+    assert [w.shape for w in ort_reader.read(kept).weights if w.name == table + "_T"] == [(8, 99)]
+
+
+def test_a_weight_no_rewrite_fits_is_kept_unfolded(tmp_path):
+    """A weight read by a Transpose and by another product (not a lookup) is declared an
+    overridable initializer: folded, it would be stored twice."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.arange(64, dtype=np.float32).reshape(8, 8) / 7
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]), helper.make_node("MatMul", ["x", "wt"], ["a"]),
+         helper.make_node("MatMul", ["x", "w"], ["b"]), helper.make_node("Add", ["a", "b"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [numpy_helper.from_array(w, "w")])
+    source = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(source))
+    folded = analyze(ort_reader.read(ort_target.to_ort(source, tmp_path / "folded.ort", keep_shared=False)))
+    kept_path = ort_target.to_ort(source, tmp_path / "kept.ort")
+    assert [d.kind for d in folded.duplicates] == ["transposed"]
+    assert analyze(ort_reader.read(kept_path)).duplicates == []
+    x = np.ones((2, 8), dtype=np.float32)
+    assert np.allclose(_plain(kept_path).run(None, {"x": x})[0], x @ w.T + x @ w)
 
 
 @pytest.mark.parametrize("level", ort_target.LEVELS)
