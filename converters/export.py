@@ -46,6 +46,7 @@ TARGETS: dict[str, Target] = {
     "onnx": Target("onnx", ".onnx", "albert_edge.converters.onnx", options=("opset", "external_data_threshold")),
     "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite"),
     "executorch": Target("executorch", ".pte", "albert_edge.converters.executorch", options=("scheme", "max_seq_len")),
+    "ort": Target("ort", ".ort", "albert_edge.converters.ort", options=("opset", "scheme")),
 }
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
@@ -118,8 +119,11 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
         raise TypeError(f"convert() got unknown export options: {', '.join(sorted(unknown))}")
     for option in ("scheme", "max_seq_len"):
         if option in export_options and not any(option in t.options for t in wanted):
-            raise ConversionError(f"--{option.replace('_', '-')} is for the executorch target; targets given: "
-                                  f"{', '.join(t.name for t in wanted)}")
+            takers = " and ".join(t.name for t in TARGETS.values() if option in t.options)
+            raise ConversionError(f"--{option.replace('_', '-')} is for the {takers} target"
+                                  f"{'s' if ' and ' in takers else ''}; targets given: {', '.join(t.name for t in wanted)}")
+    if "scheme" in export_options:
+        _check_scheme(export_options["scheme"], wanted)
     _check_head(head)
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ConversionError(f"seq-len ({seq_len!r}) must be a positive integer")
@@ -193,6 +197,15 @@ def _check_targets(targets: Sequence[str]) -> list[Target]:
         if name not in TARGETS:
             raise ConversionError(f"unknown target {name!r}; choose from {', '.join(TARGETS)}")
     return [TARGETS[n] for n in dict.fromkeys(names)]
+
+
+def _check_scheme(scheme: str, wanted: list[Target]) -> None:
+    """A scheme a target does not make fails here, before anything is exported."""
+    for target in wanted:
+        if "scheme" in target.options:
+            known = [s for s in _exporter(target).SCHEMES if s]
+            if scheme not in known:
+                raise ConversionError(f"unknown {target.name} scheme {scheme!r}; choose from {', '.join(known)}")
 
 
 def _check_head(head: str | None) -> None:

@@ -147,6 +147,9 @@ def schemes_for(fmt: str) -> list[Scheme]:
 def recipe_for(fmt: str, scheme: Scheme | str) -> Recipe:
     """The recipe of ``scheme`` for ``fmt``; ConfigError naming the schemes the format has."""
     known = schemes_for(fmt)
+    if fmt == "ort":  # onnxruntime's optimized graph: quantized as .onnx, then converted
+        raise ConfigError("an .ort file is quantized at conversion: albert-edge convert --to ort --scheme "
+                          "int8-dynamic writes model.int8-dynamic.ort beside model.ort")
     if not known:
         raise ConfigError(f"unknown model format {fmt!r}; albert-edge quantizes {', '.join(FORMATS)}")
     try:

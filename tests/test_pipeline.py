@@ -203,3 +203,21 @@ def test_executorch_target_converts_with_its_int8_file(tmp_path, checkpoint):
     manifest = json.loads(next(out.glob("*/files/manifest.json")).read_text())
     assert {f["name"]: f["precision"] for f in manifest["files"]} == {
         "model.pte": "fp32", "model.int8-dynamic.pte": "int8-dynamic"}
+
+
+def test_ort_target_converts_profiles_and_reports_with_its_int8_file(tmp_path, checkpoint):
+    """--to ort: the conversion makes model.ort and model.int8-dynamic.ort with the operator
+    configurations beside them; both are profiled and reported; the quantize step leaves them be."""
+    out = tmp_path / "out"
+    code, output = pipeline(checkpoint, "--out", out, *FAST[:10], "--to", "ort", "--json")
+    assert code == 0, output
+    files = next(out.glob("*/files"))
+    manifest = json.loads((files / "manifest.json").read_text())
+    assert {f["name"]: f["precision"] for f in manifest["files"]} == {
+        "model.ort": "fp32", "model.int8-dynamic.ort": "int8-dynamic"}
+    assert (files / "required_operators.config").is_file() and (files / "required_operators_and_types.config").is_file()
+    records = json.loads(next(out.glob("*/profile.json")).read_text())
+    records = records if isinstance(records, list) else records.get("records", [])
+    assert {Path(r["file"]).name for r in records} == {"model.ort", "model.int8-dynamic.ort"}
+    assert {r["format"] for r in records} == {"ort"}
+    assert next(out.glob("*/report/report.html")).is_file()

@@ -1,4 +1,4 @@
-"""`albert-edge convert` (checkpoint -> verified ONNX/TFLite/ExecuTorch files + manifest) and
+"""`albert-edge convert` (checkpoint -> verified ONNX/.ort/TFLite/ExecuTorch files + manifest) and
 `albert-edge inspect` (what a model file stores, and whether any weight is stored twice)."""
 
 from __future__ import annotations
@@ -9,17 +9,19 @@ import click
 
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
-TARGET_NAMES = ("onnx", "tflite", "executorch")
-PTE_SCHEMES = ("int8-dynamic",)
+TARGET_NAMES = ("onnx", "tflite", "executorch", "ort")
+SCHEMES = ("int8-dynamic",)  # what --scheme adds: ort and executorch targets
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 
 
-@click.command("convert", short_help="Convert a checkpoint to ONNX / TFLite / ExecuTorch, verified.")
+@click.command("convert", short_help="Convert a checkpoint to ONNX / ONNX Runtime .ort / TFLite / ExecuTorch, verified.")
 @click.argument("checkpoint", metavar="CHECKPOINT")
 @click.option("--to", "targets", multiple=True, metavar="TARGET",
-              help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx). executorch writes "
-                   "model.pte lowered to XNNPACK (batch 1, any length up to the model's maximum; needs "
-                   "albert-edge[convert-executorch]).")
+              help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx). ort writes model.ort "
+                   "for ONNX Runtime Mobile (converted by onnxruntime, graph optimized at its extended level) and "
+                   "required_operators.config and required_operators_and_types.config beside it, from which a "
+                   "reduced-size onnxruntime build is made. executorch writes model.pte lowered to XNNPACK (batch 1, "
+                   "any length up to the model's maximum; needs albert-edge[convert-executorch]).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Output directory for the files and manifest.json.")
 @click.option("--head", default=None, metavar="HEAD",
@@ -32,8 +34,10 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
               help="Keep only this output in the files, repeatable (default: all of the head's). "
                    "--head base --outputs last_hidden_state leaves out pooler_output and its weights.")
 @click.option("--scheme", default=None, metavar="SCHEME",
-              help=f"executorch only: also write model.SCHEME.pte ({', '.join(PTE_SCHEMES)}: per-channel int8 "
-                   "weights, dynamic int8 activations), measured against model.pte on real text.")
+              help=f"ort and executorch: also write model.SCHEME.ort / model.SCHEME.pte ({', '.join(SCHEMES)}: "
+                   "per-channel int8 weights, dynamic int8 activations), measured against the fp32 file on real "
+                   "text. The int8 .ort is the .onnx that `albert-edge quantize` makes, converted, and must give "
+                   "its outputs.")
 @click.option("--max-seq-len", type=int, default=None, metavar="N",
               help="executorch only: the longest sequence the .pte takes (default: the model's "
                    "max_position_embeddings). ExecuTorch sizes the tensors it keeps outside XNNPACK for it and "
@@ -45,8 +49,9 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
             as_json: bool) -> None:
     """Convert CHECKPOINT (a Hugging Face directory or model id such as albert/albert-base-v2 or
     org/name@revision, an original TF checkpoint, or albert-edge training output) to each --to
-    format in --out. Every file is verified against PyTorch and checked to store each shared
-    weight once before it is moved in place; manifest.json is written last."""
+    format in --out (onnx, tflite, executorch, or ort: ONNX Runtime Mobile's format). Every file
+    is verified against PyTorch and checked to store each shared weight once before it is moved
+    in place; manifest.json is written last."""
     from ..converters.export import convert as run_convert
 
     with progress() as bar:
@@ -83,7 +88,7 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
 @click.argument("model_file", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 def inspect(model_file: Path, as_json: bool) -> None:
-    """Read MODEL_FILE (.onnx, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
+    """Read MODEL_FILE (.onnx, ONNX Runtime .ort, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
     weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
     reshaped or transposed copies of another stored tensor. Then the weight bytes per precision
     and every matrix product that reads a float weight, with the reason; for a quantized file
@@ -120,6 +125,17 @@ def inspect(model_file: Path, as_json: bool) -> None:
         _print_runtime(data)
     if "executorch" in data:
         _print_executorch(data["executorch"])
+    if "ort" in data:
+        _print_ort(data["ort"], data["precision"]["weight_bytes_by_dtype"])
+
+
+def _print_ort(ort: dict, by_dtype: dict) -> None:
+    """What an ONNX Runtime .ort holds besides its graph."""
+    rows = [("ORT format version", ort["ort_format_version"]), ("opset", ort["opset"]), ("nodes", ort["nodes"]),
+            ("runtime optimizations saved", "yes" if ort["runtime_optimizations"] else "no"),
+            ("producer", ort["producer"])]
+    rows += [(f"weights {dtype}", f"{n:,} bytes") for dtype, n in by_dtype.items()]
+    print_table("ONNX Runtime format", ["", ""], rows)
 
 
 def _print_executorch(pte: dict) -> None:

@@ -15,7 +15,7 @@ def info(path: str, as_json: bool) -> None:
 
     PATH is a Hugging Face checkpoint directory or model id (albert/albert-base-v2,
     org/name@revision), an original TF checkpoint (directory or model.ckpt-N prefix), an .onnx,
-    .tflite or .pte file, or a `convert` output directory.
+    .ort, .tflite or .pte file, or a `convert` output directory.
     """
     from ..info import describe
 

@@ -29,9 +29,10 @@ def _steps(ctx, param, value: str | None) -> tuple[str, ...]:
 @click.argument("source", required=False, metavar="[SOURCE]")
 @click.option("--out", "out_dir", default="albert-edge-pipeline", show_default=True, type=click.Path(path_type=Path),
               help="Directory for every model's checkpoint/, files/, profile.json and report/ (and pipeline.json).")
-@click.option("--to", "targets", multiple=True, type=click.Choice(["onnx", "tflite", "executorch"]),
-              help="Target format, repeatable (default: onnx and tflite). executorch makes model.pte and, "
-                   "with the default schemes or --scheme int8-dynamic, model.int8-dynamic.pte at conversion.")
+@click.option("--to", "targets", multiple=True, type=click.Choice(["onnx", "ort", "tflite", "executorch"]),
+              help="Target format, repeatable (default: onnx and tflite). ort makes model.ort (ONNX Runtime "
+                   "Mobile) and executorch model.pte; with the default schemes or --scheme int8-dynamic each "
+                   "also makes its model.int8-dynamic file at conversion.")
 @click.option("--scheme", "schemes", multiple=True, metavar="SCHEME",
               help="Quantization scheme, repeatable (default: int8-dynamic and fp16 for each format).")
 @click.option("--seq-len", type=POSITIVE_INT, default=128, show_default=True,

@@ -4,9 +4,9 @@ Device side: numpy and the standard library (the ONNX reader uses the ``onnx`` p
 is installed); never torch, tensorflow or the build side (converters, quantize, train).
 
 - :mod:`.graph`: what a file holds (inputs, outputs, stored tensors), common to every reader.
-- :mod:`.onnx_reader`, :mod:`.tflite_reader`, :mod:`.pte_reader`: the readers;
-  :mod:`.tflite_schema` and :mod:`.pte_schema` are our own flatbuffer accessors (on
-  :mod:`.flatbuffer`) for .tflite and ExecuTorch .pte files, :mod:`.tflite_check` the structural check run before
+- :mod:`.onnx_reader`, :mod:`.ort_reader`, :mod:`.tflite_reader`, :mod:`.pte_reader`: the readers;
+  :mod:`.ort_schema`, :mod:`.tflite_schema` and :mod:`.pte_schema` are our own flatbuffer accessors
+  (on :mod:`.flatbuffer`) for ONNX Runtime .ort, .tflite and ExecuTorch .pte files, :mod:`.tflite_check` the structural check run before
   an interpreter sees a file, :mod:`.tflite_model` the object model the TFLite passes edit.
 - :mod:`.op_versions`: each TFLite operator's version and the first runtime release that has it.
 - :mod:`.weights`: weights once, proven: stored vs unique bytes and every duplicated weight.
@@ -25,11 +25,11 @@ from ..errors import RuntimeUnavailable
 __all__ = ["FORMATS", "format_of"]
 
 # File suffix -> format name. Every model file albert-edge writes or runs is one of these.
-FORMATS = {".onnx": "onnx", ".tflite": "tflite", ".pte": "executorch"}
+FORMATS = {".onnx": "onnx", ".tflite": "tflite", ".pte": "executorch", ".ort": "ort"}
 
 
 def format_of(path: str | os.PathLike) -> str:
-    """'onnx', 'tflite' or 'executorch' from the file suffix; RuntimeUnavailable for anything else."""
+    """'onnx', 'ort', 'tflite' or 'executorch' from the file suffix; RuntimeUnavailable for anything else."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
         raise RuntimeUnavailable(

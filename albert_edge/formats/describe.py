@@ -12,7 +12,7 @@ from ..errors import AlbertEdgeError, RuntimeUnavailable
 
 __all__ = ["MODEL_SUFFIXES", "describe_model_file", "describe_manifest", "inspect_model", "shape_of"]
 
-MODEL_SUFFIXES = (".onnx", ".tflite", ".pte")
+MODEL_SUFFIXES = (".onnx", ".ort", ".tflite", ".pte")
 
 
 def describe_model_file(path: Path) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def shape_of(config: dict[str, Any]) -> str:
 
 
 def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
-    """What `albert-edge inspect --json` prints for one .onnx/.tflite/.pte file (and what the report
+    """What `albert-edge inspect --json` prints for one .onnx/.ort/.tflite/.pte file (and what the report
     shows of it): inputs, outputs, op histogram, stored vs unique weight bytes and every duplicated
     weight, the weight precision analysis, and for TFLite the operator versions with the first
     runtime that has each."""
@@ -89,6 +89,13 @@ def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
                      "unavailable": "which matrix products read float weights is analysed in .onnx and .tflite "
                                     "files; a .pte's weight bytes by dtype are listed with its delegates"}
         extra["executorch"] = contents.metadata
+    elif contents.format == "ort":
+        # The .ort's graph is onnxruntime's optimized one (fused operators): the analysis of
+        # which products read float weights is made on the .onnx it was converted from.
+        precision = {"weight_bytes_by_dtype": _bytes_by_dtype(contents),
+                     "unavailable": "which matrix products read float weights is analysed in the .onnx file an "
+                                    ".ort was converted from; its weight bytes by dtype are listed"}
+        extra["ort"] = {k: v for k, v in contents.metadata.items() if k != "opsets"}
     else:
         try:
             precision = describe_precision(path)
@@ -101,3 +108,10 @@ def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
         "ops": dict(contents.ops.most_common()), "metadata": contents.metadata, **report.to_dict(),
         "precision": precision, **(runtime or {}), **extra,
     }
+
+
+def _bytes_by_dtype(contents) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for weight in contents.weights:
+        totals[weight.dtype] = totals.get(weight.dtype, 0) + weight.nbytes
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))

@@ -1,6 +1,7 @@
 """A flatbuffer table read by field number, in the standard library and numpy: the base of our
-own accessors for .tflite (:mod:`.tflite_schema`) and .pte (:mod:`.pte_schema`) files, so that
-reading a model file needs no generated bindings and no runtime.
+own accessors for .tflite (:mod:`.tflite_schema`), .pte (:mod:`.pte_schema`) and ONNX Runtime .ort
+(:mod:`.ort_schema`) files, so that reading a model file needs no generated bindings and no
+runtime.
 
 Every read is bounds-checked: a damaged file raises ``struct.error``, ``IndexError`` or
 ``ValueError`` (which the readers turn into one line), never reads past the buffer.
@@ -81,6 +82,21 @@ class Table:
         if at + 4 + size > len(self._buf):
             raise IndexError("a string runs past the end of the buffer")
         return bytes(self._buf[at + 4:at + 4 + size])
+
+    def _strings(self, field: int) -> list[bytes]:
+        """A vector of strings (empty when absent)."""
+        vector = self._target(field)
+        if not vector:
+            return []
+        out = []
+        for index in range(self._length(field)):
+            element = vector + 4 + 4 * index
+            at = element + self._u32(element)
+            size = self._u32(at)
+            if at + 4 + size > len(self._buf):
+                raise IndexError("a string runs past the end of the buffer")
+            out.append(bytes(self._buf[at + 4:at + 4 + size]))
+        return out
 
     def _numpy(self, field: int, dtype) -> np.ndarray | int:
         """A vector of scalars as numpy (0 when absent, as the generated bindings return)."""

@@ -47,7 +47,7 @@ class StoredTensor:
 
 @dataclass
 class GraphContents:
-    format: str  # "onnx", "tflite" or "executorch"
+    format: str  # "onnx", "ort", "tflite" or "executorch"
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     ops: Counter = field(default_factory=Counter)  # op type -> count

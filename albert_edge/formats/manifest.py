@@ -26,7 +26,7 @@ SCHEMA_VERSION = 1
 @dataclass
 class FileEntry:
     name: str
-    format: str  # "onnx" | "tflite" | "executorch"
+    format: str  # "onnx" | "ort" | "tflite" | "executorch"
     sha256: str
     size: int
     # {"opset": 17}, {"schema_version": 3}, or for .pte {"executorch_version", "delegate_blocks", "backends", "batch"}

@@ -40,8 +40,8 @@ BOUND_SLACK = 64 * 1024
 # not a duplicated weight.
 MIN_NUMEL = 8
 
-_READERS = {"onnx": "albert_edge.formats.onnx_reader", "tflite": "albert_edge.formats.tflite_reader",
-            "executorch": "albert_edge.formats.pte_reader"}
+_READERS = {"onnx": "albert_edge.formats.onnx_reader", "ort": "albert_edge.formats.ort_reader",
+            "tflite": "albert_edge.formats.tflite_reader", "executorch": "albert_edge.formats.pte_reader"}
 _CHUNK = 1 << 20  # elements per step when fingerprinting, to bound temporary memory
 
 
@@ -115,7 +115,7 @@ def model_format(path: Path) -> str:
 
 
 def read_file(path: str | os.PathLike) -> GraphContents:
-    """Read an .onnx, .tflite or .pte file back with the reader for its suffix."""
+    """Read an .onnx, .ort, .tflite or .pte file back with the reader for its suffix."""
     path = Path(path)
     fmt = model_format(path)
     reader = importlib.import_module(_READERS[fmt])

@@ -35,10 +35,11 @@ log = logging.getLogger(__name__)
 STEPS = ("checkpoint", "convert", "quantize", "profile", "report")
 # Schemes worth making for each format on a phone-class CPU: the fast int8 path and half the bytes.
 # Static/full-integer int8 and int16x8 are for integer-only hardware (see the README).
-DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "tflite": ("int8-dynamic", "fp16"), "executorch": ()}
-# Formats whose int8 file the conversion makes (it needs the PyTorch model): scheme -> convert option.
-CONVERT_SCHEMES = {"executorch": "int8-dynamic"}
-SUFFIXES = (".onnx", ".tflite", ".pte")
+DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "ort": (), "tflite": ("int8-dynamic", "fp16"), "executorch": ()}
+# Formats whose int8 file the conversion makes (the PyTorch model, or for .ort the int8 .onnx it
+# converts): scheme -> convert option.
+CONVERT_SCHEMES = {"ort": "int8-dynamic", "executorch": "int8-dynamic"}
+SUFFIXES = (".onnx", ".ort", ".tflite", ".pte")
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
 

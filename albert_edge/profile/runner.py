@@ -65,7 +65,7 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                   "tokenizer": str(settings.tokenizer) if settings.tokenizer else None,
                   "max_sentences": settings.max_sentences, "ci_target": settings.ci_target,
                   "max_seconds": settings.max_seconds}
-        accelerators = ([{"provider": p, "delegate": "xnnpack"} for p in settings.providers] if fmt == "onnx"
+        accelerators = ([{"provider": p, "delegate": "xnnpack"} for p in settings.providers] if fmt in ("onnx", "ort")
                         else [{"provider": None, "delegate": d} for d in settings.delegates])
         for acc in accelerators:
             for threads in settings.threads:
@@ -204,6 +204,8 @@ def _check_file(path: Path) -> str:
         raise RuntimeUnavailable(f"{path}: not a TFLite model (no TFL3 identifier)")
     if fmt == "onnx" and (not head or head[0] != 0x08):  # an ONNX ModelProto starts with ir_version (field 1)
         raise RuntimeUnavailable(f"{path}: not an ONNX model")
+    if fmt == "ort" and head[4:8] != b"ORTM":
+        raise RuntimeUnavailable(f"{path}: not an ONNX Runtime .ort model (no ORTM identifier)")
     if fmt == "executorch" and head[4:8] != b"ET12":
         raise RuntimeUnavailable(f"{path}: not an ExecuTorch program (no ET12 identifier)")
     modules = packages(fmt)

@@ -100,7 +100,7 @@ def _read_source(source: str, inputs: Inputs) -> None:
         _read_json(path, inputs)
     else:
         raise ReportError(f"{path}: not a source the report reads (a preset, config, checkpoint directory, "
-                          "conversion directory, .onnx/.tflite/.pte file, or .json/.jsonl results)")
+                          "conversion directory, .onnx/.ort/.tflite/.pte file, or .json/.jsonl results)")
 
 
 def _read_json(path: Path, inputs: Inputs) -> None:

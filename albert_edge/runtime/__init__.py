@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import RuntimeUnavailable
 from ..formats import FORMATS, format_of
 from ..formats.graph import TensorSpec
+from ..formats.ort_reader import check_ort
 from ..formats.tflite_check import check_tflite
 from . import compiled
 from .litert import DELEGATES, InterpreterBackend
@@ -62,7 +63,9 @@ class Session:
             raise RuntimeUnavailable(f"{self.path}: no such model file")
         self.format = format_of(self.path)
         self.num_threads = num_threads
-        if self.format == "onnx":
+        if self.format in ("onnx", "ort"):
+            if self.format == "ort":
+                check_ort(self.path)  # damaged: one line here, not a retry announced on stdout by onnxruntime
             self._backend = OnnxBackend(self.path, num_threads, provider, ops_trace)
         elif self.format == "executorch":
             if ops_trace is not None:

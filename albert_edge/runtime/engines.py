@@ -27,6 +27,8 @@ class Engine:
 # In order of preference: the first one installed runs the file.
 ENGINES: dict[str, tuple[Engine, ...]] = {
     "onnx": (Engine("onnxruntime", None, ("onnxruntime", "onnxruntime-gpu")),),
+    # ONNX Runtime's own format: what ONNX Runtime Mobile loads, and any onnxruntime build runs
+    "ort": (Engine("onnxruntime", None, ("onnxruntime", "onnxruntime-gpu")),),
     "tflite": (
         Engine("ai_edge_litert.interpreter", "Interpreter", ("ai-edge-litert",)),
         Engine("tflite_runtime.interpreter", "Interpreter", ("tflite-runtime",)),

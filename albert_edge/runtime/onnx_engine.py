@@ -31,7 +31,9 @@ what :class:`albert_edge.runtime.Session` runs an .onnx file with.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
 import logging
 import os
 from pathlib import Path
@@ -304,10 +306,17 @@ class OnnxBackend:
         options = session_options(ort, path, num_threads, provider, ops_trace)
         providers = ort_providers(provider, ort.get_available_providers())
         self._profiling = ops_trace is not None
+        announced = io.StringIO()
         try:
-            self._session = inference_session(ort, path, options, providers)
+            # A load that fails with ValueError or RuntimeError is retried on the fallback provider,
+            # and onnxruntime announces it with print(): stdout is for results (--json).
+            with contextlib.redirect_stdout(announced):
+                self._session = inference_session(ort, path, options, providers)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {first_line(exc)}") from None
+        finally:
+            if announced.getvalue():
+                log.debug("onnxruntime said while loading %s: %s", path, announced.getvalue().strip())
         self.accelerator = self._session.get_providers()[0]
         self.inputs = [_ort_spec(a) for a in self._session.get_inputs()]
         self.outputs = [_ort_spec(a) for a in self._session.get_outputs()]

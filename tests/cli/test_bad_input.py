@@ -50,7 +50,7 @@ def world(tmp_path_factory, spiece_model) -> World:
     root = tmp_path_factory.mktemp("world")
     torch.manual_seed(0)
     ckpt = checkpoints.save(build_model(TINY, "pretraining"), root / "ckpt", spiece=spiece_model)
-    targets = ("onnx", "tflite") if _has("tensorflow") else ("onnx",)
+    targets = ("onnx", "ort", "tflite") if _has("tensorflow") else ("onnx", "ort")
     convert(ckpt, root / "conv", targets=targets, seq_len=16)
     big = train_spiece([DATA / "corpus.txt"], root / "big", vocab_size=430)
     small = train_spiece([DATA / "corpus.txt"], root / "small", vocab_size=99)
@@ -149,7 +149,7 @@ def _damaged(fmt: str, how: str, beside_manifest: bool = False) -> Setup:
         if beside_manifest:
             for item in world.conv.iterdir():
                 shutil.copyfile(item, scratch / item.name)
-        other = world.onnx if fmt == "tflite" else world.tflite
+        other = world.tflite if fmt == "onnx" else world.onnx
         source = other if how == "renamed" else getattr(world, fmt)
         if how == "renamed" and not source.exists():
             source = DATA / "corpus.txt"
@@ -212,7 +212,7 @@ def _checkpoint(how: str) -> Setup:
 DAMAGE_KINDS = ("truncated", "first-64-bytes", "empty", "zeros", "random", "text", "renamed", "directory")
 MODEL_FILE_CASES = {
     f"{cmd}-{fmt}-{how}": Case((cmd, "{scratch}/model." + fmt), "model." + fmt, _damaged(fmt, how))
-    for cmd in ("info", "inspect") for fmt in ("onnx", "tflite") for how in DAMAGE_KINDS
+    for cmd in ("info", "inspect") for fmt in ("onnx", "ort", "tflite") for how in DAMAGE_KINDS
     # info describes a directory (a checkpoint) by what it holds, not by its name
     if not (cmd == "info" and how == "directory")
 }
@@ -225,6 +225,10 @@ MODEL_FILE_CASES.update({
     "info-missing": Case(("info", "{scratch}/nothing.onnx"), "does not exist"),
     "inspect-missing": Case(("inspect", "{scratch}/nothing.onnx"), "no such file"),
     "inspect-not-a-model": Case(("inspect", "{corpus}"), "not a model file"),
+    "quantize-ort": Case(("quantize", "{ort}", "--scheme", "int8-dynamic", "--out", "{scratch}/q.ort"),
+                         "quantized at conversion: albert-edge convert --to ort --scheme int8-dynamic"),
+    "convert-ort-unknown-scheme": Case(("convert", "{ckpt}", "--to", "ort", "--scheme", "int4", "--out",
+                                        "{scratch}/out"), "unknown ort scheme 'int4'"),
     "quantize-missing": Case(("quantize", "{scratch}/nothing.onnx", "--scheme", "int8-dynamic", "--out",
                               "{scratch}/q.onnx"), "no such file"),
     "quantize-no-manifest": Case(("quantize", "{scratch}/model.onnx", "--scheme", "int8-dynamic", "--out",

@@ -26,7 +26,7 @@ class World:
     spiece: Path  # 400 pieces, the checkpoint's vocabulary
     big_spiece: Path  # 430 pieces: more than the model's vocabulary
     small_spiece: Path  # 99 pieces: fewer than the model's vocabulary
-    conv: Path  # convert output: model.onnx, model.tflite (when tensorflow is there), manifest.json
+    conv: Path  # convert output: model.onnx, model.ort, model.tflite (when tensorflow is there), manifest.json
     corpus: Path  # English text
     cls: Path  # classification .csv
     tags: Path  # token-classification .jsonl
@@ -37,12 +37,16 @@ class World:
         return self.conv / "model.onnx"
 
     @property
+    def ort(self) -> Path:
+        return self.conv / "model.ort"
+
+    @property
     def tflite(self) -> Path:
         return self.conv / "model.tflite"
 
     def fields(self, scratch: Path) -> dict[str, str]:
         names = ("ckpt", "spiece", "big_spiece", "small_spiece", "conv", "corpus", "cls", "tags", "qa", "onnx",
-                 "tflite")
+                 "ort", "tflite")
         return {"scratch": str(scratch), **{n: str(getattr(self, n)) for n in names}}
 
 
