@@ -9,23 +9,28 @@ import click
 
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
-TARGET_NAMES = ("onnx", "tflite", "executorch")
+TARGET_NAMES = ("onnx", "tflite", "executorch", "mediapipe")
 PTE_SCHEMES = ("int8-dynamic",)
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 
 
-@click.command("convert", short_help="Convert a checkpoint to ONNX / TFLite / ExecuTorch, verified.")
+@click.command("convert", short_help="Convert a checkpoint to ONNX / TFLite / ExecuTorch / MediaPipe, verified.")
 @click.argument("checkpoint", metavar="CHECKPOINT")
 @click.option("--to", "targets", multiple=True, metavar="TARGET",
               help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx). executorch writes "
                    "model.pte lowered to XNNPACK (batch 1, any length up to the model's maximum; needs "
-                   "albert-edge[convert-executorch]).")
+                   "albert-edge[convert-executorch]). mediapipe writes model.mediapipe.tflite for MediaPipe Tasks / "
+                   "the TFLite Task Library: TFLite metadata and the spiece.model inside; a classification head "
+                   "with id2label becomes a TextClassifier (class probabilities), the base model a TextEmbedder "
+                   "(the pooled vector); int32 inputs of shape (1, --seq-len): the app pads every text to that "
+                   "length, so a short text costs as much as a long one (needs albert-edge[mobile]).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Output directory for the files and manifest.json.")
 @click.option("--head", default=None, metavar="HEAD",
               help=f"Head to export: {', '.join(HEAD_NAMES)} (default: the checkpoint's own).")
 @click.option("--seq-len", type=int, default=128, show_default=True,
-              help="Sequence length to build and verify at (TFLite is built for it, ONNX is dynamic).")
+              help="Sequence length to build and verify at (TFLite is built for it, ONNX is dynamic; the "
+                   "mediapipe file runs at it alone).")
 @click.option("--opset", type=int, default=None,
               help="ONNX opset, 17 or newer (default 20: GELU as one node, faster in onnxruntime).")
 @click.option("--outputs", "outputs", multiple=True, metavar="NAME",
