@@ -31,11 +31,12 @@ from pathlib import Path
 
 from albert_edge.errors import ConversionError, optional_import
 
+from .mediapipe_check import MOBILE_EXTRA
+
 __all__ = ["export", "file_model", "task_of", "TaskFile", "MOBILE_EXTRA", "VECTOR", "PADDING_NOTE"]
 
 log = logging.getLogger(__name__)
 
-MOBILE_EXTRA = "pip install 'albert-edge[mobile]'"
 VECTOR = "pooled"  # the TextEmbedder file's vector (task_heads.EMBEDDINGS)
 PADDING_NOTE = ("every text is padded to the file's sequence length, so a 10-token text costs as much "
                 "as a seq-len one")

@@ -15,10 +15,11 @@ import numpy as np
 
 from albert_edge.errors import ConversionError, optional_import
 
-__all__ = ["check_task", "task_answers", "session_answers", "agreement", "TASK_TEXTS", "ATOL", "MIN_COSINE"]
+__all__ = ["check_task", "task_answers", "session_answers", "agreement", "TASK_TEXTS", "ATOL", "MIN_COSINE", "MOBILE_EXTRA"]
 
 log = logging.getLogger(__name__)
 
+MOBILE_EXTRA = "pip install 'albert-edge[mobile]'"
 ATOL = 1e-4
 MIN_COSINE = 0.9999
 
@@ -40,8 +41,6 @@ def _tasks():
         text = optional_import("mediapipe.tasks.python.text")
         core = optional_import("mediapipe.tasks.python.core.base_options")
     except ImportError as exc:
-        from .mediapipe import MOBILE_EXTRA
-
         raise ConversionError(f"checking a MediaPipe file needs mediapipe ({exc.name or exc} did not import): "
                               f"{MOBILE_EXTRA}") from None
     return text, core
