@@ -153,14 +153,20 @@ def _fixed_length(buffer: bytearray, seq_len: int) -> bytearray:
 
 
 def _input_tensor_names(buffer: bytes) -> dict[str, str]:
-    """Signature input name -> the tensor's own name (what the metadata writer matches)."""
+    """Input name -> the tensor's own name (what the metadata writer matches): the signature's
+    inputs, or, in a file without one, the subgraph's inputs whose names hold the input names."""
+    from albert_edge.formats.graph import INPUT_NAMES
     from albert_edge.formats.tflite_schema import Model
 
     model = Model.GetRootAs(buffer, 0)
-    sig = model.SignatureDefs(0)
-    sub = model.Subgraphs(sig.SubgraphIndex())
-    return {m.Name().decode(): sub.Tensors(m.TensorIndex()).Name().decode()
-            for m in map(sig.Inputs, range(sig.InputsLength()))}
+    if model.SignatureDefsLength():
+        sig = model.SignatureDefs(0)
+        sub = model.Subgraphs(sig.SubgraphIndex())
+        return {m.Name().decode(): sub.Tensors(m.TensorIndex()).Name().decode()
+                for m in map(sig.Inputs, range(sig.InputsLength()))}
+    sub = model.Subgraphs(0)
+    tensors = [sub.Tensors(int(i)).Name().decode() for i in sub.InputsAsNumpy()]
+    return {name: next(t for t in tensors if name in t) for name in INPUT_NAMES}
 
 
 def _with_metadata(buffer: bytes, task: TaskFile, spiece: Path, writer, classifier_writer, inner) -> bytes:
