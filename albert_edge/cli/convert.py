@@ -100,6 +100,8 @@ def inspect(model_file: Path, as_json: bool) -> None:
     io_rows += [("output", s["name"], s["dtype"], list(s["shape"])) for s in data["outputs"]]
     print_table(f"{model_file.name} ({data['format']})", ["", "name", "dtype", "shape"], io_rows)
     print_table("Ops", ["op", "count"], data["ops"].items(), right=(1,))
+    if "task" in data["metadata"]:
+        _print_task(data["metadata"]["task"])
     duplicates = data["duplicates"]
     summary = [
         ("weight tensors", f"{data['num_tensors']} (+ {data['num_constants']} small constants)"),
@@ -120,6 +122,22 @@ def inspect(model_file: Path, as_json: bool) -> None:
         _print_runtime(data)
     if "executorch" in data:
         _print_executorch(data["executorch"])
+
+
+def _print_task(task: dict) -> None:
+    """The TFLite metadata an app's MediaPipe Tasks / Task Library reads."""
+    tokenizer = task["tokenizer"] or "none"
+    if task["tokenizer"]:
+        where = "embedded" if task["tokenizer_embedded"] else "missing from the file"
+        tokenizer += f" ({', '.join(task['tokenizer_files'])}: {where})"
+    rows = [("task", task["task"]), ("input tensors", ", ".join(task["inputs"])),
+            ("output tensors", ", ".join(task["outputs"])), ("tokenizer", tokenizer),
+            ("labels", f"{len(task['labels'])}" + (f" ({', '.join(task['labels'][:5])}"
+                                                    f"{', ...' if len(task['labels']) > 5 else ''})"
+                                                    if task["labels"] else "")),
+            ("packed files", ", ".join(task["packed_files"]) or "none"),
+            ("min metadata parser", task["min_parser_version"] or "unknown")]
+    print_table("TFLite metadata (MediaPipe Tasks / Task Library)", ["", ""], rows)
 
 
 def _print_executorch(pte: dict) -> None:
