@@ -33,7 +33,7 @@ from albert_edge.errors import ConversionError, optional_import
 
 from .mediapipe_check import MOBILE_EXTRA
 
-__all__ = ["export", "file_model", "task_of", "TaskFile", "MOBILE_EXTRA", "VECTOR", "PADDING_NOTE"]
+__all__ = ["export", "file_model", "task_of", "with_parent_metadata", "verified_model", "TaskFile", "MOBILE_EXTRA", "VECTOR", "PADDING_NOTE"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,23 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
         staged.unlink(missing_ok=True)
     log.info("wrote %s (%s, %d bytes)", out_path.name, task.task, out_path.stat().st_size)
     return out_path
+
+
+def with_parent_metadata(flatbuffer: bytes, parent: str | os.PathLike, seq_len: int) -> bytes:
+    """``flatbuffer`` (the same task's graph, rebuilt: a quantized one) at ``parent``'s fixed
+    length, with ``parent``'s metadata and packed files copied in by MediaPipe's populator."""
+    try:
+        metadata = optional_import("mediapipe.tasks.python.metadata.metadata")
+    except ImportError as exc:
+        raise ConversionError(f"{Path(parent).name} carries MediaPipe metadata, which a quantized file must keep: "
+                              f"MediaPipe's metadata tools did not import ({exc.name or exc}): {MOBILE_EXTRA}") from None
+    displayer = metadata.MetadataDisplayer.with_model_file(str(parent))
+    files = {name: displayer.get_associated_file_buffer(name) for name in displayer.get_packed_associated_file_list()}
+    populator = metadata.MetadataPopulator.with_model_buffer(bytes(_fixed_length(bytearray(flatbuffer), seq_len)))
+    populator.load_metadata_buffer(displayer.get_metadata_buffer())
+    populator.load_associated_file_buffers(files)
+    populator.populate()
+    return populator.get_model_buffer()
 
 
 def verified_model(model):

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST
+from albert_edge.formats.tflite_metadata import read_metadata
 from albert_edge.formats.weights import read_file
 from albert_edge.errors import ConversionError
 
@@ -63,6 +64,10 @@ def rebuild_model(source: ModelFile):
     if config.to_hf_dict() != source.config.to_hf_dict():
         raise ConversionError(f"{source.checkpoint} no longer has the config recorded in the manifest "
                               f"of {source.path.name}")
+    if read_metadata(source.path) is not None:  # a MediaPipe task file: its one output is the task's
+        from albert_edge.converters.mediapipe import file_model
+
+        return file_model(model)
     from albert_edge.converters.export import select_outputs
 
     return select_outputs(model, source.output_names)  # the outputs the parent was converted with
@@ -115,8 +120,14 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
         flatbuffer = converter.convert()
         return _rewrite(flatbuffer, recipe, notes, originals, compat, form)
 
-    flatbuffer = exporter.convert(model, seq_len=config.seq_len or source.seq_len, run_converter=run,
+    seq_len = config.seq_len or source.seq_len
+    flatbuffer = exporter.convert(model, seq_len=seq_len, run_converter=run,
                                   runtime=TFLITE_RUNTIME_LAST if compat else None)
+    if read_metadata(source.path) is not None:  # the app reads the task, tokenizer and labels from it
+        from albert_edge.converters.mediapipe import with_parent_metadata
+
+        flatbuffer = with_parent_metadata(flatbuffer, source.path, seq_len)
+        notes.append("TFLite metadata (task, tokenizer, labels) copied from the fp32 file")
     out.write_bytes(flatbuffer)
     return Built(out, {}, notes)
 

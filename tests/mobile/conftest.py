@@ -32,7 +32,8 @@ def seq_len() -> int:
 
 @pytest.fixture(scope="session")
 def classifier_checkpoint(tmp_path_factory, spiece_model):
-    """A tiny classifier fine-tuned for one epoch on the topic paragraphs (4 labels)."""
+    """A small classifier (H=64, so int8 schemes quantize its matrices: the converter keeps weights
+    under 1024 elements in float) fine-tuned for one epoch on the topic paragraphs (4 labels)."""
     import torch
 
     from albert_edge.config import AlbertConfig
@@ -42,7 +43,8 @@ def classifier_checkpoint(tmp_path_factory, spiece_model):
     from albert_edge.train.state import export_model
 
     root = tmp_path_factory.mktemp("classifier")
-    config = AlbertConfig.preset("tiny").replace(vocab_size=400, classifier_dropout_prob=0.0)
+    config = AlbertConfig.preset("tiny").replace(vocab_size=400, embedding_size=32, hidden_size=64,
+                                                 intermediate_size=128, classifier_dropout_prob=0.0)
     torch.manual_seed(0)
     base = export_model(build_model(config, "pretraining"), root / "base", spiece_model)
     train, evaluate = write_topic_dataset(root / "topics")
