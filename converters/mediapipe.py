@@ -201,6 +201,7 @@ def _with_metadata(buffer: bytes, task: TaskFile, spiece: Path, writer, classifi
                                                                           **inputs)
         else:
             made = writer.MetadataWriter.create(buffer)
+            made.add_general_info("TextEmbedder", "ALBERT: one vector per text.")
             made.add_bert_text_input(tokenizer, inputs["ids_name"], inputs["mask_name"], inputs["segment_name"])
             made.add_feature_output(name="embedding", description=f"ALBERT sentence vector: {EMBEDDINGS[inner.vector]}")
         populated, _ = made.populate()
