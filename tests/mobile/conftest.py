@@ -33,7 +33,7 @@ def seq_len() -> int:
 @pytest.fixture(scope="session")
 def classifier_checkpoint(tmp_path_factory, spiece_model):
     """A small classifier (H=64, so int8 schemes quantize its matrices: the converter keeps weights
-    under 1024 elements in float) fine-tuned for one epoch on the topic paragraphs (4 labels)."""
+    under 1024 elements in float) fine-tuned on the built-in topic paragraphs (4 labels)."""
     import torch
 
     from albert_edge.config import AlbertConfig
@@ -48,12 +48,11 @@ def classifier_checkpoint(tmp_path_factory, spiece_model):
     torch.manual_seed(0)
     base = export_model(build_model(config, "pretraining"), root / "base", spiece_model)
     train, evaluate = write_topic_dataset(root / "topics")
-    for path, keep in ((train, 160), (evaluate, 40)):
-        rows = path.read_text().splitlines()
-        path.write_text("\n".join(rows[::max(1, len(rows) // keep)][:keep]) + "\n")
+    # Five epochs over the 1,517 paragraphs (about 12 s): held-out accuracy 0.61 against 0.29 for
+    # the majority class, and three of the four classes predicted, so agreement figures mean something.
     finetune(FinetuneOptions(task="classification", train_file=str(train), eval_file=str(evaluate), model=str(base),
-                             out_dir=str(root / "fine"), epochs=1, batch_size=16, lr=1e-2, max_seq_length=SEQ_LEN,
-                             device="cpu", threads=1, log_every=100))
+                             out_dir=str(root / "fine"), epochs=5, batch_size=16, lr=5e-4, max_seq_length=SEQ_LEN,
+                             device="cpu", threads=1, log_every=1000))
     labels = json.loads((root / "fine" / "config.json").read_text())["id2label"]
     assert len(labels) == 4
     return root / "fine"
