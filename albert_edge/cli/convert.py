@@ -84,6 +84,7 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 def inspect(model_file: Path, as_json: bool) -> None:
     """Read MODEL_FILE (.onnx, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
+    a .tflite's TFLite metadata (the MediaPipe task, tensor names, tokenizer inside, labels),
     weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
     reshaped or transposed copies of another stored tensor. Then the weight bytes per precision
     and every matrix product that reads a float weight, with the reason; for a quantized file
