@@ -113,7 +113,8 @@ def measure(classifier: Path, base: Path, n: int, seq_len: int, work: Path) -> d
             out[name]["classes_predicted"] = np.bincount(engine.argmax(1), minlength=engine.shape[1]).tolist()
             out[name]["int8"] = {"file": int8.name, "bytes": int8.stat().st_size,
                                  "top1_mediapipe_vs_session": float((e8.argmax(1) == s8.argmax(1)).mean()),
-                                 "top1_mediapipe_vs_session_albert_ids": float((e8.argmax(1) == s8.argmax(1))[same].mean()),
+                                 "top1_mediapipe_vs_session_albert_ids":
+                                     float((e8.argmax(1) == s8.argmax(1))[same].mean()),
                                  "top1_vs_fp32_mediapipe": float((e8.argmax(1) == engine.argmax(1)).mean()),
                                  "mediapipe_vs_session": agreement(task, e8, s8)}
     out["tokenizer"] = tokenizer_agreement(Path(classifier) / "spiece.model", work)

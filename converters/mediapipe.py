@@ -33,13 +33,12 @@ from albert_edge.errors import ConversionError, optional_import
 
 from .mediapipe_check import MOBILE_EXTRA
 
-__all__ = ["export", "file_model", "task_of", "with_parent_metadata", "verified_model", "TaskFile", "MOBILE_EXTRA", "VECTOR", "PADDING_NOTE"]
+__all__ = ["export", "file_model", "task_of", "with_parent_metadata", "verified_model", "writers", "TaskFile",
+           "MOBILE_EXTRA", "VECTOR"]
 
 log = logging.getLogger(__name__)
 
 VECTOR = "pooled"  # the TextEmbedder file's vector (task_heads.EMBEDDINGS)
-PADDING_NOTE = ("every text is padded to the file's sequence length, so a 10-token text costs as much "
-                "as a seq-len one")
 _GENERIC_LABEL = re.compile(r"LABEL_\d+")
 _SPIECE_NAME = "spiece.model"  # the associated file's name inside the .tflite
 
@@ -139,7 +138,8 @@ def with_parent_metadata(flatbuffer: bytes, parent: str | os.PathLike, seq_len: 
         metadata = optional_import("mediapipe.tasks.python.metadata.metadata")
     except ImportError as exc:
         raise ConversionError(f"{Path(parent).name} carries MediaPipe metadata, which a quantized file must keep: "
-                              f"MediaPipe's metadata tools did not import ({exc.name or exc}): {MOBILE_EXTRA}") from None
+                              f"MediaPipe's metadata tools did not import ({exc.name or exc}): "
+                              f"{MOBILE_EXTRA}") from None
     displayer = metadata.MetadataDisplayer.with_model_file(str(parent))
     files = {name: displayer.get_associated_file_buffer(name) for name in displayer.get_packed_associated_file_list()}
     populator = metadata.MetadataPopulator.with_model_buffer(bytes(_fixed_length(bytearray(flatbuffer), seq_len)))

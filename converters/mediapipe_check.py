@@ -15,7 +15,8 @@ import numpy as np
 
 from albert_edge.errors import ConversionError, optional_import
 
-__all__ = ["check_task", "task_answers", "session_answers", "agreement", "TASK_TEXTS", "ATOL", "MIN_COSINE", "MOBILE_EXTRA"]
+__all__ = ["check_task", "task_answers", "session_answers", "agreement", "TASK_TEXTS", "ATOL", "MIN_COSINE",
+           "MOBILE_EXTRA"]
 
 log = logging.getLogger(__name__)
 

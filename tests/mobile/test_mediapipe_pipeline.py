@@ -14,7 +14,8 @@ from albert_edge.formats.tflite_metadata import read_metadata
 def test_pipeline_converts_and_quantizes_the_mediapipe_target(tmp_path, classifier_checkpoint):
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["pipeline", str(classifier_checkpoint), "--out", str(out), "--seq-len", "32",
-                                       "--profile-seq-len", "32", "--threads", "1", "--to", "mediapipe", "--scheme", "int8-dynamic",
+                                       "--profile-seq-len", "32", "--threads", "1", "--to", "mediapipe",
+                                       "--scheme", "int8-dynamic",
                                        "--only", "convert,quantize"])
     assert result.exit_code == 0, result.output
     manifest = json.loads(next(out.glob("*/files/manifest.json")).read_text())

@@ -3,8 +3,6 @@ MediaPipe's TextClassifier on it picks the class albert_edge.runtime's Session p
 
 from __future__ import annotations
 
-import numpy as np
-
 from albert_edge.converters.mediapipe_check import session_answers, task_answers
 from albert_edge.formats.tflite_metadata import read_metadata
 from albert_edge.formats.weights import read_file
