@@ -47,6 +47,8 @@ TARGETS: dict[str, Target] = {
     "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite"),
     "executorch": Target("executorch", ".pte", "albert_edge.converters.executorch", options=("scheme", "max_seq_len")),
     "ort": Target("ort", ".ort", "albert_edge.converters.ort", options=("opset", "scheme")),
+    # A .tflite with TFLite metadata and the tokenizer inside, for MediaPipe Tasks (albert-edge[mobile]).
+    "mediapipe": Target("mediapipe", ".mediapipe.tflite", "albert_edge.converters.mediapipe", options=("tokenizer",)),
 }
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
@@ -175,6 +177,8 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
     for target in wanted:
         given = {**({"opset": opset} if opset is not None else {}), **export_options}
         options = {k: v for k, v in given.items() if k in target.options}
+        if "tokenizer" in target.options:  # an exporter that puts the tokenizer into the file
+            options["tokenizer"] = tokenizer
         scheme = options.pop("scheme", None)
         converted, done = _convert_one(target, model, tmp, step, done, steps, seq_len=seq_len,
                                        tokenizer=tokenizer, options=options)
@@ -337,7 +341,9 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
     step(f"verify {target.name}", done + 1, steps)
     # An exporter whose files albert_edge.runtime cannot open yet brings its own session and reader.
     extra = exporter.verify_options(model, path, seq_len) if hasattr(exporter, "verify_options") else {}
-    report = verify(model, path, seq_len=seq_len, tokenizer=tokenizer, **extra)
+    # An exporter whose file holds other outputs than the model's (a task's) says what to compare with.
+    checked = exporter.verified_model(model) if hasattr(exporter, "verified_model") else model
+    report = verify(checked, path, seq_len=seq_len, tokenizer=tokenizer, **extra)
     t2 = time.perf_counter()
     if not report.ok:
         problems = report.problems()

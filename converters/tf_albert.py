@@ -30,6 +30,8 @@ from albert_edge.model import (
 
 from albert_edge.formats.graph import INPUT_NAMES
 
+from .task_heads import ClassProbabilities, SentenceEmbedding
+
 __all__ = ["TFAlbert", "input_signature"]
 
 _ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
@@ -200,6 +202,18 @@ def _question_answering(m: TFAlbert, ids, mask, types):
     return logits[..., 0], logits[..., 1]
 
 
+def _class_probabilities(m: TFAlbert, ids, mask, types):
+    model = m._model.classifier
+    pooled = m._pool(model.albert, m._encode(model.albert, ids, mask, types))
+    return (tf.nn.softmax(m._linear(pooled, model.classifier), axis=-1),)
+
+
+def _sentence_embedding(m: TFAlbert, ids, mask, types):
+    albert = m._model.albert
+    hidden = m._encode(albert, ids, mask, types)
+    return (m._pool(albert, hidden) if m._model.vector == "pooled" else hidden[:, 0],)
+
+
 _HEADS: list[tuple[type, Callable]] = [
     (AlbertModel, _base),
     (AlbertForMaskedLM, _mlm),
@@ -207,6 +221,8 @@ _HEADS: list[tuple[type, Callable]] = [
     (AlbertForSequenceClassification, _sequence_classification),
     (AlbertForTokenClassification, _token_classification),
     (AlbertForQuestionAnswering, _question_answering),
+    (ClassProbabilities, _class_probabilities),
+    (SentenceEmbedding, _sentence_embedding),
 ]
 
 

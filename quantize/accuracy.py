@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 _KINDS = {
     "last_hidden_state": "tokens", "pooler_output": "examples", "prediction_logits": "mlm",
     "sop_logits": "label", "start_logits": "span", "end_logits": "span",
+    # A MediaPipe task file's one output (converters/task_heads.py).
+    "probabilities": "label", "embedding": "examples",
 }
 _AGREEMENT = {"mlm": "MLM top-1", "label": "label", "token-label": "label", "span": "label"}
 COLUMNS = ("output", "rows", "cosine mean", "cosine min", "max |diff|", "agreement", "of")

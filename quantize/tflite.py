@@ -50,8 +50,9 @@ log = logging.getLogger(__name__)
 _MISSING_IN_214 = {"GELU": ("INT16",), "FULLY_CONNECTED": ("INT16", "INT16")}
 
 
-def rebuild_model(source: ModelFile):
-    """The PyTorch model the fp32 file was converted from, loaded again from its checkpoint."""
+def rebuild_model(source: ModelFile, task: dict | None = None):
+    """The PyTorch model the fp32 file was converted from, loaded again from its checkpoint;
+    ``task`` is the file's TFLite metadata as the reader gives it (a MediaPipe task file), if any."""
     from albert_edge import checkpoints
 
     if source.checkpoint is None:
@@ -63,6 +64,10 @@ def rebuild_model(source: ModelFile):
     if config.to_hf_dict() != source.config.to_hf_dict():
         raise ConversionError(f"{source.checkpoint} no longer has the config recorded in the manifest "
                               f"of {source.path.name}")
+    if task is not None:  # a MediaPipe task file: its one output is the task's
+        from albert_edge.converters.mediapipe import file_model
+
+        return file_model(model)
     from albert_edge.converters.export import select_outputs
 
     return select_outputs(model, source.output_names)  # the outputs the parent was converted with
@@ -94,7 +99,9 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
 
     if recipe.representative and not calibration:
         raise ConversionError(f"tflite {recipe.scheme.value} needs calibration batches")
-    model = rebuild_model(source)
+    parent = read_file(source.path)
+    task = parent.metadata.get("task")
+    model = rebuild_model(source, task)
     notes: list[str] = []
 
     per_channel = config.per_channel
@@ -108,15 +115,22 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
                      "scales with float activations need FULLY_CONNECTED version 12 (runtime 2.17); "
                      "--tflite-compat latest keeps them")
 
-    originals = [w.data for w in read_file(source.path).weights]  # the parent's fp32 weights
+    originals = [w.data for w in parent.weights]  # the parent's fp32 weights
+    del parent
 
     def run(converter) -> bytes:
         _configure(converter, recipe, per_channel, calibration)
         flatbuffer = converter.convert()
         return _rewrite(flatbuffer, recipe, notes, originals, compat, form)
 
-    flatbuffer = exporter.convert(model, seq_len=config.seq_len or source.seq_len, run_converter=run,
+    seq_len = config.seq_len or source.seq_len
+    flatbuffer = exporter.convert(model, seq_len=seq_len, run_converter=run,
                                   runtime=TFLITE_RUNTIME_LAST if compat else None)
+    if task is not None:  # the app reads the task, tokenizer and labels from it
+        from albert_edge.converters.mediapipe import with_parent_metadata
+
+        flatbuffer = with_parent_metadata(flatbuffer, source.path, seq_len)
+        notes.append("TFLite metadata (task, tokenizer, labels) copied from the fp32 file")
     out.write_bytes(flatbuffer)
     return Built(out, {}, notes)
 

@@ -9,25 +9,32 @@ import click
 
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
-TARGET_NAMES = ("onnx", "tflite", "executorch", "ort")
+TARGET_NAMES = ("onnx", "tflite", "executorch", "ort", "mediapipe")
 SCHEMES = ("int8-dynamic",)  # what --scheme adds: ort and executorch targets
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 
 
-@click.command("convert", short_help="Convert a checkpoint to ONNX / ONNX Runtime .ort / TFLite / ExecuTorch, verified.")
+@click.command("convert", short_help="Convert a checkpoint to ONNX / ONNX Runtime .ort / TFLite / ExecuTorch / "
+                                     "MediaPipe, verified.")
 @click.argument("checkpoint", metavar="CHECKPOINT")
 @click.option("--to", "targets", multiple=True, metavar="TARGET",
               help=f"Target format, repeatable: {', '.join(TARGET_NAMES)} (default onnx). ort writes model.ort "
                    "for ONNX Runtime Mobile (converted by onnxruntime, graph optimized at its extended level) and "
                    "required_operators.config and required_operators_and_types.config beside it, from which a "
                    "reduced-size onnxruntime build is made. executorch writes model.pte lowered to XNNPACK (batch 1, "
-                   "any length up to the model's maximum; needs albert-edge[convert-executorch]).")
+                   "any length up to the model's maximum or --max-seq-len; needs albert-edge[convert-executorch]). "
+                   "mediapipe writes model.mediapipe.tflite for MediaPipe Tasks / "
+                   "the TFLite Task Library: TFLite metadata and the spiece.model inside; a classification head "
+                   "with id2label becomes a TextClassifier (class probabilities), the base model a TextEmbedder "
+                   "(the pooled vector); int32 inputs of shape (1, --seq-len): the app pads every text to that "
+                   "length, so a short text costs as much as a long one (needs albert-edge[mobile]).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Output directory for the files and manifest.json.")
 @click.option("--head", default=None, metavar="HEAD",
               help=f"Head to export: {', '.join(HEAD_NAMES)} (default: the checkpoint's own).")
 @click.option("--seq-len", type=int, default=128, show_default=True,
-              help="Sequence length to build and verify at (TFLite is built for it, ONNX is dynamic).")
+              help="Sequence length to build and verify at (TFLite is built for it, ONNX is dynamic; the "
+                   "mediapipe file runs at it alone).")
 @click.option("--opset", type=int, default=None,
               help="ONNX opset, 17 or newer (default 20: GELU as one node, faster in onnxruntime).")
 @click.option("--outputs", "outputs", multiple=True, metavar="NAME",
@@ -89,6 +96,7 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 def inspect(model_file: Path, as_json: bool) -> None:
     """Read MODEL_FILE (.onnx, ONNX Runtime .ort, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
+    a .tflite's TFLite metadata (the MediaPipe task, tensor names, tokenizer inside, labels),
     weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
     reshaped or transposed copies of another stored tensor. Then the weight bytes per precision
     and every matrix product that reads a float weight, with the reason; for a quantized file
@@ -105,6 +113,8 @@ def inspect(model_file: Path, as_json: bool) -> None:
     io_rows += [("output", s["name"], s["dtype"], list(s["shape"])) for s in data["outputs"]]
     print_table(f"{model_file.name} ({data['format']})", ["", "name", "dtype", "shape"], io_rows)
     print_table("Ops", ["op", "count"], data["ops"].items(), right=(1,))
+    if "task" in data["metadata"]:
+        _print_task(data["metadata"]["task"])
     duplicates = data["duplicates"]
     summary = [
         ("weight tensors", f"{data['num_tensors']} (+ {data['num_constants']} small constants)"),
@@ -136,6 +146,22 @@ def _print_ort(ort: dict, by_dtype: dict) -> None:
             ("producer", ort["producer"])]
     rows += [(f"weights {dtype}", f"{n:,} bytes") for dtype, n in by_dtype.items()]
     print_table("ONNX Runtime format", ["", ""], rows)
+
+
+def _print_task(task: dict) -> None:
+    """The TFLite metadata an app's MediaPipe Tasks / Task Library reads."""
+    tokenizer = task["tokenizer"] or "none"
+    if task["tokenizer"]:
+        where = "embedded" if task["tokenizer_embedded"] else "missing from the file"
+        tokenizer += f" ({', '.join(task['tokenizer_files'])}: {where})"
+    rows = [("task", task["task"]), ("input tensors", ", ".join(task["inputs"])),
+            ("output tensors", ", ".join(task["outputs"])), ("tokenizer", tokenizer),
+            ("labels", f"{len(task['labels'])}" + (f" ({', '.join(task['labels'][:5])}"
+                                                    f"{', ...' if len(task['labels']) > 5 else ''})"
+                                                    if task["labels"] else "")),
+            ("packed files", ", ".join(task["packed_files"]) or "none"),
+            ("min metadata parser", task["min_parser_version"] or "unknown")]
+    print_table("TFLite metadata (MediaPipe Tasks / Task Library)", ["", ""], rows)
 
 
 def _print_executorch(pte: dict) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .graph import GraphContents, StoredTensor, TensorSpec
+from .tflite_metadata import read_metadata
 
 __all__ = ["read", "SIGNATURE"]
 
@@ -107,6 +108,9 @@ def _read(schema, raw: bytes) -> GraphContents:
     runtime = _metadata_string(model, raw, "min_runtime_version")
     if runtime:
         metadata["min_runtime_version"] = runtime
+    task = read_metadata(raw)  # MediaPipe / Task Library metadata; ValueError when damaged
+    if task is not None:
+        metadata["task"] = task.to_dict()
     return GraphContents(format="tflite", inputs=inputs, outputs=outputs, ops=ops, weights=weights,
                          metadata=metadata)
 

@@ -35,11 +35,14 @@ log = logging.getLogger(__name__)
 STEPS = ("checkpoint", "convert", "quantize", "profile", "report")
 # Schemes worth making for each format on a phone-class CPU: the fast int8 path and half the bytes.
 # Static/full-integer int8 and int16x8 are for integer-only hardware (see the README).
-DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "ort": (), "tflite": ("int8-dynamic", "fp16"), "executorch": ()}
+DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "ort": (), "tflite": ("int8-dynamic", "fp16"), "executorch": (),
+                   "mediapipe": ("int8-dynamic", "fp16")}
+# A target whose files are quantized with another format's schemes (a MediaPipe file is a .tflite).
+QUANTIZED_AS = {"mediapipe": "tflite"}
 # Formats whose int8 file the conversion makes (the PyTorch model, or for .ort the int8 .onnx it
 # converts): scheme -> convert option.
 CONVERT_SCHEMES = {"ort": "int8-dynamic", "executorch": "int8-dynamic"}
-SUFFIXES = (".onnx", ".ort", ".tflite", ".pte")
+SUFFIXES = (".onnx", ".ort", ".tflite", ".pte", ".mediapipe.tflite")
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
 
@@ -86,7 +89,8 @@ def _formats_of(scheme: str, formats) -> list[str]:
     """The formats among ``formats`` that have ``scheme``."""
     from ..quantize.schemes import schemes_for
 
-    return [f for f in formats if scheme in {s.value for s in schemes_for(f)} or CONVERT_SCHEMES.get(f) == scheme]
+    return [f for f in formats if scheme in {s.value for s in schemes_for(QUANTIZED_AS.get(f, f))}
+            or CONVERT_SCHEMES.get(f) == scheme]
 
 
 @dataclass

@@ -1,0 +1,210 @@
+"""Export an ALBERT model to a .tflite file that MediaPipe Tasks and the TFLite Task Library load
+as it is: TFLite metadata naming the task's inputs and outputs, the tokenizer inside the file.
+
+- A sequence-classification model becomes a ``TextClassifier`` file: its output is the class
+  probabilities (softmax of the logits, :class:`.task_heads.ClassProbabilities`), its labels the
+  checkpoint's ``id2label``. A checkpoint without label names is refused: the app would show
+  "LABEL_0".
+- The base model becomes a ``TextEmbedder`` file with one output, the sentence vector: the
+  pooler output by default, or the [CLS] hidden state (:data:`.task_heads.EMBEDDINGS`).
+
+The graph is the project's TFLite export (:mod:`.tflite`: builtin ops, each shared weight stored
+once) with int32 inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` of shape
+(1, seq_len): these engines run one text at a time at that fixed length, padding every text to it.
+MediaPipe's metadata writer (mediapipe 0.10.21, ``albert-edge[mobile]``) adds the metadata and
+packs the files (spiece.model, labels.txt) after the flatbuffer; weights are not copied (checked
+by reading the file back). The embedded spiece.model does ALBERT's accent stripping and lower
+casing in its own normalizer (:mod:`.spiece_rules`), since the engines feed raw text to
+sentencepiece. Before the file is moved in place, the engine's own task answers real texts and
+must agree with albert_edge.runtime on the same file fed albert-edge's tokenizer ids
+(:mod:`.mediapipe_check`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from albert_edge.errors import ConversionError, optional_import
+
+from .mediapipe_check import MOBILE_EXTRA
+
+__all__ = ["export", "file_model", "task_of", "with_parent_metadata", "verified_model", "writers", "TaskFile",
+           "MOBILE_EXTRA", "VECTOR"]
+
+log = logging.getLogger(__name__)
+
+VECTOR = "pooled"  # the TextEmbedder file's vector (task_heads.EMBEDDINGS)
+_GENERIC_LABEL = re.compile(r"LABEL_\d+")
+_SPIECE_NAME = "spiece.model"  # the associated file's name inside the .tflite
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """What the metadata says: the task, and the labels of a classifier."""
+
+    task: str  # "TextClassifier" | "TextEmbedder"
+    labels: tuple[str, ...] = ()
+
+
+def task_of(model) -> TaskFile:
+    """The MediaPipe task ``model`` becomes; ConversionError for a head no text task carries."""
+    from albert_edge.model import AlbertForSequenceClassification, AlbertModel
+
+    if isinstance(model, AlbertForSequenceClassification):
+        labels = tuple(model.config.label_names or ())
+        if not labels or all(_GENERIC_LABEL.fullmatch(str(name)) for name in labels):
+            raise ConversionError("the mediapipe target needs label names: the checkpoint's config.json has no "
+                                  "id2label (or only LABEL_0, LABEL_1, ...); add the names an app should show")
+        return TaskFile("TextClassifier", tuple(str(name) for name in labels))
+    if isinstance(model, AlbertModel):
+        return TaskFile("TextEmbedder")
+    from .export import head_of
+
+    raise ConversionError(f"the mediapipe target carries a 'classification' head (TextClassifier) or the 'base' "
+                          f"model (TextEmbedder), not the {head_of(model)!r} head")
+
+
+def file_model(model, vector: str = VECTOR):
+    """The PyTorch module whose outputs the file holds (what verify compares it with)."""
+    from .task_heads import ClassProbabilities, SentenceEmbedding
+
+    task = task_of(model)
+    if task.task == "TextClassifier":
+        return ClassProbabilities(model).eval()
+    return SentenceEmbedding(model, vector if model.pooler is not None else "cls").eval()
+
+
+def writers():
+    """MediaPipe's metadata writer modules; ConversionError naming the extra when absent."""
+    try:
+        return (optional_import("mediapipe.tasks.python.metadata.metadata_writers.metadata_writer"),
+                optional_import("mediapipe.tasks.python.metadata.metadata_writers.text_classifier"))
+    except ImportError as exc:
+        raise ConversionError(f"the mediapipe target needs MediaPipe's metadata writer ({exc.name or exc} did not "
+                              f"import): {MOBILE_EXTRA}") from None
+
+
+def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=None) -> Path:
+    """Write ``model`` (a labelled classifier or the base model) to ``out_path`` as a MediaPipe
+    text task file with ``tokenizer``'s spiece.model inside, checked through MediaPipe itself.
+    The file is written under a temporary name and renamed into place once checked."""
+    from albert_edge.tokenizer import find_spiece
+
+    from . import tflite
+    from .mediapipe_check import check_task
+    from .spiece_rules import with_albert_normalizer
+
+    out_path = Path(out_path)
+    task = task_of(model)
+    writer, classifier_writer = writers()
+    if tokenizer is None:
+        raise ConversionError("the mediapipe target embeds the tokenizer: the checkpoint directory needs its "
+                              "spiece.model")
+    spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
+    inner = file_model(model)
+    plain = out_path.with_name(f".{out_path.name}.{os.getpid()}.plain.tmp")
+    staged = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp.tflite")  # Session goes by the suffix
+    try:
+        tflite.export(inner, plain, seq_len=seq_len)
+        buffer = _fixed_length(bytearray(plain.read_bytes()), seq_len)
+        plain.unlink()
+        with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as tmp:
+            embedded = Path(tmp) / _SPIECE_NAME
+            embedded.write_bytes(with_albert_normalizer(spiece))
+            populated = _with_metadata(buffer, task, embedded, writer, classifier_writer, inner)
+        del buffer
+        staged.write_bytes(populated)
+        del populated
+        check_task(staged, task, spiece, seq_len)
+        os.replace(staged, out_path)
+    except OSError as exc:
+        raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+    finally:
+        plain.unlink(missing_ok=True)
+        staged.unlink(missing_ok=True)
+    log.info("wrote %s (%s, %d bytes)", out_path.name, task.task, out_path.stat().st_size)
+    return out_path
+
+
+def with_parent_metadata(flatbuffer: bytes, parent: str | os.PathLike, seq_len: int) -> bytes:
+    """``flatbuffer`` (the same task's graph, rebuilt: a quantized one) at ``parent``'s fixed
+    length, with ``parent``'s metadata and packed files copied in by MediaPipe's populator."""
+    try:
+        metadata = optional_import("mediapipe.tasks.python.metadata.metadata")
+    except ImportError as exc:
+        raise ConversionError(f"{Path(parent).name} carries MediaPipe metadata, which a quantized file must keep: "
+                              f"MediaPipe's metadata tools did not import ({exc.name or exc}): "
+                              f"{MOBILE_EXTRA}") from None
+    displayer = metadata.MetadataDisplayer.with_model_file(str(parent))
+    files = {name: displayer.get_associated_file_buffer(name) for name in displayer.get_packed_associated_file_list()}
+    populator = metadata.MetadataPopulator.with_model_buffer(bytes(_fixed_length(bytearray(flatbuffer), seq_len)))
+    populator.load_metadata_buffer(displayer.get_metadata_buffer())
+    populator.load_associated_file_buffers(files)
+    populator.populate()
+    return populator.get_model_buffer()
+
+
+def verified_model(model):
+    """What :func:`albert_edge.converters.export.convert` verifies the file against."""
+    return file_model(model)
+
+
+def _fixed_length(buffer: bytearray, seq_len: int) -> bytearray:
+    """``buffer`` with its inputs' shape signatures set to (1, seq_len), in place. With a
+    dynamic signature MediaPipe feeds each text at its own token count, untruncated: a text
+    longer than the position table fails in the app; with a fixed one it truncates and pads."""
+    from .tflite import _schema, _signature_tensors
+
+    schema = _schema()
+    subgraph, inputs, _ = _signature_tensors(schema.Model.GetRootAs(buffer, 0), schema)
+    for index in inputs.values():
+        tensor = subgraph.Tensors(index)
+        if not tensor.ShapeSignatureIsNone():
+            tensor.ShapeSignatureAsNumpy()[:] = (1, seq_len)  # a writable view into the bytearray
+    return buffer
+
+
+def _input_tensor_names(buffer: bytes) -> dict[str, str]:
+    """Input name -> the tensor's own name (what the metadata writer matches): the signature's
+    inputs, or, in a file without one, the subgraph's inputs whose names hold the input names."""
+    from albert_edge.formats.graph import INPUT_NAMES
+    from albert_edge.formats.tflite_schema import Model
+
+    model = Model.GetRootAs(buffer, 0)
+    if model.SignatureDefsLength():
+        sig = model.SignatureDefs(0)
+        sub = model.Subgraphs(sig.SubgraphIndex())
+        return {m.Name().decode(): sub.Tensors(m.TensorIndex()).Name().decode()
+                for m in map(sig.Inputs, range(sig.InputsLength()))}
+    sub = model.Subgraphs(0)
+    tensors = [sub.Tensors(int(i)).Name().decode() for i in sub.InputsAsNumpy()]
+    return {name: next(t for t in tensors if name in t) for name in INPUT_NAMES}
+
+
+def _with_metadata(buffer: bytes, task: TaskFile, spiece: Path, writer, classifier_writer, inner) -> bytes:
+    """``buffer`` with the task's metadata and files, written by MediaPipe's metadata writer."""
+    from .task_heads import EMBEDDINGS
+
+    names = _input_tensor_names(buffer)
+    tokenizer = writer.SentencePieceTokenizer(str(spiece))
+    inputs = dict(ids_name=names["input_ids"], mask_name=names["attention_mask"],
+                  segment_name=names["token_type_ids"])
+    try:
+        if task.task == "TextClassifier":
+            labels = writer.Labels().add(list(task.labels))
+            made = classifier_writer.MetadataWriter.create_for_bert_model(buffer, tokenizer=tokenizer, labels=labels,
+                                                                          **inputs)
+        else:
+            made = writer.MetadataWriter.create(buffer)
+            made.add_general_info("TextEmbedder", "ALBERT: one vector per text.")
+            made.add_bert_text_input(tokenizer, inputs["ids_name"], inputs["mask_name"], inputs["segment_name"])
+            made.add_feature_output(name="embedding", description=f"ALBERT sentence vector: {EMBEDDINGS[inner.vector]}")
+        populated, _ = made.populate()
+    except (ValueError, RuntimeError) as exc:
+        raise ConversionError(f"MediaPipe's metadata writer refused the model: {exc}") from None
+    return populated

@@ -1,0 +1,114 @@
+"""A MediaPipe text task file checked through MediaPipe itself (the C++ an app runs): its
+``TextClassifier`` or ``TextEmbedder`` answers real texts from the raw text, tokenizing with the
+spiece.model inside the file, and must agree with albert_edge.runtime's Session on the same file
+fed albert-edge's tokenizer ids: probabilities within :data:`ATOL`, embeddings with a cosine of
+at least :data:`MIN_COSINE`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from albert_edge.errors import ConversionError, optional_import
+
+__all__ = ["check_task", "task_answers", "session_answers", "agreement", "TASK_TEXTS", "ATOL", "MIN_COSINE",
+           "MOBILE_EXTRA"]
+
+log = logging.getLogger(__name__)
+
+MOBILE_EXTRA = "pip install 'albert-edge[mobile]'"
+ATOL = 1e-4
+MIN_COSINE = 0.9999
+
+# Texts whose ids MediaPipe's tokenizer and albert-edge's give alike (case, accents, quotes,
+# punctuation, Unicode spaces, a text longer than any file's length): what may differ is measured
+# by the tests on the tokenizer's own strings.
+TASK_TEXTS = (
+    "The weather station on the hill reads its sensors once every minute.",
+    "Does ALBERT share its layers? Yes: twelve layers, one set of weights.",
+    "Crème brûlée at the Café Münster\u00a0— naïve, but ``quoted'' well.",
+    "A short one.",
+    "\u3000Tabs\tand   spaces\nmix here.",
+    " ".join(["Phones, Raspberry Pis and Jetsons run the same small file."] * 12),
+)
+
+
+def _tasks():
+    try:
+        text = optional_import("mediapipe.tasks.python.text")
+        core = optional_import("mediapipe.tasks.python.core.base_options")
+    except ImportError as exc:
+        raise ConversionError(f"checking a MediaPipe file needs mediapipe ({exc.name or exc} did not import): "
+                              f"{MOBILE_EXTRA}") from None
+    return text, core
+
+
+def task_answers(path: str | Path, task: str, texts: Sequence[str]) -> np.ndarray:
+    """(len(texts), n) float64: the classifier's score per class index, or the embedding,
+    as MediaPipe's ``task`` ("TextClassifier" / "TextEmbedder") gives them for each raw text."""
+    text, core = _tasks()
+    base = core.BaseOptions(model_asset_path=str(path))
+    rows = []
+    try:
+        if task == "TextClassifier":
+            options = text.TextClassifierOptions(base_options=base, max_results=-1)
+            with text.TextClassifier.create_from_options(options) as classifier:
+                for t in texts:
+                    categories = classifier.classify(t).classifications[0].categories
+                    row = np.zeros(len(categories))
+                    for c in categories:
+                        row[c.index] = c.score
+                    rows.append(row)
+        else:
+            with text.TextEmbedder.create_from_options(text.TextEmbedderOptions(base_options=base)) as embedder:
+                rows = [np.asarray(embedder.embed(t).embeddings[0].embedding, dtype=np.float64) for t in texts]
+    except (RuntimeError, ValueError) as exc:
+        raise ConversionError(f"MediaPipe's {task} cannot use {Path(path).name}: {' '.join(str(exc).split())[:400]}"
+                              ) from None
+    return np.stack(rows)
+
+
+def session_answers(path: str | Path, tokenizer, texts: Sequence[str], seq_len: int) -> np.ndarray:
+    """The same through albert_edge.runtime.Session, fed albert-edge's ids padded to ``seq_len``."""
+    from albert_edge.runtime import Session
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    tok = tokenizer if callable(tokenizer) else AlbertTokenizer.from_dir(tokenizer)
+    session = Session(path)
+    rows = []
+    for t in texts:
+        feeds = tok([t], max_length=seq_len, padding="max_length", truncation=True)
+        out = session.run({k: np.asarray(v, dtype=np.int32) for k, v in feeds.items()})
+        rows.append(np.asarray(out[session.output_names[0]], dtype=np.float64).reshape(-1))
+    return np.stack(rows)
+
+
+def agreement(task: str, engine: np.ndarray, session: np.ndarray) -> dict[str, float]:
+    """How close two sets of answers are: max |difference|, and for embeddings the least cosine."""
+    figures = {"max_abs_diff": float(np.abs(engine - session).max())}
+    if task == "TextEmbedder":
+        cos = (engine * session).sum(1) / (np.linalg.norm(engine, axis=1) * np.linalg.norm(session, axis=1))
+        figures["min_cosine"] = float(cos.min())
+    return figures
+
+
+def check_task(path: str | Path, task, tokenizer, seq_len: int, texts: Sequence[str] = TASK_TEXTS) -> dict[str, float]:
+    """Raise ConversionError unless MediaPipe's task and the Session agree on ``texts``."""
+    engine = task_answers(path, task.task, texts)
+    session = session_answers(path, tokenizer, texts, seq_len)
+    if engine.shape != session.shape:
+        raise ConversionError(f"MediaPipe's {task.task} gives {engine.shape[1]} values per text, the file's output "
+                              f"has {session.shape[1]}")
+    figures = agreement(task.task, engine, session)
+    log.info("MediaPipe %s against the Session: %s", task.task, figures)
+    if "min_cosine" in figures and figures["min_cosine"] < MIN_COSINE:
+        raise ConversionError(f"MediaPipe's {task.task} and albert-edge's Session disagree on {Path(path).name}: "
+                              f"cosine {figures['min_cosine']:.6f} (at least {MIN_COSINE})")
+    if "min_cosine" not in figures and figures["max_abs_diff"] > ATOL:
+        raise ConversionError(f"MediaPipe's {task.task} and albert-edge's Session disagree on {Path(path).name}: "
+                              f"max |difference| {figures['max_abs_diff']:.3g} (atol {ATOL:g})")
+    return figures
