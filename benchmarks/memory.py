@@ -14,6 +14,7 @@ so every process reads its model cold. Routes:
     onnx                 onnxruntime, as albert_edge.runtime opens it (runtime.onnx_engine: weights mapped from the file)
     onnx-no-prepack      the same with session.disable_prepacking=1
     onnx-plain           onnxruntime with its default optimizations (how a peer's file is run)
+    executorch-plain     ExecuTorch's Python runtime with its defaults (how an app's Module runs a .pte)
     session              albert_edge.runtime.Session with its defaults (what a user gets)
     pytorch              PyTorch eager fp32 (FILE is a checkpoint directory)
 
@@ -42,10 +43,11 @@ import numpy as np
 ROUTES = {
     ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-wrapper", "tflite-no-xnnpack", "session"),
     ".onnx": ("onnx", "onnx-no-prepack", "onnx-plain", "session"),
+    ".pte": ("executorch-plain", "session"),
     "": ("pytorch",),  # a checkpoint directory
 }
 # What --routes defaults to per format: the slow and the duplicate routes only when named.
-_DEFAULT_ROUTES = ("tflite-interpreter", "tflite-compiled", "onnx", "onnx-no-prepack", "pytorch")
+_DEFAULT_ROUTES = ("tflite-interpreter", "tflite-compiled", "onnx", "onnx-no-prepack", "pytorch", "executorch-plain")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -99,6 +101,8 @@ def _open(route: str, path: Path, threads: int):
         from albert_edge.runtime import Session
 
         return Session(path, num_threads=threads).run
+    if route == "executorch-plain":
+        return _executorch_plain(path)
     if route == "tflite-compiled":
         from albert_edge.runtime.compiled import CompiledTFLite
 
@@ -130,6 +134,24 @@ def _open(route: str, path: Path, threads: int):
         session = runtime_onnx.inference_session(ort, path, options, providers)
     names = [o.name for o in session.get_outputs()]
     return lambda feeds: dict(zip(names, session.run(names, {k: v.astype(np.int64) for k, v in feeds.items()})))
+
+
+def _executorch_plain(path: Path):
+    """ExecuTorch's own Python runtime with its defaults (no XNNPACK weights cache, threads as
+    the runtime chooses): how an app's ``Module(path)`` runs the file."""
+    import torch
+    from executorch.runtime import Runtime
+
+    from albert_edge.formats import pte_reader
+
+    names = [spec.name for spec in pte_reader.read(path, weights=False).outputs]
+    method = Runtime.get().load_program(str(path)).load_method("forward")
+
+    def run(feeds):
+        out = method.execute([torch.from_numpy(feeds[n].astype(np.int64)) for n in INPUTS])
+        return {name: t.numpy() for name, t in zip(names, out)}
+
+    return run
 
 
 def _wrapper(path: Path, threads: int):

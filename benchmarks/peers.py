@@ -14,8 +14,15 @@ Contestants (every file keeps the one output ``last_hidden_state``, so sizes com
                             TFAlbertModel, so the graph is albert_edge.converters.tf_albert's (one
                             variable per shared weight), converted without albert-edge's settings;
                             run with ai-edge-litert's Interpreter (XNNPACK on)
+    executorch XNNPACK      transformers' AlbertModel -> torch.export (dynamic sequence axis, batch 1)
+                            -> to_edge_transform_and_lower(XnnpackPartitioner()) -> .pte, as ExecuTorch's
+                            docs show; its int8 through the same XNNPACKQuantizer (pt2e, per-channel
+                            weights, dynamic activations); no mask code (one unpadded sentence); run
+                            with ExecuTorch's runtime defaults
     albert-edge             `convert --outputs last_hidden_state` + `quantize --scheme int8-dynamic`,
-                            ONNX and TFLite, run through albert_edge.runtime.Session's defaults
+                            ONNX and TFLite, run through albert_edge.runtime.Session's defaults;
+                            `convert --to executorch --scheme int8-dynamic` for the .pte files, run
+                            both ways (ExecuTorch's defaults, and Session)
 
 Each (file, route) runs in a fresh process (benchmarks/memory.py's child), ``--rounds`` times,
 interleaved. Timings on a shared machine are noisy: repeat with more --rounds before quoting.
@@ -81,15 +88,16 @@ def _checkpoint(args, work: Path) -> Path:
 
 
 def ours(ckpt: Path, work: Path, seq_len: int) -> dict[str, Path]:
-    """albert-edge's fp32 and int8-dynamic ONNX and TFLite files, last_hidden_state only."""
+    """albert-edge's fp32 and int8-dynamic ONNX, TFLite and ExecuTorch files, last_hidden_state only."""
     from albert_edge.converters.export import convert
     from albert_edge.quantize import QuantizeConfig, quantize
 
     out = work / "albert-edge"
     if not (out / "manifest.json").is_file():
-        convert(ckpt, out, targets=("onnx", "tflite"), head="base", seq_len=seq_len, outputs=["last_hidden_state"],
-                force=True)
-    files = {f"albert-edge {fmt} fp32": out / f"model.{fmt}" for fmt in ("onnx", "tflite")}
+        convert(ckpt, out, targets=("onnx", "tflite", "executorch"), head="base", seq_len=seq_len,
+                outputs=["last_hidden_state"], force=True, scheme="int8-dynamic")
+    files = {f"albert-edge {fmt} fp32": out / f"model.{fmt}" for fmt in ("onnx", "tflite", "pte")}
+    files["albert-edge pte int8"] = out / "model.int8-dynamic.pte"
     for fmt in ("onnx", "tflite"):
         path = out / f"model.int8.{fmt}"
         if not path.is_file():
@@ -116,20 +124,11 @@ def onnx_peer(ckpt: Path, work: Path) -> Path:
         return int8
     hf = transformers.AlbertModel.from_pretrained(str(ckpt), add_pooling_layer=False).eval()
 
-    class LastHidden(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
-
     ids = torch.randint(5, hf.config.vocab_size, (2, 16))
     dynamic = {n: {0: "batch", 1: "sequence"} for n in (*INPUTS, "last_hidden_state")}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(LastHidden(hf), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(out / "model.onnx"),
+        torch.onnx.export(_last_hidden(hf), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(out / "model.onnx"),
                           dynamo=False, opset_version=17, input_names=list(INPUTS),
                           output_names=["last_hidden_state"], dynamic_axes=dynamic)
     # In the work directory: a failed first try leaves an external-data file named <uuid>.data
@@ -170,22 +169,93 @@ def tflite_peer(ckpt: Path, work: Path) -> tuple[Path, Path]:
     return fp32, int8
 
 
+def executorch_peer(ckpt: Path, work: Path) -> tuple[Path, Path]:
+    """ExecuTorch's documented XNNPACK flow on transformers' AlbertModel: (fp32 .pte, int8 .pte),
+    the int8 through the XNNPACK quantizer (pt2e). The peer leaves attention_mask out of the
+    model call (the file still takes it): a phone app feeds one unpadded sentence, and with a
+    mask transformers builds it with an ``index`` on an ``arange`` that prepare_pt2e breaks (it
+    turns the integer scalar added to the ``arange`` into a float constant). So the peer runs
+    no mask code at all, which only makes it faster than a file that does."""
+    out, int8 = _peer_dir(work / "executorch-peer", "model.int8.pte")
+    fp32 = out / "model.pte"
+    if int8.is_file() and fp32.is_file():
+        return fp32, int8
+    import torch
+    import transformers
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    hf = transformers.AlbertModel.from_pretrained(str(ckpt), add_pooling_layer=False).eval()
+    ids = torch.randint(5, hf.config.vocab_size, (1, 32), generator=torch.Generator().manual_seed(0))
+    example = (ids, torch.ones_like(ids), torch.zeros_like(ids))
+    seq = torch.export.Dim("sequence", min=2, max=hf.config.max_position_embeddings)
+    dynamic = tuple({1: seq} for _ in INPUTS)
+    with torch.no_grad():
+        program = torch.export.export(_last_hidden(hf, mask=False), example, dynamic_shapes=dynamic)
+        quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True,
+                                                                                    is_dynamic=True))
+        prepared = prepare_pt2e(program.module(), quantizer)
+        prepared(*example)
+        quantized = torch.export.export(convert_pt2e(prepared), example, dynamic_shapes=dynamic)
+    for path, exported in ((fp32, program), (int8, quantized)):
+        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+        path.write_bytes(edge.to_executorch().buffer)
+    return fp32, int8
+
+
+def _last_hidden(hf, mask: bool = True):
+    """transformers' AlbertModel with the three inputs positional and one output (``mask=False``:
+    attention_mask taken but not passed on, as for one unpadded sentence)."""
+    import torch
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask if mask else None,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    return LastHidden(hf)
+
+
+def delegate_blocks(path: Path) -> int | None:
+    """XNNPACK delegate calls in a .pte (None for other files)."""
+    if path.suffix != ".pte":
+        return None
+    from albert_edge.formats import pte_reader
+
+    return pte_reader.read(path, weights=False).metadata["delegates"]
+
+
 def run(args: argparse.Namespace, work: Path) -> dict:
     ckpt = _checkpoint(args, work)
     files = ours(ckpt, work, max(args.seq_lens))
     ort_int8 = onnx_peer(ckpt, work)
     tf_fp32, tf_int8 = tflite_peer(ckpt, work)
+    et_fp32, et_int8 = executorch_peer(ckpt, work)
     contestants = {
         "pytorch eager fp32": (ckpt, "pytorch"),
         "torch.onnx.export fp32": (ort_int8.parent / "model.onnx", "onnx-plain"),
         "ort quantize_dynamic": (ort_int8, "onnx-plain"),
         "tf TFLiteConverter fp32": (tf_fp32, "tflite-interpreter"),
         "tf TFLiteConverter int8": (tf_int8, "tflite-interpreter"),
+        "executorch XNNPACK fp32": (et_fp32, "executorch-plain"),
+        "executorch XNNPACK int8": (et_int8, "executorch-plain"),
         **{name: (path, "session") for name, path in sorted(files.items())},
+        **{f"{name} (executorch defaults)": (path, "executorch-plain")
+           for name, path in sorted(files.items()) if path.suffix == ".pte"},
     }
     names, plan = list(contestants), list(contestants.values())
     measured = memory.measure(argparse.Namespace(**vars(args), child=None), plan=plan, reference=plan[0])
-    rows = [{"name": name, **row} for name, row in zip(names, measured)]
+    rows = [{"name": name, **row, "delegate_blocks": delegate_blocks(path)}
+            for name, row, (path, _) in zip(names, measured, plan)]
     return {"setup": {k: v for k, v in vars(args).items()} | {"checkpoint": str(ckpt)}, "rows": rows,
             "ratios": _ratios(rows, args.seq_lens)}
 
@@ -194,7 +264,10 @@ def _ratios(rows: list[dict], seq_lens: list[int]) -> list[dict]:
     """Each albert-edge file over PyTorch eager and over the peer on its runtime."""
     by = {r["name"]: r for r in rows}
     peer_of = {"albert-edge onnx int8": "ort quantize_dynamic", "albert-edge tflite int8": "tf TFLiteConverter int8",
-               "albert-edge onnx fp32": "torch.onnx.export fp32", "albert-edge tflite fp32": "tf TFLiteConverter fp32"}
+               "albert-edge onnx fp32": "torch.onnx.export fp32", "albert-edge tflite fp32": "tf TFLiteConverter fp32",
+               "albert-edge pte fp32": "executorch XNNPACK fp32", "albert-edge pte int8": "executorch XNNPACK int8",
+               "albert-edge pte fp32 (executorch defaults)": "executorch XNNPACK fp32",
+               "albert-edge pte int8 (executorch defaults)": "executorch XNNPACK int8"}
     out = []
     for mine, peer in peer_of.items():
         for versus in ("pytorch eager fp32", peer):
@@ -229,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
     cols = ["name", "bytes", "peak_rss_mib", "load_s", "first_call_s",
-            *[f"{p}_ms@{T}" for T in args.seq_lens for p in ("p50", "p90")], "max_abs_diff"]
+            *[f"{p}_ms@{T}" for T in args.seq_lens for p in ("p50", "p90")], "max_abs_diff", "delegate_blocks"]
     print("  ".join(cols))
     for row in result["rows"]:
         print("  ".join(str(row[c]) for c in cols))
