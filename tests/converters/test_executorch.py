@@ -91,6 +91,8 @@ def test_int8_pte_is_close_to_fp32_and_smaller_in_weights(converted):
     assert entry["parity"]["parent"] == "model.pte"
     assert entry["parity"]["parent_sha256"] == files["model.pte"]["sha256"]
     assert min(entry["parity"]["cosine_mean"].values()) >= pte.MIN_COSINE
+    # The int8 encoder is one XNNPACK block as in fp32, not one per layer application.
+    assert entry["format_version"]["delegate_blocks"] == files["model.pte"]["format_version"]["delegate_blocks"] == 2
     assert entry["weights"]["stored_bytes"] < 0.7 * files["model.pte"]["weights"]["stored_bytes"]
     # Measured again here, not only read back: the int8 file against the fp32 one.
     fp32 = pte.PteSession(out / "model.pte", model.output_names).run(_feeds(32, 1))
