@@ -395,8 +395,16 @@ def _piece_types(proto: bytes) -> list[int]:
 
 def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
     """(field number, value) of each field of one protobuf message (the wire format, no schema)."""
+    for number, value, _ in _field_spans(buf):
+        yield number, value
+
+
+def _field_spans(buf: bytes) -> Iterator[tuple[int, int | bytes, slice]]:
+    """(field number, value, where the whole field lies in ``buf``: key and value) of each field
+    of one protobuf message."""
     pos = 0
     while pos < len(buf):
+        start = pos
         key, pos = _varint(buf, pos)
         wire = key & 7
         if wire == 0:
@@ -408,7 +416,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
             value, pos = 0, pos + (8 if wire == 1 else 4)
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield key >> 3, value
+        yield key >> 3, value, slice(start, pos)
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:

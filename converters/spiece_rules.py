@@ -23,7 +23,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from albert_edge.tokenizer import _fields, _varint
+from albert_edge.tokenizer import _field_spans, _fields
 
 __all__ = ["albert_rules", "with_albert_normalizer", "RULE_NAME"]
 
@@ -112,21 +112,8 @@ def _named(spec: bytes, name: str) -> bytes:
 
 def _raw_fields(buf: bytes):
     """(field number, the field's bytes as stored: key and value) of one message."""
-    pos = 0
-    while pos < len(buf):
-        start = pos
-        key, pos = _varint(buf, pos)
-        wire = key & 7
-        if wire == 0:
-            _, pos = _varint(buf, pos)
-        elif wire == 2:
-            size, pos = _varint(buf, pos)
-            pos += size
-        elif wire in (1, 5):
-            pos += 8 if wire == 1 else 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield key >> 3, buf[start:pos]
+    for number, _, where in _field_spans(buf):
+        yield number, buf[where]
 
 
 def _length_delimited(number: int, value: bytes) -> bytes:
