@@ -8,10 +8,12 @@ MediaPipe's TextClassifier / TextEmbedder on raw text against albert_edge.runtim
 albert-edge's ids (same file) and against PyTorch, on the texts whose ids MediaPipe computes as
 albert-edge does (and, apart, on those it does not); int8 top-1 agreement between MediaPipe and the
 Session on the int8 file; stored vs unique weight bytes read back from each file; and the ids
-MediaPipe's own pre-processing computes against albert_edge.tokenizer's on the tokenizer tests'
-strings, with the embedded model as it is and with ALBERT's normalizer.
+MediaPipe's own pre-processing computes against albert_edge.tokenizer's on 2,400 generated hard
+strings (converters/tokenizer_parity.py), with the embedded model as it is and with ALBERT's
+normalizer, counted per difference class.
 
     python benchmarks/mediapipe_parity.py --texts 400
+    python benchmarks/mediapipe_parity.py --tokenizer-only --strings 2400   # the table of classes
     python benchmarks/mediapipe_parity.py --classifier CKPT --base CKPT --seq-len 64 --json
 """
 
@@ -63,7 +65,7 @@ def texts(n: int) -> list[str]:
     return found[:: max(1, len(found) // n)][:n]
 
 
-def measure(classifier: Path, base: Path, n: int, seq_len: int, work: Path) -> dict:
+def measure(classifier: Path, base: Path, n: int, seq_len: int, work: Path, strings: int = 2400) -> dict:
     import torch
 
     from albert_edge import checkpoints
@@ -117,41 +119,53 @@ def measure(classifier: Path, base: Path, n: int, seq_len: int, work: Path) -> d
                                      float((e8.argmax(1) == s8.argmax(1))[same].mean()),
                                  "top1_vs_fp32_mediapipe": float((e8.argmax(1) == engine.argmax(1)).mean()),
                                  "mediapipe_vs_session": agreement(task, e8, s8)}
-    out["tokenizer"] = tokenizer_agreement(Path(classifier) / "spiece.model", work)
+    out["tokenizer"] = tokenizer_agreement(Path(classifier) / "spiece.model", work, strings)
     return out
 
 
-def tokenizer_agreement(spiece: Path, work: Path) -> dict:
+def tokenizer_agreement(spiece: Path, work: Path, n_strings: int = 2400, seq_len: int = 256) -> dict:
+    """The ids MediaPipe computes from raw text against albert_edge.tokenizer's on ``n_strings``
+    generated hard strings (converters/tokenizer_parity.py), with the spiece.model as it is and
+    with ALBERT's normalizer: counts per difference class and a few texts of each."""
     from albert_edge.converters.mediapipe_ids import engine_ids
     from albert_edge.converters.spiece_rules import with_albert_normalizer
-    from albert_edge.tokenizer import SPECIAL_TOKENS, AlbertTokenizer
+    from albert_edge.converters.tokenizer_parity import count_classes, hard_strings
 
-    data = ROOT / "tests" / "data"
-    strings = [*json.loads((data / "sentences.json").read_text(encoding="utf-8")),
-               " ".join((data / "corpus.txt").read_text(encoding="utf-8").split()[:400])]
-    tok, plain = AlbertTokenizer(spiece), AlbertTokenizer(spiece, split_number_comma=False)
-
-    def ids(t, which=tok):
-        return which([t], max_length=256, truncation=True, padding="longest")["input_ids"][0].tolist()
-
+    strings = [text for _, text in hard_strings(n_strings)]
     embedded = work / "albert-normalizer" / "spiece.model"
     embedded.parent.mkdir()
     embedded.write_bytes(with_albert_normalizer(spiece))
-    result = {}
+    result: dict = {"strings": len(strings), "seq_len": seq_len}
     for name, model in (("as it is", spiece), ("with ALBERT's normalizer", embedded)):
-        counts: dict[str, int] = {}
-        for text, got in zip(strings, engine_ids(model, strings, 256)):
-            if got == ids(text):
-                kind = "same"
-            elif got == ids(text, plain):
-                kind = "digit-comma"
-            elif any(s in text for s in SPECIAL_TOKENS):
-                kind = "special-token-in-text"
-            else:
-                kind = "other"
-            counts[kind] = counts.get(kind, 0) + 1
-        result[name] = counts
+        counts, examples = count_classes(spiece, strings, engine_ids(model, strings, seq_len), seq_len)
+        result[name] = {"counts": dict(sorted(counts.items(), key=lambda kv: -kv[1])), "examples": examples}
     return result
+
+
+def print_tokenizer_table(result: dict) -> None:
+    """Counts per difference class, one column per embedded model."""
+    names = [k for k in result if isinstance(result[k], dict)]
+    kinds = list(dict.fromkeys(k for n in names for k in result[n]["counts"]))
+    width = max(len(k) for k in [*kinds, "class"]) + 2
+    print(f"{result['strings']} strings, {result['seq_len']} tokens: MediaPipe's ids against albert-edge's")
+    print("class".ljust(width) + "".join(n.rjust(26) for n in names))
+    for kind in kinds:
+        print(kind.ljust(width) + "".join(str(result[n]["counts"].get(kind, 0)).rjust(26) for n in names))
+
+
+def tokenizer_main(args) -> None:
+    """--tokenizer-only: the 400-piece spiece.model tests/mobile use, no checkpoint."""
+    from albert_edge.tokenizer import train_spiece
+
+    with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as tmp:
+        work = Path(tmp)
+        spiece = args.spiece or train_spiece([ROOT / "tests" / "data" / "corpus.txt"], work / "spiece",
+                                             vocab_size=400)
+        result = tokenizer_agreement(Path(spiece), work, args.strings)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_tokenizer_table(result)
 
 
 def main() -> None:
@@ -161,14 +175,22 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=200, help="real sentences to compare on")
     parser.add_argument("--seq-len", type=int, default=32)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--tokenizer-only", action="store_true",
+                        help="only the ids MediaPipe computes against albert-edge's, as a table of difference classes")
+    parser.add_argument("--strings", type=int, default=2400, help="generated hard strings for the tokenizer figures")
+    parser.add_argument("--spiece", type=Path, help="with --tokenizer-only: a spiece.model (default: the tests' "
+                                                    "400-piece model, trained here)")
     args = parser.parse_args()
+    if args.tokenizer_only:
+        tokenizer_main(args)
+        return
     with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as tmp:
         work = Path(tmp)
         classifier, base = args.classifier, args.base
         if classifier is None or base is None:
             made = make_checkpoints(work / "checkpoints")
             classifier, base = classifier or made[0], base or made[1]
-        figures = measure(classifier, base, args.texts, args.seq_len, work)
+        figures = measure(classifier, base, args.texts, args.seq_len, work, args.strings)
     print(json.dumps(figures, indent=None if args.json else 2))
 
 
