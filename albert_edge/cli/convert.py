@@ -142,7 +142,9 @@ def inspect(model_file: Path, as_json: bool) -> None:
 
 def _print_ort(ort: dict, by_dtype: dict) -> None:
     """What an ONNX Runtime .ort holds besides its graph."""
-    rows = [("ORT format version", ort["ort_format_version"]), ("opset", ort["opset"]), ("nodes", ort["nodes"]),
+    rows = [("ORT format version", ort["ort_format_version"]), ("opset", ort["opset"]),
+            ("oldest onnxruntime", ort.get("min_onnxruntime") or "unknown (opset not in the table)"),
+            ("nodes", ort["nodes"]),
             ("runtime optimizations saved", "yes" if ort["runtime_optimizations"] else "no"),
             ("producer", ort["producer"])]
     rows += [(f"weights {dtype}", f"{n:,} bytes") for dtype, n in by_dtype.items()]

@@ -38,7 +38,8 @@ class FileEntry:
     data_files: list[dict[str, Any]] = field(default_factory=list)  # ONNX external data
     precision: str = "fp32"
     # .tflite: the first TFLite runtime (TensorFlow numbering) with every operator version the file
-    # uses (converters.op_versions); None for ONNX, or when an operator version is not in the table.
+    # uses (converters.op_versions); .ort: the oldest onnxruntime that loads it (formats.ort_runtime);
+    # None for ONNX, or when an operator version (.ort: the opset) is not in the table.
     min_runtime: str | None = None
 
 
@@ -94,7 +95,8 @@ def file_entry(path: str | os.PathLike, report, name: str | None = None) -> File
         parity=report.parity(),
         weights=weights,
         data_files=data_files,
-        min_runtime=_min_runtime(path) if contents.format == "tflite" else None,
+        min_runtime=(_min_runtime(path) if contents.format == "tflite"
+                     else meta.get("min_onnxruntime") if contents.format == "ort" else None),
     )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .graph import GraphContents, StoredTensor, TensorSpec
+from .ort_runtime import min_onnxruntime
 from .ort_schema import DIM_PARAM, DIM_VALUE, FILE_IDENTIFIER, STRING, TENSOR_TYPES, Graph, InferenceSession
 
 __all__ = ["read", "read_session", "check_ort", "DEFAULT_DOMAIN"]
@@ -94,11 +95,13 @@ def _read(session: InferenceSession, buf, load: bool = True) -> GraphContents:
     if not graph.nodes() and not outputs:
         raise ValueError("an empty graph")
     ops: Counter = Counter()
+    kernels: set[tuple[str, str, int]] = set()
     consumers: dict[str, list[str]] = {}
     for g in graphs:
         for node in g.nodes():
             op = _str(node.op_type())
             ops[op] += 1
+            kernels.add((_str(node.domain()) or DEFAULT_DOMAIN, op, int(node.since_version())))
             for name in map(_str, node.inputs()):
                 readers = consumers.setdefault(name, [])
                 if op not in readers:
@@ -118,6 +121,7 @@ def _read(session: InferenceSession, buf, load: bool = True) -> GraphContents:
         "runtime_optimizations": graph.has_runtime_optimizations(),
         "kernel_type_str_resolver": session.has_kernel_type_str_resolver(),
         "nodes": sum(ops.values()),
+        "min_onnxruntime": min_onnxruntime(opsets.get(DEFAULT_DOMAIN), kernels),
         **{_str(p.key()): _str(p.value()) for p in model.metadata_props()},
     }
     return GraphContents(format="ort", inputs=inputs, outputs=outputs, ops=ops, weights=weights, metadata=metadata)

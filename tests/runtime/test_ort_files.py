@@ -247,3 +247,18 @@ def test_the_check_before_loading_reads_no_weight(ort_file, tmp_path):
     cut.write_bytes(path.read_bytes()[: path.stat().st_size - 2000])
     with pytest.raises(RuntimeUnavailable, match="cut.ort"):
         ort_reader.check_ort(cut)
+
+
+def test_the_oldest_onnxruntime_is_read_from_the_opset_and_kernels(ort_file):
+    """An fp32 .ort of opset 20 claims 1.17.0; the ONNX Gelu of opset 20 (kept by int8 files)
+    needs 1.18.0; an opset not measured is unknown (tests/ortoldest loads them in that release)."""
+    from albert_edge.formats.ort_runtime import min_onnxruntime
+
+    _, path = ort_file
+    meta = ort_reader.read(path).metadata
+    assert meta["opset"] == 20 and meta["min_onnxruntime"] == "1.17.0"
+    manifest = json.loads((path.parent / "manifest.json").read_text())
+    assert {f["name"]: f["min_runtime"] for f in manifest["files"]} == {"model.ort": "1.17.0"}
+    assert min_onnxruntime(20, [("ai.onnx", "Gelu", 20), ("com.microsoft", "FusedMatMul", 1)]) == "1.18.0"
+    assert min_onnxruntime(17, [("ai.onnx", "MatMul", 13)]) == "1.17.0"
+    assert min_onnxruntime(21, []) is None and min_onnxruntime(None, []) is None
