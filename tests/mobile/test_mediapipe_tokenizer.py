@@ -88,5 +88,6 @@ def test_two_thousand_hard_strings_differ_only_by_documented_classes(spiece_mode
     unknown = {kind: examples[kind] for kind in counts if not is_known(kind)}
     assert not unknown, f"ids differ in a way no documented class explains: {unknown}"
     # Measured (400-piece model, CPython 3.11): 2,101 alike; the rest are special tokens written in
-    # the text, digit-comma splits and equal-score segmentations. Most strings must stay alike.
-    assert counts["same"] >= 0.85 * len(strings)
+    # the text, digit-comma splits and equal-score segmentations. Most strings must stay alike
+    # (the corpus, hence the strings, changes with the Python version: a margin).
+    assert counts["same"] >= 0.8 * len(strings)
