@@ -242,11 +242,11 @@ def _quantized(program, example, settings: dict[str, bool], dynamic):
     its own LLM export does): a chain shared by the Q, K and V products cut the encoder into one
     XNNPACK block per layer (13 for ALBERT-base), with it the encoder is one block as in fp32."""
     import torch
+    from executorch.backends.transforms.duplicate_dynamic_quant_chain import DuplicateDynamicQuantChainPass
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,
     )
-    from executorch.backends.transforms.duplicate_dynamic_quant_chain import DuplicateDynamicQuantChainPass
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**settings))
