@@ -137,7 +137,10 @@ def _fill(f: FileFacts, template: str) -> str:
                                        f'{_value(name)}), longArrayOf(1, n.toLong())),' for name, _ in f.inputs),
             "kt_pte_inputs": ", ".join(f"EValue.from(Tensor.fromBlob({_value(name)}, longArrayOf(1, n.toLong())))"
                                        for name, _ in f.inputs),
-            "swift_litert_inputs": "\n".join(f'    "{name}": {_value(name)},' for name, _ in f.inputs),
+            "swift_litert_inputs": "\n".join(f'    "{name}": {_value(name)}.withUnsafeBufferPointer {{ Data(buffer: $0) }},'
+                                             for name, _ in f.inputs),
+            "swift_litert_resize": "\n".join(f'try runner.resizeInput(named: "{name}", toShape: Tensor.Shape([1, n]))'
+                                              for name, _ in f.inputs),
             "swift_ort_inputs": "\n".join(
                 f'    "{name}": try ORTValue(tensorData: NSMutableData(data: {_value(name)}.withUnsafeBufferPointer '
                 f'{{ Data(buffer: $0) }}), elementType: .{lines["dtype"]}, shape: [1, NSNumber(value: n)]),'
@@ -195,24 +198,16 @@ interpreter.runSignature(inputs, outputs, "serving_default")
 import TensorFlowLite
 
 let interpreter = try Interpreter(modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
+let runner = try interpreter.signatureRunner(with: "serving_default")  // inputs and outputs by name
 let ids: [{swift_type}] = /* token ids, from the tokenizer */
 {swift_length}
 let mask = [{swift_type}](repeating: 1, count: n); let types = [{swift_type}](repeating: 0, count: n)
-let feeds: [String: [{swift_type}]] = [
+{swift_litert_resize}
+try runner.allocateTensors()
+try runner.invoke(with: [
 {swift_litert_inputs}
-]
-for i in 0..<interpreter.inputTensorCount {{
-    try interpreter.resizeInput(at: i, to: Tensor.Shape([1, n]))
-}}
-try interpreter.allocateTensors()
-// inputs by index: each tensor's name holds its input's name ({input_names})
-for i in 0..<interpreter.inputTensorCount {{
-    let name = try interpreter.input(at: i).name
-    let feed = feeds.first {{ name.contains($0.key) }}!.value
-    try interpreter.copy(feed.withUnsafeBufferPointer {{ Data(buffer: $0) }}, toInputAt: i)
-}}
-try interpreter.invoke()
-let output = try interpreter.output(at: 0)  // outputs: {output_names}; output.name says which
+])
+let {first_output} = try runner.output(named: "{first_output}")  // outputs: {output_names}
 """,
         "js": """
 import * as tf from "@tensorflow/tfjs-core";
@@ -222,9 +217,13 @@ const model = await tflite.loadTFLiteModel("{file}");
 const ids = /* token ids, from the tokenizer */;
 {js_length}
 const mask = new Array(n).fill(1), types = new Array(n).fill(0);
-const outputs = model.predict({{
+const feeds = {{
 {js_tfjs_inputs}
-}});  // {output_names}
+}};
+// model.inputs holds the tensors' own names ("serving_default_input_ids:0"): feed them in its order
+const outputs = model.predict(model.inputs.map((t) => feeds[Object.keys(feeds).find((k) => t.name.includes(k))]));
+// outputs: {output_names}, listed by tensor name in model.outputs (tell them apart by shape);
+// the ids go in as int32 (TF.js has no int64)
 """,
     },
     note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
