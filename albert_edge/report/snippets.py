@@ -49,6 +49,7 @@ class FileFacts:
     inputs: tuple[tuple[str, str], ...]  # (name, dtype), in the file's order
     outputs: tuple[tuple[str, tuple[int | str, ...]], ...]  # (name, shape)
     seq_len: int | None  # fixed sequence length, None when the axis is dynamic
+    max_len: int | None  # the longest sequence a dynamic axis takes, where the file bounds it (.pte)
     task: str | None  # MediaPipe task ("TextClassifier" / "TextEmbedder") of a file with TFLite metadata
 
     @property
@@ -72,9 +73,12 @@ def facts_of(row: dict[str, Any]) -> FileFacts:
     outputs = tuple((o["name"], tuple(o["shape"])) for o in inspected["outputs"])
     shape = inspected["inputs"][0]["shape"] if inspected["inputs"] else ()
     seq = shape[1] if len(shape) > 1 else None
-    task = (inspected.get("metadata") or {}).get("task") or {}
+    metadata = inspected.get("metadata") or {}
+    task = metadata.get("task") or {}
+    fixed = isinstance(seq, int) and seq > 0
+    bounded = fixed and "dynamic bound" in (metadata.get("input_dynamism") or ())[:1]  # a .pte: up to seq
     return FileFacts(name=row["name"], format=row["format"], inputs=inputs, outputs=outputs,
-                     seq_len=seq if isinstance(seq, int) and seq > 0 else None,
+                     seq_len=seq if fixed and not bounded else None, max_len=seq if bounded else None,
                      task=task.get("task") if task.get("task") in ("TextClassifier", "TextEmbedder") else None)
 
 
@@ -112,24 +116,38 @@ def _fill(f: FileFacts, template: str) -> str:
     """``template`` with the file's facts (and its MediaPipe task's calls) in place."""
     d = _dtype(f) if f.task is None else None
     n = f.n
+    bound = f"; at most {f.max_len}, the file's bound" if f.max_len else ""
     lines = {
         "file": f.name, "stem": f.stem, "suffix": f.suffix, "n": n, "task": f.task or "",
         "input_names": ", ".join(name for name, _ in f.inputs),
         "output_names": ", ".join(name for name, _ in f.outputs),
         "first_output": f.outputs[0][0] if f.outputs else "",
-        "dtype": f.inputs[0][1] if f.inputs else "",
+        "dtype": f.inputs[0][1] if f.inputs else "", "bound": bound,
         **_TASKS.get(f.task or "", {}),
     }
     if d is not None:
         lines.update({
             "kt_array": d.kotlin_array, "kt_buffer": d.kotlin_buffer, "swift_type": d.swift,
             "js_array": d.js_array, "js_from": d.js_from,
-            "length": ("val n = ids.size  // tokens, [CLS] and [SEP] included" if f.seq_len is None else
-                       f"val n = {f.seq_len}  // the file's fixed length: pad ids with 0 and mask with 0 to {f.seq_len}"),
-            "swift_length": ("let n = ids.count" if f.seq_len is None else
-                             f"let n = {f.seq_len}  // fixed length: pad ids and mask with 0"),
-            "js_length": ("const n = ids.length;" if f.seq_len is None else
-                          f"const n = {f.seq_len};  // fixed length: pad ids and mask with 0"),
+            "length": (f"val ids = tokens; val n = ids.size  // [CLS] and [SEP] included{bound}\n"
+                       f"val mask = {d.kotlin_array}(n) {{ 1 }}; val types = {d.kotlin_array}(n)"
+                       if f.seq_len is None else
+                       f"val n = {f.seq_len}  // the file's fixed length: ids padded with 0, mask 0 on the padding\n"
+                       f"val ids = tokens.copyOf(n); val mask = {d.kotlin_array}(n) {{ if (it < tokens.size) 1 else 0 }}; "
+                       f"val types = {d.kotlin_array}(n)"),
+            "swift_length": (f"let ids = tokens; let n = ids.count  // [CLS] and [SEP] included{bound}\n"
+                             f"let mask = [{d.swift}](repeating: 1, count: n); let types = [{d.swift}](repeating: 0, count: n)"
+                             if f.seq_len is None else
+                             f"let n = {f.seq_len}  // the file's fixed length: ids padded with 0, mask 0 on the padding\n"
+                             f"let ids = tokens + [{d.swift}](repeating: 0, count: n - tokens.count)\n"
+                             f"let mask = (0..<n).map {{ {d.swift}($0 < tokens.count ? 1 : 0) }}; "
+                             f"let types = [{d.swift}](repeating: 0, count: n)"),
+            "js_length": (f"const ids = tokens, n = ids.length;  // [CLS] and [SEP] included{bound}\n"
+                          "const mask = new Array(n).fill(1), types = new Array(n).fill(0);"
+                          if f.seq_len is None else
+                          f"const n = {f.seq_len};  // the file's fixed length: ids padded with 0, mask 0 on the padding\n"
+                          "const ids = Array.from({length: n}, (_, i) => tokens[i] ?? 0);\n"
+                          "const mask = ids.map((_, i) => (i < tokens.length ? 1 : 0)), types = new Array(n).fill(0);"),
             "kt_litert_inputs": "\n".join(f'    "{name}" to arrayOf({_value(name)}),' for name, _ in f.inputs),
             "kt_litert_outputs": "\n".join(f'    "{name}" to {_kotlin_array(_dims(shape, n))},'
                                           for name, shape in f.outputs),
@@ -181,9 +199,8 @@ _LITERT = Framework(
 import org.tensorflow.lite.Interpreter
 
 val interpreter = Interpreter(modelBuffer)  // {file}, memory-mapped from the app's assets
-val ids: {kt_array} = /* token ids, from the tokenizer */
+val tokens: {kt_array} = /* token ids, from the tokenizer */
 {length}
-val mask = {kt_array}(n) {{ 1 }}; val types = {kt_array}(n)
 val inputs = mapOf<String, Any>(
 {kt_litert_inputs}
 )
@@ -199,9 +216,8 @@ import TensorFlowLite
 
 let interpreter = try Interpreter(modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
 let runner = try interpreter.signatureRunner(with: "serving_default")  // inputs and outputs by name
-let ids: [{swift_type}] = /* token ids, from the tokenizer */
+let tokens: [{swift_type}] = /* token ids, from the tokenizer */
 {swift_length}
-let mask = [{swift_type}](repeating: 1, count: n); let types = [{swift_type}](repeating: 0, count: n)
 {swift_litert_resize}
 try runner.allocateTensors()
 try runner.invoke(with: [
@@ -214,9 +230,8 @@ import * as tf from "@tensorflow/tfjs-core";
 import * as tflite from "@tensorflow/tfjs-tflite";
 
 const model = await tflite.loadTFLiteModel("{file}");
-const ids = /* token ids, from the tokenizer */;
+const tokens = /* token ids, from the tokenizer */;
 {js_length}
-const mask = new Array(n).fill(1), types = new Array(n).fill(0);
 const feeds = {{
 {js_tfjs_inputs}
 }};
@@ -289,9 +304,8 @@ import java.nio.{kt_buffer}
 
 val env = OrtEnvironment.getEnvironment()
 val session = env.createSession(modelBytes)  // {file}, read from the app's assets
-val ids: {kt_array} = /* token ids, from the tokenizer */
+val tokens: {kt_array} = /* token ids, from the tokenizer */
 {length}
-val mask = {kt_array}(n) {{ 1 }}; val types = {kt_array}(n)
 val inputs = mapOf(
 {kt_ort_inputs}
 )
@@ -305,9 +319,8 @@ import onnxruntime_objc
 let env = try ORTEnv(loggingLevel: .warning)
 let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
                              sessionOptions: nil)
-let ids: [{swift_type}] = /* token ids, from the tokenizer */
+let tokens: [{swift_type}] = /* token ids, from the tokenizer */
 {swift_length}
-let mask = [{swift_type}](repeating: 1, count: n); let types = [{swift_type}](repeating: 0, count: n)
 let inputs: [String: ORTValue] = [
 {swift_ort_inputs}
 ]
@@ -318,9 +331,8 @@ let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_name
 import * as ort from "onnxruntime-web";
 
 const session = await ort.InferenceSession.create("{file}");
-const ids = /* token ids, from the tokenizer */;
+const tokens = /* token ids, from the tokenizer */;
 {js_length}
-const mask = new Array(n).fill(1), types = new Array(n).fill(0);
 const outputs = await session.run({{
 {js_ort_inputs}
 }});
@@ -342,9 +354,8 @@ import org.pytorch.executorch.Module
 import org.pytorch.executorch.Tensor
 
 val module = Module.load(filesDir.resolve("{file}").path)  // a file path: copy it out of the assets first
-val ids: {kt_array} = /* token ids, from the tokenizer */
+val tokens: {kt_array} = /* token ids, from the tokenizer */
 {length}
-val mask = {kt_array}(n) {{ 1 }}; val types = {kt_array}(n)
 // inputs by position: {input_names}
 val outputs = module.forward({kt_pte_inputs})
 val {first_output} = outputs[0].toTensor().dataAsFloatArray  // outputs in order: {output_names}
@@ -353,16 +364,15 @@ val {first_output} = outputs[0].toTensor().dataAsFloatArray  // outputs in order
 import ExecuTorch
 
 let module = Module(filePath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
-let ids: [{swift_type}] = /* token ids, from the tokenizer */
+let tokens: [{swift_type}] = /* token ids, from the tokenizer */
 {swift_length}
-let mask = [{swift_type}](repeating: 1, count: n); let types = [{swift_type}](repeating: 0, count: n)
 // inputs by position: {input_names}
 let outputs = try module.forward([{swift_pte_inputs}])
 let {first_output}: Tensor<Float> = outputs[0].tensor()!  // outputs in order: {output_names}
 """,
         "js": None,
     },
-    note="the file takes token ids ({dtype}, shape 1 x {n}) by position: {input_names}; outputs: {output_names}",
+    note="the file takes token ids ({dtype}, shape 1 x {n}{bound}) by position: {input_names}; outputs: {output_names}",
     missing="ExecuTorch has no web runtime: a web app runs the .onnx/.ort (onnxruntime-web) or .tflite file instead",
 )
 

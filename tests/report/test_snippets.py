@@ -95,6 +95,9 @@ def test_a_fixed_length_int32_tflite_file():
     (group,) = snippets([row])
     code = group["files"][0]["code"]
     assert "val n = 32" in code["kotlin"] and "let n = 32" in code["swift"] and "const n = 32" in code["js"]
+    # padded to the fixed length, the mask 0 on the padding
+    assert "val ids = tokens.copyOf(n)" in code["kotlin"] and "if (it < tokens.size) 1 else 0" in code["kotlin"]
+    assert "count: n - tokens.count" in code["swift"] and "tokens[i] ?? 0" in code["js"]
     assert '"logits" to Array(1) { FloatArray(4) }' in code["kotlin"]
     assert group["files"][0]["seq_len"] == 32 and "1 x 32" in group["files"][0]["note"]
 
@@ -116,9 +119,13 @@ def test_a_mediapipe_file_runs_its_task_on_a_string(task, call, kotlin):
 
 
 def test_a_pte_file_has_no_web_runtime():
-    row = _row("model.pte", "executorch", [(n, "int64", (1, "s0")) for n in IDS], [("last_hidden_state", (1, "s0", 16))])
+    row = _row("model.pte", "executorch", [(n, "int64", (1, 64)) for n in IDS], [("last_hidden_state", (1, 64, 16))])
+    row["inspect"]["metadata"]["input_dynamism"] = ["dynamic bound"] * 3  # as the .pte reader says it
     (group,) = snippets([row])
     code = group["files"][0]["code"]
+    # a bounded dynamic axis: n tokens, up to the bound, no padding
+    assert group["files"][0]["seq_len"] is None and "at most 64" in group["files"][0]["note"]
+    assert "val n = ids.size" in code["kotlin"] and "copyOf" not in code["kotlin"]
     assert group["key"] == "executorch" and code["js"] is None and "no web runtime" in group["missing"]["js"]
     assert "Module.load(" in code["kotlin"] and "Tensor.fromBlob(ids, longArrayOf(1, n.toLong()))" in code["kotlin"]
     assert "Tensor<Int64>(ids, shape: [1, n])" in code["swift"]
