@@ -28,8 +28,8 @@ from albert_edge.tokenizer import SPIECE_NAME, AlbertTokenizer
 from .checks import BundleError, check_labels, check_outputs, check_seq_len, read_manifest
 from .tasks import MediaPipeClassifier, mediapipe_installed, session_label
 
-__all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "VARIANTS", "MEDIAPIPE", "ALL_VARIANTS", "Variant", "Bundle", "Engine", "BundleError",
-           "DemoInputError", "LatencyWindow"]
+__all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "VARIANTS", "MEDIAPIPE", "ALL_VARIANTS", "Variant", "Bundle",
+           "Engine", "BundleError", "DemoInputError", "LatencyWindow"]
 
 log = logging.getLogger(__name__)
 

@@ -31,13 +31,17 @@ class Dtype:
     kotlin_buffer: str  # LongBuffer
     swift: str  # Int64
     js_array: str  # BigInt64Array
-    js_from: str  # how a JS number array becomes that array
+    js_map: str  # what turns a JS number into an element of js_array
+
+    def js(self, values: str) -> str:
+        return f"{self.js_array}.from({values}{', ' + self.js_map if self.js_map else ''})"
 
 
 DTYPES = {
-    "int64": Dtype("LongArray", "LongBuffer", "Int64", "BigInt64Array", "BigInt64Array.from(ids, BigInt)"),
-    "int32": Dtype("IntArray", "IntBuffer", "Int32", "Int32Array", "Int32Array.from(ids)"),
+    "int64": Dtype("LongArray", "LongBuffer", "Int64", "BigInt64Array", "BigInt"),
+    "int32": Dtype("IntArray", "IntBuffer", "Int32", "Int32Array", ""),
 }
+_PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class FileFacts:
     seq_len: int | None  # fixed sequence length, None when the axis is dynamic
     max_len: int | None  # the longest sequence a dynamic axis takes, where the file bounds it (.pte)
     task: str | None  # MediaPipe task ("TextClassifier" / "TextEmbedder") of a file with TFLite metadata
+    labels: tuple[str, ...] = ()  # a MediaPipe classifier's labels, from its metadata
 
     @property
     def n(self) -> str:
@@ -79,7 +84,8 @@ def facts_of(row: dict[str, Any]) -> FileFacts:
     bounded = fixed and "dynamic bound" in (metadata.get("input_dynamism") or ())[:1]  # a .pte: up to seq
     return FileFacts(name=row["name"], format=row["format"], inputs=inputs, outputs=outputs,
                      seq_len=seq if fixed and not bounded else None, max_len=seq if bounded else None,
-                     task=task.get("task") if task.get("task") in ("TextClassifier", "TextEmbedder") else None)
+                     task=task.get("task") if task.get("task") in ("TextClassifier", "TextEmbedder") else None,
+                     labels=tuple(task.get("labels") or ()))
 
 
 # -- code pieces per platform: small builders the templates call --------------------------------
@@ -123,29 +129,32 @@ def _fill(f: FileFacts, template: str) -> str:
         "output_names": ", ".join(name for name, _ in f.outputs),
         "first_output": f.outputs[0][0] if f.outputs else "",
         "dtype": f.inputs[0][1] if f.inputs else "", "bound": bound,
+        "cut": f"; each text is cut or padded to {f.seq_len} tokens inside" if f.seq_len else "",
+        "labels": f"; labels: {', '.join(f.labels)}" if f.labels else "",
         **_TASKS.get(f.task or "", {}),
     }
     if d is not None:
         lines.update({
             "kt_array": d.kotlin_array, "kt_buffer": d.kotlin_buffer, "swift_type": d.swift,
-            "js_array": d.js_array, "js_from": d.js_from,
+            "js_array": d.js_array,
             "length": (f"val ids = tokens; val n = ids.size  // [CLS] and [SEP] included{bound}\n"
                        f"val mask = {d.kotlin_array}(n) {{ 1 }}; val types = {d.kotlin_array}(n)"
                        if f.seq_len is None else
-                       f"val n = {f.seq_len}  // the file's fixed length: ids padded with 0, mask 0 on the padding\n"
-                       f"val ids = tokens.copyOf(n); val mask = {d.kotlin_array}(n) {{ if (it < tokens.size) 1 else 0 }}; "
-                       f"val types = {d.kotlin_array}(n)"),
+                       f"val n = {f.seq_len}  // {_PAD}\n"
+                       f"val ids = tokens.copyOf(n); val types = {d.kotlin_array}(n)\n"
+                       f"val mask = {d.kotlin_array}(n) {{ if (it < tokens.size) 1 else 0 }}"),
             "swift_length": (f"let ids = tokens; let n = ids.count  // [CLS] and [SEP] included{bound}\n"
-                             f"let mask = [{d.swift}](repeating: 1, count: n); let types = [{d.swift}](repeating: 0, count: n)"
+                             f"let mask = [{d.swift}](repeating: 1, count: n); "
+                             f"let types = [{d.swift}](repeating: 0, count: n)"
                              if f.seq_len is None else
-                             f"let n = {f.seq_len}  // the file's fixed length: ids padded with 0, mask 0 on the padding\n"
+                             f"let n = {f.seq_len}  // {_PAD}\n"
                              f"let ids = tokens + [{d.swift}](repeating: 0, count: n - tokens.count)\n"
                              f"let mask = (0..<n).map {{ {d.swift}($0 < tokens.count ? 1 : 0) }}; "
                              f"let types = [{d.swift}](repeating: 0, count: n)"),
             "js_length": (f"const ids = tokens, n = ids.length;  // [CLS] and [SEP] included{bound}\n"
                           "const mask = new Array(n).fill(1), types = new Array(n).fill(0);"
                           if f.seq_len is None else
-                          f"const n = {f.seq_len};  // the file's fixed length: ids padded with 0, mask 0 on the padding\n"
+                          f"const n = {f.seq_len};  // {_PAD}\n"
                           "const ids = Array.from({length: n}, (_, i) => tokens[i] ?? 0);\n"
                           "const mask = ids.map((_, i) => (i < tokens.length ? 1 : 0)), types = new Array(n).fill(0);"),
             "kt_litert_inputs": "\n".join(f'    "{name}" to arrayOf({_value(name)}),' for name, _ in f.inputs),
@@ -155,8 +164,8 @@ def _fill(f: FileFacts, template: str) -> str:
                                        f'{_value(name)}), longArrayOf(1, n.toLong())),' for name, _ in f.inputs),
             "kt_pte_inputs": ", ".join(f"EValue.from(Tensor.fromBlob({_value(name)}, longArrayOf(1, n.toLong())))"
                                        for name, _ in f.inputs),
-            "swift_litert_inputs": "\n".join(f'    "{name}": {_value(name)}.withUnsafeBufferPointer {{ Data(buffer: $0) }},'
-                                             for name, _ in f.inputs),
+            "swift_litert_inputs": "\n".join(
+                f'    "{name}": {_value(name)}.withUnsafeBufferPointer {{ Data(buffer: $0) }},' for name, _ in f.inputs),
             "swift_litert_resize": "\n".join(f'try runner.resizeInput(named: "{name}", toShape: Tensor.Shape([1, n]))'
                                               for name, _ in f.inputs),
             "swift_ort_inputs": "\n".join(
@@ -164,9 +173,9 @@ def _fill(f: FileFacts, template: str) -> str:
                 f'{{ Data(buffer: $0) }}), elementType: .{lines["dtype"]}, shape: [1, NSNumber(value: n)]),'
                 for name, _ in f.inputs),
             "swift_pte_inputs": ", ".join(f"Tensor<{d.swift}>({_value(name)}, shape: [1, n])" for name, _ in f.inputs),
-            "js_tfjs_inputs": "\n".join(f'  {name}: tf.tensor({_value(name)}, [1, n], "int32"),' for name, _ in f.inputs),
-            "js_ort_inputs": "\n".join(f'  {name}: new ort.Tensor("{lines["dtype"]}", {d.js_array}.from('
-                                       f'{_value(name)}{", BigInt" if d.js_array.startswith("Big") else ""}), [1, n]),'
+            "js_tfjs_inputs": "\n".join(f'  {name}: tf.tensor({_value(name)}, [1, n], "int32"),'
+                                        for name, _ in f.inputs),
+            "js_ort_inputs": "\n".join(f'  {name}: new ort.Tensor("{lines["dtype"]}", {d.js(_value(name))}, [1, n]),'
                                        for name, _ in f.inputs),
         })
     return template.format(**lines).strip("\n")
@@ -272,7 +281,7 @@ const result = task.{js_call}(text);  // a string in
 {js_read}
 """,
     },
-    note="the file takes a string: its sentencepiece tokenizer is inside (TFLite metadata)",
+    note="the file takes a string: its sentencepiece tokenizer is inside (TFLite metadata){cut}{labels}",
     tokenize=False,
 )
 
@@ -412,7 +421,7 @@ def snippets(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
         group["files"].append({
             "name": f.name, "task": f.task,
             "inputs": [{"name": n, "dtype": d} for n, d in f.inputs], "outputs": [n for n, _ in f.outputs],
-            "seq_len": f.seq_len, "note": _fill(f, framework.note) if f.task is None else framework.note,
+            "seq_len": f.seq_len, "note": _fill(f, framework.note),
             "code": {p: _code(framework, f, p) for p in PLATFORMS},
         })
     return list(groups.values())

@@ -19,3 +19,5 @@ def test_a_mediapipe_file_gets_its_tasks_lines(request, tmp_path, fixture, task)
     assert f"try {task}(modelPath:" in entry["code"]["swift"]
     assert f"{task}.createFromOptions(fileset" in entry["code"]["js"]
     assert f"MediaPipe Tasks ({task})" in (tmp_path / "report" / "report.md").read_text()
+    labels = (report.data["files"][0]["inspect"]["metadata"]["task"]["labels"])
+    assert (f"labels: {', '.join(labels)}" in entry["note"]) == (task == "TextClassifier") and entry["seq_len"] == 32
