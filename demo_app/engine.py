@@ -20,14 +20,16 @@ import numpy as np
 
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.formats.graph import TensorSpec
+from albert_edge.formats.tflite_reader import read as read_tflite
 from albert_edge.runtime import Session
 from albert_edge.runtime.engines import available, version_of
 from albert_edge.tokenizer import SPIECE_NAME, AlbertTokenizer
 
 from .checks import BundleError, check_labels, check_outputs, check_seq_len, read_manifest
+from .tasks import MediaPipeClassifier, mediapipe_installed, session_label
 
-__all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "VARIANTS", "Variant", "Bundle", "Engine", "BundleError",
-           "DemoInputError", "LatencyWindow"]
+__all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "VARIANTS", "MEDIAPIPE", "ALL_VARIANTS", "Variant", "Bundle",
+           "Engine", "BundleError", "DemoInputError", "LatencyWindow"]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ class DemoInputError(AlbertEdgeError):
 class Variant:
     """One model file per task: its format and precision."""
 
-    format: str  # "onnx" | "tflite"
+    format: str  # "onnx" | "tflite" | "mediapipe" (a .tflite with TFLite metadata, tokenizer inside)
     scheme: str  # "fp32" | "int8"
 
     @property
@@ -56,22 +58,27 @@ class Variant:
 
     @property
     def file_name(self) -> str:
+        if self.format == "mediapipe":
+            return "model.mediapipe.tflite"
         return f"model.{self.format}" if self.scheme == "fp32" else f"model.int8-dynamic.{self.format}"
 
     @classmethod
     def parse(cls, key: str) -> Variant:
         fmt, _, scheme = str(key).partition("-")
         variant = cls(fmt, scheme)
-        if variant not in VARIANTS:
-            raise DemoInputError(f"unknown model {key!r}; choose one of {', '.join(v.key for v in VARIANTS)}")
+        if variant not in ALL_VARIANTS:
+            raise DemoInputError(f"unknown model {key!r}; choose one of {', '.join(v.key for v in ALL_VARIANTS)}")
         return variant
 
     def runtime_installed(self) -> bool:
-        return available(self.format)
+        return available("tflite" if self.format == "mediapipe" else self.format)
 
 
 # In order of preference for the default: int8 first (smaller, faster on a Pi), then fp32.
 VARIANTS = (Variant("onnx", "int8"), Variant("tflite", "int8"), Variant("onnx", "fp32"), Variant("tflite", "fp32"))
+# convert --to mediapipe's file (a classifier's), put into a bundle's classifier folder: served when there.
+MEDIAPIPE = Variant("mediapipe", "fp32")
+ALL_VARIANTS = VARIANTS + (MEDIAPIPE,)
 
 
 class Bundle:
@@ -97,12 +104,12 @@ class Bundle:
         # The parts must agree before anything runs: each folder's task, the tokenizer against the
         # embedding tables, seq_len against the position table, the labels against the classifier.
         self.manifests = {task: read_manifest(self.path / folder, task) for task, folder in TASK_DIRS.items()
-                          if any(self.file(task, v).is_file() for v in VARIANTS)}
+                          if any(self.file(task, v).is_file() for v in ALL_VARIANTS)}
         for manifest in self.manifests.values():
             self.tokenizer.check_vocab_size(manifest["config"]["vocab_size"])
         max_positions = min((m["config"]["max_position_embeddings"] for m in self.manifests.values()), default=None)
         self.seq_len = check_seq_len(info.get("seq_len"), self.path / BUNDLE_FILE, max_positions)
-        for task, variant in ((t, v) for t in self.manifests for v in VARIANTS if self.file(t, v).is_file()):
+        for task, variant in ((t, v) for t in self.manifests for v in ALL_VARIANTS if self.file(t, v).is_file()):
             outputs = self._declared_outputs(task, variant.file_name)
             if outputs is not None:
                 self.check_file(task, self.file(task, variant), outputs)
@@ -112,7 +119,7 @@ class Bundle:
 
     def variants(self, task: str) -> list[Variant]:
         """The variants whose file exists and whose runtime is installed."""
-        return [v for v in VARIANTS if self.file(task, v).is_file() and v.runtime_installed()]
+        return [v for v in ALL_VARIANTS if self.file(task, v).is_file() and v.runtime_installed()]
 
     def check_file(self, task: str, path: Path, outputs: list[TensorSpec]) -> None:
         """Raise BundleError when ``outputs`` (of the file at ``path``) do not fit ``task``, the
@@ -168,14 +175,20 @@ class Engine:
     """Runs the bundle's files: one loaded file per task (the selected variant), so the process
     holds one model per task. Model calls and switches are serialised: the runtimes are not asked
     to run two requests at once, and a switch never happens during an answer. ``status`` never
-    waits for a model call."""
+    waits for a model call.
 
-    def __init__(self, bundle: Bundle, variant: Variant | str | None = None, num_threads: int | None = None):
+    A .mediapipe.tflite file runs through Session (LiteRT) fed albert-edge's ids; with
+    ``mediapipe=True`` and mediapipe installed, its classifier answers through MediaPipe Tasks'
+    TextClassifier instead (a string in). Every answer names the engine that gave it."""
+
+    def __init__(self, bundle: Bundle, variant: Variant | str | None = None, num_threads: int | None = None,
+                 mediapipe: bool = False):
         self.bundle = bundle
         self.num_threads = num_threads
+        self.mediapipe = mediapipe
         self._run_lock = threading.Lock()  # one model call or switch at a time
         self._state_lock = threading.Lock()  # held only briefly: what is loaded, the latencies
-        self._sessions: dict[str, Session] = {}
+        self._sessions: dict[str, Session | MediaPipeClassifier] = {}
         self._load_seconds: dict[str, float] = {}
         self._latency: dict[tuple[str, str], LatencyWindow] = {}
         self.variant: Variant | None = None
@@ -210,6 +223,11 @@ class Engine:
         sessions, load_seconds = {}, {}
         for task in tasks:
             start = time.perf_counter()
+            if variant == MEDIAPIPE and task == "classifier" and self.mediapipe and mediapipe_installed():
+                sessions[task] = MediaPipeClassifier(self.bundle.file(task, variant), self.bundle.labels)
+                load_seconds[task] = time.perf_counter() - start
+                self.bundle.check_file(task, sessions[task].path, read_tflite(sessions[task].path).outputs)
+                continue
             # The runtime picks the TFLite route this CPU runs (weights packed once where it can).
             sessions[task] = Session(self.bundle.file(task, variant), num_threads=self.num_threads)
             load_seconds[task] = time.perf_counter() - start
@@ -220,7 +238,7 @@ class Engine:
 
     def available(self) -> list[str]:
         keys = {v.key for t in TASK_DIRS for v in self.bundle.variants(t)}
-        return [v.key for v in VARIANTS if v.key in keys]
+        return [v.key for v in ALL_VARIANTS if v.key in keys]
 
     # -- answers -------------------------------------------------------------------------------
 
@@ -228,13 +246,13 @@ class Engine:
         """The predicted label and the score of every label, with the latency of the model call."""
         text, cut_chars = _bounded(text)
         ids, truncated = self._encode(text)
-        logits, ms, variant = self._run("classifier", ids)
+        logits, ms, variant, engine = self._run("classifier", ids, text)
         scores = _softmax(logits.reshape(-1)[: len(self.bundle.labels)])
         order = np.argsort(-scores)
         return {
             "label": self.bundle.labels[int(order[0])],
             "scores": [{"label": self.bundle.labels[int(i)], "score": round(float(scores[i]), 4)} for i in order],
-            **self._about("classifier", variant, ms, len(ids), truncated, cut_chars),
+            **self._about("classifier", variant, ms, len(ids), truncated, cut_chars), "engine": engine,
         }
 
     def fill_mask(self, text: str, top_k: int = 5) -> dict[str, Any]:
@@ -250,7 +268,7 @@ class Engine:
         if not positions:
             where = " in the part the model sees" if truncated else ""
             raise DemoInputError(f"write [MASK] or {BLANK} where a word is missing{where}")
-        logits, ms, variant = self._run("mlm", ids)
+        logits, ms, variant, engine = self._run("mlm", ids, text)
         logits = logits.reshape(len(ids), -1).astype(np.float64)
         logits[:, self._special] = -np.inf  # never suggest <pad>, [CLS], [MASK], ...
         logits[:, tok.vocab_size:] = -np.inf  # rows of a padded embedding table have no piece
@@ -263,7 +281,7 @@ class Engine:
             masks.append({"position": pos, "predictions": [
                 {"token": _piece_text(tok, int(i)), "id": int(i), "score": round(float(probs[i]), 4)} for i in best]})
         return {"masks": masks, "filled": tok.decode(filled),
-                **self._about("mlm", variant, ms, len(ids), truncated, cut_chars)}
+                **self._about("mlm", variant, ms, len(ids), truncated, cut_chars), "engine": engine}
 
     def _encode(self, text: str) -> tuple[list[int], bool]:
         """[CLS] text [SEP], cut to the bundle's sequence length."""
@@ -273,21 +291,28 @@ class Engine:
             return ids, False
         return [*ids[: self.bundle.seq_len - 1], tok.sep_id], True
 
-    def _run(self, task: str, ids: list[int]) -> tuple[np.ndarray, float, Variant]:
-        feeds = {"input_ids": np.asarray([ids], dtype=np.int64),
-                 "attention_mask": np.ones((1, len(ids)), dtype=np.int64),
-                 "token_type_ids": np.zeros((1, len(ids)), dtype=np.int64)}
+    def _run(self, task: str, ids: list[int], text: str) -> tuple[np.ndarray, float, Variant, str]:
+        """The logits of ``task`` (the ids through a Session, or the text through MediaPipe), the
+        milliseconds the model call took, the variant and the engine that answered."""
         with self._run_lock:
             with self._state_lock:
                 session, variant = self._sessions.get(task), self.variant
             if session is None:
                 raise DemoInputError(f"the {variant.key} files of this bundle have no {task} model")
-            start = time.perf_counter()
-            out = session.run({k: v for k, v in feeds.items() if k in session.input_names})
-            ms = (time.perf_counter() - start) * 1000
+            if isinstance(session, MediaPipeClassifier):
+                start = time.perf_counter()
+                logits = session.log_scores(text)
+                ms = (time.perf_counter() - start) * 1000
+            else:
+                feeds = _feeds(ids, session)
+                start = time.perf_counter()
+                out = session.run(feeds)
+                ms = (time.perf_counter() - start) * 1000
+                logits = _main_output(out, session)
+                logits = logits[:, : len(ids)] if task == "mlm" else logits  # the padding of a fixed-length file
             with self._state_lock:
                 self._latency.setdefault((task, variant.key), LatencyWindow()).add(ms)
-        return _main_output(out, session), ms, variant
+        return logits, ms, variant, _engine_label(session)
 
     def _about(self, task: str, variant: Variant, ms: float, tokens: int, truncated: bool,
                cut_chars: bool) -> dict[str, Any]:
@@ -309,7 +334,9 @@ class Engine:
                 models[task] = {
                     "file": str(session.path.relative_to(self.bundle.path)), "size_bytes": session.path.stat().st_size,
                     "format": variant.format, "scheme": variant.scheme, "runtime": session.backend_name,
-                    "runtime_version": version_of(session.backend_name),
+                    "engine": _engine_label(session),
+                    "runtime_version": session.version() if isinstance(session, MediaPipeClassifier)
+                    else version_of(session.backend_name),
                     "weights_once": session.weights_once, "accelerator": session.accelerator,
                     "load_seconds": round(self._load_seconds.get(task, 0.0), 3),
                     "latency": self._latency.get((task, variant.key), LatencyWindow()).summary(),
@@ -328,8 +355,29 @@ def _bounded(text: Any) -> tuple[str, bool]:
     return (text[:MAX_CHARS], True) if len(text) > MAX_CHARS else (text, False)
 
 
+def _engine_label(session: Session | MediaPipeClassifier) -> str:
+    return session.label if isinstance(session, MediaPipeClassifier) else session_label(session.backend_name)
+
+
+def _feeds(ids: list[int], session: Session) -> dict[str, np.ndarray]:
+    """[CLS] text [SEP] as the file's inputs, batch 1; padded (mask 0) to a fixed-length file's
+    length (a .mediapipe.tflite is fixed at its conversion's sequence length)."""
+    n = len(ids)
+    shape = session.inputs[0].shape if session.inputs else ()
+    fixed = shape[1] if len(shape) > 1 else None
+    length = fixed if isinstance(fixed, int) and fixed >= n else n
+    feeds = {name: np.zeros((1, length), dtype=np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")}
+    feeds["input_ids"][0, :n] = ids
+    feeds["attention_mask"][0, :n] = 1
+    return {k: v for k, v in feeds.items() if k in session.input_names}
+
+
 def _main_output(out: dict[str, np.ndarray], session: Session) -> np.ndarray:
-    """The logits: the output named so, else the first one."""
+    """The logits: the output named so, else the log of a MediaPipe classifier's probabilities
+    (a softmax of them gives the probabilities back), else the first output."""
+    if "logits" not in out and "probabilities" in out:
+        with np.errstate(divide="ignore"):
+            return np.log(np.clip(out["probabilities"].astype(np.float64), 0.0, None))
     return out.get("logits", out[session.output_names[0]])
 
 

@@ -4,7 +4,10 @@
     GET  /api/status    the loaded files, running p50/p90, process memory, the device, the limits
     POST /api/classify  {"text": ...}                 -> label, scores, latency
     POST /api/fill-mask {"text": ..., "top_k": 5}     -> predictions per [MASK] (or ___), latency
-    POST /api/model     {"model": "onnx-int8"}        -> switch files live (fp32/int8, onnx/tflite)
+    POST /api/model     {"model": "onnx-int8"}        -> switch files live (fp32/int8, onnx/tflite/mediapipe)
+
+Every answer names the engine that gave it ("engine": "LiteRT via albert-edge Session",
+"MediaPipe Tasks TextClassifier", ...).
 
 Safe under use: request bodies are bounded (413), text is cut to the model's length (the answer
 says so), one worker runs the model and at most ``queue`` requests wait for it (more: 503 with
@@ -55,6 +58,7 @@ class ServerOptions:
     threads: int | None = None  # runtime threads (None: the runtime's choice)
     model: str | None = None  # the variant to start with (None: int8 when there is one)
     device_refresh_s: float = 5.0  # how often the device description (temperatures...) is re-read
+    mediapipe: bool = False  # a .mediapipe.tflite classifier through MediaPipe Tasks where mediapipe is installed
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "queue", "timeout_s", "retry_after_s"):
@@ -117,7 +121,7 @@ class _Device:
 
 def create_app(bundle_dir: str | os.PathLike, options: ServerOptions = ServerOptions()) -> Starlette:
     """The Starlette app serving the bundle at ``bundle_dir`` (its files are loaded now)."""
-    engine = Engine(Bundle(bundle_dir), options.model, num_threads=options.threads)
+    engine = Engine(Bundle(bundle_dir), options.model, num_threads=options.threads, mediapipe=options.mediapipe)
     worker = _Worker(options.queue)
     device_info = _Device(options.device_refresh_s)
     started = time.time()

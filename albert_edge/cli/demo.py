@@ -133,8 +133,12 @@ def _show_note(result: dict) -> None:
               help="Seconds a request may take, waiting included; then HTTP 504.")
 @click.option("--max-body", "max_body_bytes", default=16384, show_default=True, type=POSITIVE_INT,
               help="Largest request body in bytes; larger get HTTP 413.")
+@click.option("--mediapipe", is_flag=True,
+              help="Answer with classifier/model.mediapipe.tflite through MediaPipe Tasks' TextClassifier (a string "
+                   "in) where mediapipe is installed; without it, or without mediapipe, LiteRT runs that file "
+                   "through albert-edge's Session. Each answer names its engine.")
 def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | None, queue: int, timeout_s: float,
-          max_body_bytes: int) -> None:
+          max_body_bytes: int, mediapipe: bool) -> None:
     """Serve the demo page and its JSON API (/api/classify, /api/fill-mask, /api/status,
     /api/model) for BUNDLE until interrupted. Ctrl-C or SIGTERM (a service manager's stop) shut
     the server down cleanly with exit 0; a bad bundle or an address that cannot be listened on
@@ -142,7 +146,7 @@ def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | 
     from ..demo.server import ServerOptions, serve as run_server
 
     options = ServerOptions(max_body_bytes=max_body_bytes, queue=queue, timeout_s=timeout_s, threads=threads,
-                            model=model)
+                            model=model, mediapipe=mediapipe)
     run_server(bundle, host=host, port=port, options=options,
                on_ready=lambda url: err_console.print(f"albert-edge demo on {url}  (Ctrl-C stops it)"))
 

@@ -1,6 +1,7 @@
 """Model-size reports: parameters by part beside BERT, the presets side by side, compute and
 activation memory, every file of a conversion (bytes, stored vs unique weight bytes, bytes per
-precision, accuracy against the fp32 parent) and latency and memory from profile records, as
+precision, accuracy against the fp32 parent), latency and memory from profile records and the
+lines an Android, iOS or web app needs to run each file (:mod:`.snippets`), as
 ``report.md``, a self-contained ``report.html``, ``report.json`` and charts (PNG + SVG).
 
     from albert_edge.report import write_report

@@ -12,6 +12,7 @@ from ..config import PAPER_PARAMS, PRESETS, AlbertConfig
 from ..params import param_report
 from .compute import DEFAULT_SEQ_LENS, compute_rows
 from .files import file_row
+from .snippets import snippets
 from .sources import Inputs
 
 __all__ = ["SCHEMA", "PRESET_NAMES", "build_data", "preset_rows", "param_parts", "profile_rows", "device_label"]
@@ -31,7 +32,7 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
         "sources": inputs.sources,
         "model": None, "params": None, "param_parts": None, "compute": [],
         "presets": preset_rows(),
-        "files": [], "profile": list(inputs.profile), "profile_rows": [],
+        "files": [], "snippets": [], "profile": list(inputs.profile), "profile_rows": [],
         "missing": [], "notes": list(inputs.notes), "charts": [],
     }
     if inputs.config is not None:
@@ -49,6 +50,7 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
         if on_file is not None:
             on_file(item.path.name)
         data["files"].append(file_row(item))
+    data["snippets"] = snippets(data["files"])
     if not inputs.files:
         data["missing"].append("no model files or conversion directory: file sizes and accuracy are not shown")
     elif all(f["random_weights"] for f in data["files"]):

@@ -8,6 +8,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from .snippets import LANGUAGES, PLATFORM_TITLES, PLATFORMS, blocks
 from .tables import QUALITY_MARK, Table, tables
 
 __all__ = ["markdown", "html_page"]
@@ -68,6 +69,7 @@ def markdown(data: dict[str, Any], title: str) -> str:
     for name, chart in charts.items():
         if name not in shown:
             out += ["", f"## {chart['title']}", "", f"![{chart['title']}](charts/{chart['png']})"]
+    out += _md_snippets(data.get("snippets") or [])
     out += ["", f"Sources: {', '.join(s['source'] for s in data['sources'])}. Created {data['created']} by "
             f"{_made_by(data)}.",
             ""]
@@ -94,6 +96,8 @@ th{background:#f3f6f9}td.n,th.n{text-align:right;font-variant-numeric:tabular-nu
 img{max-width:100%;height:auto;display:block;margin:.6rem 0}
 .missing{background:#fff7e0;border-left:4px solid #f0b429;padding:.5rem 1rem}
 .note{color:#52606d;font-size:.85rem}.est{color:#a33;font-weight:600}
+pre{background:#f6f8fa;border:1px solid #e8edf2;padding:.6rem;overflow-x:auto;font-size:.8rem}
+summary{cursor:pointer;margin:.4rem 0}
 .noisy{background:#fff1c2;padding:0 .2rem}.unusable{background:#f8d3cc;padding:0 .2rem;text-decoration:line-through}
 """
 
@@ -124,9 +128,61 @@ def html_page(data: dict[str, Any], title: str, chart_dir: Path) -> str:
     for name, chart in charts.items():
         if name not in shown:
             parts += [f"<h2>{esc(chart['title'])}</h2>", _img(chart, chart_dir)]
+    parts += _html_snippets(data.get("snippets") or [])
     parts.append(f'<p class="note">Sources: {esc(", ".join(s["source"] for s in data["sources"]))}. '
                  f"Created {esc(data['created'])} by {esc(_made_by(data))}.</p></body></html>")
     return "\n".join(parts) + "\n"
+
+
+SNIPPETS_TITLE = "Running the files in an app"
+SNIPPETS_INTRO = ("The framework that loads each file on a phone or in a browser, and the few lines each platform "
+                  "needs, filled with the file's own input and output names, dtypes and shape (batch 1).")
+
+
+def _snippet_lines(group: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, list[str]]]]:
+    """A framework's facts (plain text lines) and its code blocks: (platform, code, files)."""
+    facts = [f"{PLATFORM_TITLES[p]}: {group['packages'][p]}" for p in PLATFORMS if group["packages"].get(p)]
+    facts += [f"{PLATFORM_TITLES[p]}: none. {why}" for p, why in group["missing"].items()]
+    if group["tokenize"]:
+        facts.append(group["tokenize"])
+    facts += [f"{f['name']}: {f['note']}" for f in group["files"]]
+    code = [(p, text, names) for p in PLATFORMS for text, names in blocks(group, p)]
+    return facts, code
+
+
+def _for_files(names: list[str]) -> str:
+    return names[0] + (f" (also {', '.join(names[1:])}: the same lines with its name)" if len(names) > 1 else "")
+
+
+def _md_snippets(groups: list[dict[str, Any]]) -> list[str]:
+    if not groups:
+        return []
+    out = ["", f"## {SNIPPETS_TITLE}", "", SNIPPETS_INTRO]
+    for group in groups:
+        facts, code = _snippet_lines(group)
+        out += ["", f"### {group['framework']}: {', '.join(f['name'] for f in group['files'])}", ""]
+        out += [f"- {line}" for line in facts]
+        for platform, text, names in code:
+            out += ["", f"{PLATFORM_TITLES[platform]}, {_for_files(names)}:", "", f"```{LANGUAGES[platform]}",
+                    text, "```"]
+    return out
+
+
+def _html_snippets(groups: list[dict[str, Any]]) -> list[str]:
+    if not groups:
+        return []
+    esc = html.escape
+    parts = [f'<h2 id="snippets">{esc(SNIPPETS_TITLE)}</h2>', f'<p class="note">{esc(SNIPPETS_INTRO)}</p>']
+    for group in groups:
+        facts, code = _snippet_lines(group)
+        parts.append(f"<details><summary><strong>{esc(group['framework'])}</strong>: "
+                     f"{esc(', '.join(f['name'] for f in group['files']))}</summary>")
+        parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in facts) + "</ul>")
+        for platform, text, names in code:
+            parts.append(f"<p>{esc(PLATFORM_TITLES[platform])}, {esc(_for_files(names))}:</p>"
+                         f'<pre><code class="language-{LANGUAGES[platform]}">{esc(text)}</code></pre>')
+        parts.append("</details>")
+    return parts
 
 
 def _made_by(data: dict[str, Any]) -> str:

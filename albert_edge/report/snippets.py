@@ -1,0 +1,442 @@
+"""The few lines an Android (Kotlin), iOS (Swift) and Web (JavaScript) app needs to run each model
+file, filled with the file's own facts: its name, input names, dtypes and shape (batch 1, a
+dynamic or a fixed sequence axis), output names and, for a MediaPipe file, its task.
+
+One table (:data:`FRAMEWORKS`) says which framework loads which file and holds its code as
+templates; :func:`snippets` picks the row of each file and fills it in. Device side: reads the
+inspect analysis the report already made, imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "Framework", "FileFacts", "facts_of", "framework_of",
+           "snippets", "blocks"]
+
+PLATFORMS = ("kotlin", "swift", "js")  # Android, iOS, Web
+PLATFORM_TITLES = {"kotlin": "Android (Kotlin)", "swift": "iOS (Swift)", "js": "Web (JavaScript)"}
+LANGUAGES = {"kotlin": "kotlin", "swift": "swift", "js": "javascript"}
+
+TOKENIZE_NOTE = ("the app tokenizes: ALBERT's sentencepiece model (spiece.model) after lower-casing and stripping "
+                 "accents, [CLS] text [SEP]; attention_mask 1 per token, token_type_ids 0")
+
+
+@dataclass(frozen=True)
+class Dtype:
+    """How each platform spells an integer input dtype."""
+
+    kotlin_array: str  # LongArray
+    kotlin_buffer: str  # LongBuffer
+    swift: str  # Int64
+    js_array: str  # BigInt64Array
+    js_map: str  # what turns a JS number into an element of js_array
+
+    def js(self, values: str) -> str:
+        return f"{self.js_array}.from({values}{', ' + self.js_map if self.js_map else ''})"
+
+
+DTYPES = {
+    "int64": Dtype("LongArray", "LongBuffer", "Int64", "BigInt64Array", "BigInt"),
+    "int32": Dtype("IntArray", "IntBuffer", "Int32", "Int32Array", ""),
+}
+_PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the code needs to know about one file."""
+
+    name: str
+    format: str
+    inputs: tuple[tuple[str, str], ...]  # (name, dtype), in the file's order
+    outputs: tuple[tuple[str, tuple[int | str, ...]], ...]  # (name, shape)
+    seq_len: int | None  # fixed sequence length, None when the axis is dynamic
+    max_len: int | None  # the longest sequence a dynamic axis takes, where the file bounds it (.pte)
+    task: str | None  # MediaPipe task ("TextClassifier" / "TextEmbedder") of a file with TFLite metadata
+    labels: tuple[str, ...] = ()  # a MediaPipe classifier's labels, from its metadata
+
+    @property
+    def n(self) -> str:
+        """The sequence length in code: the token count, or the fixed length the app pads to."""
+        return "n" if self.seq_len is None else str(self.seq_len)
+
+    @property
+    def stem(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def suffix(self) -> str:
+        return self.name.split(".", 1)[1] if "." in self.name else ""
+
+
+def facts_of(row: dict[str, Any]) -> FileFacts:
+    """The facts of one report file row (its inspect analysis)."""
+    inspected = row["inspect"]
+    inputs = tuple((i["name"], i["dtype"]) for i in inspected["inputs"])
+    outputs = tuple((o["name"], tuple(o["shape"])) for o in inspected["outputs"])
+    shape = inspected["inputs"][0]["shape"] if inspected["inputs"] else ()
+    seq = shape[1] if len(shape) > 1 else None
+    metadata = inspected.get("metadata") or {}
+    task = metadata.get("task") or {}
+    fixed = isinstance(seq, int) and seq > 0
+    bounded = fixed and "dynamic bound" in (metadata.get("input_dynamism") or ())[:1]  # a .pte: up to seq
+    return FileFacts(name=row["name"], format=row["format"], inputs=inputs, outputs=outputs,
+                     seq_len=seq if fixed and not bounded else None, max_len=seq if bounded else None,
+                     task=task.get("task") if task.get("task") in ("TextClassifier", "TextEmbedder") else None,
+                     labels=tuple(task.get("labels") or ()))
+
+
+# -- code pieces per platform: small builders the templates call --------------------------------
+
+def _dims(shape: tuple[int | str, ...], n: str) -> list[str]:
+    """An output's dimensions in code: batch 1, the sequence axis n, fixed sizes as they are."""
+    out = []
+    for i, d in enumerate(shape):
+        out.append("1" if i == 0 else str(d) if isinstance(d, int) and d > 0 else n)
+    return out
+
+
+def _kotlin_array(dims: list[str]) -> str:
+    # FloatArray(16) / Array(1) { FloatArray(16) } / Array(1) { Array(n) { FloatArray(16) } }
+    code = f"FloatArray({dims[-1]})"
+    for d in reversed(dims[:-1]):
+        code = f"Array({d}) {{ {code} }}"
+    return code
+
+
+def _dtype(f: FileFacts) -> Dtype:
+    dtypes = {d for _, d in f.inputs}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in DTYPES:
+        raise ValueError(f"{f.name}: inputs of dtypes {sorted(dtypes)}; the snippets know int64 and int32")
+    return DTYPES[next(iter(dtypes))]
+
+
+def _value(name: str) -> str:
+    """Which token array feeds an input: the ids, ones (mask) or zeros (types)."""
+    return {"input_ids": "ids", "attention_mask": "mask", "token_type_ids": "types"}.get(name, "ids")
+
+
+def _fill(f: FileFacts, template: str) -> str:
+    """``template`` with the file's facts (and its MediaPipe task's calls) in place."""
+    d = _dtype(f) if f.task is None else None
+    n = f.n
+    bound = f"; at most {f.max_len}, the file's bound" if f.max_len else ""
+    lines = {
+        "file": f.name, "stem": f.stem, "suffix": f.suffix, "n": n, "task": f.task or "",
+        "input_names": ", ".join(name for name, _ in f.inputs),
+        "output_names": ", ".join(name for name, _ in f.outputs),
+        "first_output": f.outputs[0][0] if f.outputs else "",
+        "dtype": f.inputs[0][1] if f.inputs else "", "bound": bound,
+        "cut": f"; each text is cut or padded to {f.seq_len} tokens inside" if f.seq_len else "",
+        "labels": f"; labels: {', '.join(f.labels)}" if f.labels else "",
+        **_TASKS.get(f.task or "", {}),
+    }
+    if d is not None:
+        lines.update({
+            "kt_array": d.kotlin_array, "kt_buffer": d.kotlin_buffer, "swift_type": d.swift,
+            "js_array": d.js_array,
+            "length": (f"val ids = tokens; val n = ids.size  // [CLS] and [SEP] included{bound}\n"
+                       f"val mask = {d.kotlin_array}(n) {{ 1 }}; val types = {d.kotlin_array}(n)"
+                       if f.seq_len is None else
+                       f"val n = {f.seq_len}  // {_PAD}\n"
+                       f"val ids = tokens.copyOf(n); val types = {d.kotlin_array}(n)\n"
+                       f"val mask = {d.kotlin_array}(n) {{ if (it < tokens.size) 1 else 0 }}"),
+            "swift_length": (f"let ids = tokens; let n = ids.count  // [CLS] and [SEP] included{bound}\n"
+                             f"let mask = [{d.swift}](repeating: 1, count: n); "
+                             f"let types = [{d.swift}](repeating: 0, count: n)"
+                             if f.seq_len is None else
+                             f"let n = {f.seq_len}  // {_PAD}\n"
+                             f"let ids = tokens + [{d.swift}](repeating: 0, count: n - tokens.count)\n"
+                             f"let mask = (0..<n).map {{ {d.swift}($0 < tokens.count ? 1 : 0) }}; "
+                             f"let types = [{d.swift}](repeating: 0, count: n)"),
+            "js_length": (f"const ids = tokens, n = ids.length;  // [CLS] and [SEP] included{bound}\n"
+                          "const mask = new Array(n).fill(1), types = new Array(n).fill(0);"
+                          if f.seq_len is None else
+                          f"const n = {f.seq_len};  // {_PAD}\n"
+                          "const ids = Array.from({length: n}, (_, i) => tokens[i] ?? 0);\n"
+                          "const mask = ids.map((_, i) => (i < tokens.length ? 1 : 0)), types = new Array(n).fill(0);"),
+            "kt_litert_inputs": "\n".join(f'    "{name}" to arrayOf({_value(name)}),' for name, _ in f.inputs),
+            "kt_litert_outputs": "\n".join(f'    "{name}" to {_kotlin_array(_dims(shape, n))},'
+                                          for name, shape in f.outputs),
+            "kt_ort_inputs": "\n".join(f'    "{name}" to OnnxTensor.createTensor(env, {d.kotlin_buffer}.wrap('
+                                       f'{_value(name)}), longArrayOf(1, n.toLong())),' for name, _ in f.inputs),
+            "kt_pte_inputs": ", ".join(f"EValue.from(Tensor.fromBlob({_value(name)}, longArrayOf(1, n.toLong())))"
+                                       for name, _ in f.inputs),
+            "swift_litert_inputs": "\n".join(
+                f'    "{name}": {_value(name)}.withUnsafeBufferPointer {{ Data(buffer: $0) }},' for name, _ in f.inputs),
+            "swift_litert_resize": "\n".join(f'try runner.resizeInput(named: "{name}", toShape: Tensor.Shape([1, n]))'
+                                              for name, _ in f.inputs),
+            "swift_ort_inputs": "\n".join(
+                f'    "{name}": try ORTValue(tensorData: NSMutableData(data: {_value(name)}.withUnsafeBufferPointer '
+                f'{{ Data(buffer: $0) }}), elementType: .{lines["dtype"]}, shape: [1, NSNumber(value: n)]),'
+                for name, _ in f.inputs),
+            "swift_pte_inputs": ", ".join(f"Tensor<{d.swift}>({_value(name)}, shape: [1, n])" for name, _ in f.inputs),
+            "js_tfjs_inputs": "\n".join(f'  {name}: tf.tensor({_value(name)}, [1, n], "int32"),'
+                                        for name, _ in f.inputs),
+            "js_ort_inputs": "\n".join(f'  {name}: new ort.Tensor("{lines["dtype"]}", {d.js(_value(name))}, [1, n]),'
+                                       for name, _ in f.inputs),
+        })
+    return template.format(**lines).strip("\n")
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework an app loads files with: its name, what each platform adds to the build, the
+    code per platform (None: it has no runtime there, ``missing`` says why) and a note."""
+
+    key: str
+    name: str
+    packages: dict[str, str]
+    code: dict[str, str | None]
+    note: str
+    missing: str = ""
+    tokenize: bool = True  # the app feeds token ids (False: the framework takes the string)
+
+
+_LITERT = Framework(
+    key="litert", name="LiteRT (TensorFlow Lite) Interpreter",
+    packages={"kotlin": "com.google.ai.edge.litert:litert (or org.tensorflow:tensorflow-lite)",
+              "swift": "CocoaPods: TensorFlowLiteSwift",
+              "js": "npm: @tensorflow/tfjs-tflite + @tensorflow/tfjs-core (LiteRT.js, @litertjs/core, is its "
+                    "successor: see its docs)"},
+    code={
+        "kotlin": """
+import org.tensorflow.lite.Interpreter
+
+val interpreter = Interpreter(modelBuffer)  // {file}, memory-mapped from the app's assets
+val tokens: {kt_array} = /* token ids, from the tokenizer */
+{length}
+val inputs = mapOf<String, Any>(
+{kt_litert_inputs}
+)
+val outputs = mapOf<String, Any>(
+{kt_litert_outputs}
+)
+// runSignature resizes the inputs to (1, n) itself; with runForMultipleInputsOutputs call
+// interpreter.resizeInput(i, intArrayOf(1, n)) for each input first.
+interpreter.runSignature(inputs, outputs, "serving_default")
+""",
+        "swift": """
+import TensorFlowLite
+
+let interpreter = try Interpreter(modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
+let runner = try interpreter.signatureRunner(with: "serving_default")  // inputs and outputs by name
+let tokens: [{swift_type}] = /* token ids, from the tokenizer */
+{swift_length}
+{swift_litert_resize}
+try runner.allocateTensors()
+try runner.invoke(with: [
+{swift_litert_inputs}
+])
+let {first_output} = try runner.output(named: "{first_output}")  // outputs: {output_names}
+""",
+        "js": """
+import * as tf from "@tensorflow/tfjs-core";
+import * as tflite from "@tensorflow/tfjs-tflite";
+
+const model = await tflite.loadTFLiteModel("{file}");
+const tokens = /* token ids, from the tokenizer */;
+{js_length}
+const feeds = {{
+{js_tfjs_inputs}
+}};
+// model.inputs holds the tensors' own names ("serving_default_input_ids:0"): feed them in its order
+const outputs = model.predict(model.inputs.map((t) => feeds[Object.keys(feeds).find((k) => t.name.includes(k))]));
+// outputs: {output_names}, listed by tensor name in model.outputs (tell them apart by shape);
+// the ids go in as int32 (TF.js has no int64)
+""",
+    },
+    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+)
+
+_MEDIAPIPE = Framework(
+    key="mediapipe", name="MediaPipe Tasks ({task})",
+    packages={"kotlin": "com.google.mediapipe:tasks-text", "swift": "CocoaPods: MediaPipeTasksText",
+              "js": "npm: @mediapipe/tasks-text"},
+    code={
+        "kotlin": """
+import com.google.mediapipe.tasks.text.{task_package}.{task}
+
+val task = {task}.createFromFile(context, "{file}")  // from the app's assets
+val result = task.{kt_call}(text)  // a string in: the tokenizer is inside the file
+{kt_read}
+""",
+        "swift": """
+import MediaPipeTasksText
+
+let task = try {task}(modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
+let result = try task.{swift_call}(text: text)  // a string in
+{swift_read}
+""",
+        "js": """
+import {{ FilesetResolver, {task} }} from "@mediapipe/tasks-text";
+
+const fileset = await FilesetResolver.forTextTasks("https://cdn.jsdelivr.net/npm/@mediapipe/tasks-text/wasm");
+const task = await {task}.createFromOptions(fileset, {{ baseOptions: {{ modelAssetPath: "{file}" }} }});
+const result = task.{js_call}(text);  // a string in
+{js_read}
+""",
+    },
+    note="the file takes a string: its sentencepiece tokenizer is inside (TFLite metadata){cut}{labels}",
+    tokenize=False,
+)
+
+# What differs between the two MediaPipe text tasks.
+_TASKS = {
+    "TextClassifier": {"task_package": "textclassifier", "kt_call": "classify", "swift_call": "classify",
+                       "js_call": "classify",
+                       "kt_read": "val best = result.classificationResult().classifications()[0].categories()[0]"
+                                  "  // categoryName(), score()",
+                       "swift_read": "let best = result.classificationResult.classifications.first?.categories.first"
+                                     "  // categoryName, score",
+                       "js_read": "const best = result.classifications[0].categories[0];  // categoryName, score"},
+    "TextEmbedder": {"task_package": "textembedder", "kt_call": "embed", "swift_call": "embed",
+                     "js_call": "embed",
+                     "kt_read": "val embedding = result.embeddingResult().embeddings()[0].floatEmbedding()",
+                     "swift_read": "let embedding = result.embeddingResult.embeddings.first?.floatEmbedding",
+                     "js_read": "const embedding = result.embeddings[0].floatEmbedding;"},
+}
+
+_ONNXRUNTIME = Framework(
+    key="onnxruntime", name="ONNX Runtime (Mobile / Web)",
+    packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android",
+              "swift": "CocoaPods: onnxruntime-objc (or onnxruntime-c)", "js": "npm: onnxruntime-web"},
+    code={
+        "kotlin": """
+import ai.onnxruntime.OnnxTensor
+import ai.onnxruntime.OrtEnvironment
+import java.nio.{kt_buffer}
+
+val env = OrtEnvironment.getEnvironment()
+val session = env.createSession(modelBytes)  // {file}, read from the app's assets
+val tokens: {kt_array} = /* token ids, from the tokenizer */
+{length}
+val inputs = mapOf(
+{kt_ort_inputs}
+)
+session.run(inputs).use {{ result ->
+    val {first_output} = result.get("{first_output}").get().value  // outputs: {output_names}
+}}
+""",
+        "swift": """
+import onnxruntime_objc
+
+let env = try ORTEnv(loggingLevel: .warning)
+let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
+                             sessionOptions: nil)
+let tokens: [{swift_type}] = /* token ids, from the tokenizer */
+{swift_length}
+let inputs: [String: ORTValue] = [
+{swift_ort_inputs}
+]
+let outputs = try session.run(withInputs: inputs, outputNames: ["{first_output}"], runOptions: nil)
+let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_names}
+""",
+        "js": """
+import * as ort from "onnxruntime-web";
+
+const session = await ort.InferenceSession.create("{file}");
+const tokens = /* token ids, from the tokenizer */;
+{js_length}
+const outputs = await session.run({{
+{js_ort_inputs}
+}});
+const {first_output} = outputs.{first_output}.data;  // outputs: {output_names}
+""",
+    },
+    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+)
+
+_EXECUTORCH = Framework(
+    key="executorch", name="ExecuTorch",
+    packages={"kotlin": "org.pytorch:executorch-android",
+              "swift": "Swift Package: github.com/pytorch/executorch (branch swiftpm-<version>), products "
+                       "executorch + backend_xnnpack", "js": ""},
+    code={
+        "kotlin": """
+import org.pytorch.executorch.EValue
+import org.pytorch.executorch.Module
+import org.pytorch.executorch.Tensor
+
+val module = Module.load(filesDir.resolve("{file}").path)  // a file path: copy it out of the assets first
+val tokens: {kt_array} = /* token ids, from the tokenizer */
+{length}
+// inputs by position: {input_names}
+val outputs = module.forward({kt_pte_inputs})
+val {first_output} = outputs[0].toTensor().dataAsFloatArray  // outputs in order: {output_names}
+""",
+        "swift": """
+import ExecuTorch
+
+let module = Module(filePath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
+let tokens: [{swift_type}] = /* token ids, from the tokenizer */
+{swift_length}
+// inputs by position: {input_names}
+let outputs = try module.forward([{swift_pte_inputs}])
+let {first_output}: Tensor<Float> = outputs[0].tensor()!  // outputs in order: {output_names}
+""",
+        "js": None,
+    },
+    note="the file takes token ids ({dtype}, shape 1 x {n}{bound}) by position: {input_names}; outputs: {output_names}",
+    missing="ExecuTorch has no web runtime: a web app runs the .onnx/.ort (onnxruntime-web) or .tflite file instead",
+)
+
+FRAMEWORKS = {f.key: f for f in (_LITERT, _MEDIAPIPE, _ONNXRUNTIME, _EXECUTORCH)}
+# Which framework loads a file, by its format; a .tflite with a MediaPipe task goes to MediaPipe.
+_BY_FORMAT = {"tflite": "litert", "onnx": "onnxruntime", "ort": "onnxruntime", "executorch": "executorch"}
+
+
+def framework_of(f: FileFacts) -> Framework | None:
+    if f.task is not None:
+        return FRAMEWORKS["mediapipe"]
+    key = _BY_FORMAT.get(f.format)
+    return FRAMEWORKS[key] if key else None
+
+
+def _code(framework: Framework, f: FileFacts, platform: str) -> str | None:
+    template = framework.code[platform]
+    if template is None:
+        return None
+    return _fill(f, template)
+
+
+def snippets(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per framework the files need, in the order the files come: its name, packages,
+    and per file the framework's note and the code per platform (None where it has no runtime)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for row in files:
+        f = facts_of(row)
+        framework = framework_of(f)
+        if framework is None:
+            continue
+        name = framework.name.format(task=f.task or "")
+        group = groups.setdefault(name, {
+            "framework": name, "key": framework.key, "packages": dict(framework.packages),
+            "missing": {p: framework.missing for p in PLATFORMS if framework.code[p] is None},
+            "tokenize": TOKENIZE_NOTE if framework.tokenize else None, "files": []})
+        group["files"].append({
+            "name": f.name, "task": f.task,
+            "inputs": [{"name": n, "dtype": d} for n, d in f.inputs], "outputs": [n for n, _ in f.outputs],
+            "seq_len": f.seq_len, "note": _fill(f, framework.note),
+            "code": {p: _code(framework, f, p) for p in PLATFORMS},
+        })
+    return list(groups.values())
+
+
+def blocks(group: dict[str, Any], platform: str) -> list[tuple[str, list[str]]]:
+    """The distinct code blocks of one framework on one platform, each with the files it runs:
+    files whose lines differ only in their name share one block (shown with the first name), so a
+    report of many files is not a wall of code."""
+    shown: dict[str, tuple[str, list[str]]] = {}
+    for f in group["files"]:
+        code = f["code"][platform]
+        if code is None:
+            continue
+        stem, _, suffix = f["name"].partition(".")
+        key = code.replace(f["name"], "\0").replace(f'"{stem}", ofType: "{suffix}"', "\0")
+        shown.setdefault(key, (code, []))[1].append(f["name"])
+    return list(shown.values())
