@@ -13,3 +13,25 @@ fi
 python311=${PYTHON311:-python3.11}
 # albert-edge as it is installed: the built wheel, or this checkout built when run by hand.
 wheel=${ALBERT_EDGE_WHEEL:-.}
+
+# python311_venv DIR [--clear]: DIR as a Python 3.11 virtual environment, made when it is missing
+# (made afresh with --clear).
+python311_venv() {
+    if [ "${2:-}" = --clear ] || [ ! -x "$1/bin/python" ]; then
+        echo "+ $python311 -m venv ${2:+$2 }$1"
+        "$python311" -m venv ${2:+"$2"} "$1"
+    fi
+    "$1/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"{sys.executable} is not Python 3.11"'
+}
+
+# quietly LOG COMMAND...: run COMMAND with its standard error in LOG (logs of TensorFlow, training,
+# conversion), shown only when it fails.
+quietly() {
+    local log=$1
+    shift
+    echo "+ $*"
+    if ! "$@" 2>"$log"; then
+        cat "$log" >&2
+        return 1
+    fi
+}

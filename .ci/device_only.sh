@@ -18,16 +18,10 @@ venv=${DEVICE_ONLY_VENV:-.venv-deviceonly}
 files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-deviceonly.XXXXXX")
 trap 'rm -rf "$files" "$files.log"' EXIT
 
-echo "+ $build_python -m albert_edge demo bundle --preset tiny --threads 1 --out $files/bundle"
 # Training and conversion logs go to the log file, shown only when the build fails.
-if ! "$build_python" -m albert_edge demo bundle --preset tiny --threads 1 --out "$files/bundle" >"$files.log" 2>&1; then
-    cat "$files.log" >&2
-    exit 1
-fi
+quietly "$files.log" "$build_python" -m albert_edge demo bundle --preset tiny --threads 1 --out "$files/bundle" >/dev/null
 
-echo "+ $python311 -m venv --clear $venv"
-"$python311" -m venv --clear "$venv"
-"$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"{sys.executable} is not Python 3.11"'
+python311_venv "$venv" --clear
 echo "+ pip install $wheel[tflite,onnx,demo] pytest -c constraints.txt"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt "$wheel[tflite,onnx,demo]" pytest
 # The tests say it too; this is the one line to read when the whole run fails early.

@@ -14,11 +14,7 @@ cd "$(dirname "$0")/.."
 . .ci/common.sh
 venv=${MOBILE_VENV:-.venv-mobile}
 
-if [ ! -x "$venv/bin/python" ]; then
-    echo "+ $python311 -m venv $venv"
-    "$python311" -m venv "$venv"
-fi
-"$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"{sys.executable} is not Python 3.11"'
+python311_venv "$venv"
 # The extras' requirements, read from pyproject.toml so the list lives in one place.
 mapfile -t wanted < <("$venv/bin/python" -c '
 import tomllib

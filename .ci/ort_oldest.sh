@@ -20,12 +20,8 @@ venv=${ORT_OLDEST_VENV:-.venv-ort-oldest}
 files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-ort-oldest.XXXXXX")
 trap 'rm -rf "$files" "$files.log"' EXIT
 
-echo "+ $build_python tests/ortoldest/build_files.py $files"
 # The build's log goes to the log file, shown only when the build fails.
-if ! "$build_python" tests/ortoldest/build_files.py "$files" 2>"$files.log"; then
-    cat "$files.log" >&2
-    exit 1
-fi
+quietly "$files.log" "$build_python" tests/ortoldest/build_files.py "$files"
 oldest=$("$build_python" -c '
 import json, sys
 claims = [f["min_runtime"] for f in json.load(open(sys.argv[1]))["files"].values()]
@@ -33,11 +29,7 @@ if None in claims:
     sys.exit(f"a file claims no oldest onnxruntime: {claims}")
 print(max(claims, key=lambda v: tuple(int(p) for p in v.split("."))))' "$files/index.json")
 
-if [ ! -x "$venv/bin/python" ]; then
-    echo "+ $python311 -m venv $venv"
-    "$python311" -m venv "$venv"
-fi
-"$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"{sys.executable} is not Python 3.11"'
+python311_venv "$venv"
 # albert-edge's base dependencies, read from pyproject.toml so the list lives in one place.
 mapfile -t base < <("$venv/bin/python" -c \
     'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')

@@ -8,10 +8,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=common.sh
 . .ci/common.sh
 venv=${SLOWTOK_VENV:-.venv-slowtok}
-if [ ! -x "$venv/bin/python" ]; then
-    echo "+ $python311 -m venv $venv"
-    "$python311" -m venv "$venv"
-fi
+python311_venv "$venv"
 mapfile -t base < <("$venv/bin/python" -c \
     'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
 echo "+ pip install transformers>=4.50,<5 pytest ${base[*]}"

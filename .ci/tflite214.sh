@@ -20,18 +20,10 @@ venv=${TFLITE214_VENV:-.venv-tflite214}
 files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-tflite214.XXXXXX")
 trap 'rm -rf "$files" "$files.log"' EXIT
 
-echo "+ $build_python tests/device214/build_files.py $files"
 # TensorFlow's start-up log goes to the log file, shown only when the build fails.
-if ! "$build_python" tests/device214/build_files.py "$files" 2>"$files.log"; then
-    cat "$files.log" >&2
-    exit 1
-fi
+quietly "$files.log" "$build_python" tests/device214/build_files.py "$files"
 
-if [ ! -x "$venv/bin/python" ]; then
-    echo "+ $python311 -m venv $venv"
-    "$python311" -m venv "$venv"
-fi
-"$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"{sys.executable} is not Python 3.11"'
+python311_venv "$venv"
 # albert-edge's base dependencies, read from pyproject.toml so the list lives in one place.
 mapfile -t base < <("$venv/bin/python" -c \
     'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
