@@ -171,8 +171,9 @@ def quiet_libraries(verbose: int) -> None:
 def main(verbose: int) -> None:
     """ALBERT from PyTorch to phones, Raspberry Pis and Jetsons.
 
-    Build or load a checkpoint, convert it to ONNX or TFLite with the shared weights stored
-    once, quantize it, and measure size and latency on the device.
+    Build or load a checkpoint, convert it to ONNX, ONNX Runtime Mobile (.ort), TFLite,
+    MediaPipe Tasks or ExecuTorch (.pte) with the shared weights stored once, quantize it, and
+    measure size and latency on the device.
 
     Exit codes: 0 done, 1 a check failed (or a bug), 2 bad input or an output that cannot be
     written, 130 interrupted (Ctrl-C), 141 output pipe closed (| head), 143 terminated (SIGTERM).
