@@ -35,3 +35,21 @@ quietly() {
         return 1
     fi
 }
+
+# pip_install VENV ARGS...: `pip install -q ARGS` in VENV, the command echoed first. pip's warnings
+# about find-links locations that a machine's pip configuration names but that do not exist are
+# left out of its output, so that a failure's own message is what shows.
+pip_install() {
+    local venv=$1
+    shift
+    echo "+ pip install $*"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" \
+        2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
+}
+
+# install_wheel VENV: albert-edge itself ($wheel) into VENV, without its dependencies.
+# --force-reinstall: the environment is kept between runs, and a wheel of the same version would
+# otherwise leave the earlier build in place.
+install_wheel() {
+    pip_install "$1" --no-deps --force-reinstall "$wheel"
+}

@@ -22,8 +22,7 @@ trap 'rm -rf "$files" "$files.log"' EXIT
 quietly "$files.log" "$build_python" -m albert_edge demo bundle --preset tiny --threads 1 --out "$files/bundle" >/dev/null
 
 python311_venv "$venv" --clear
-echo "+ pip install $wheel[tflite,onnx,demo] pytest -c constraints.txt"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt "$wheel[tflite,onnx,demo]" pytest
+pip_install "$venv" -c constraints.txt "$wheel[tflite,onnx,demo]" pytest
 # The tests say it too; this is the one line to read when the whole run fails early.
 for heavy in torch tensorflow; do
     if "$venv/bin/python" -c "import $heavy" 2>/dev/null; then

@@ -25,12 +25,8 @@ print(*project["dependencies"], *extras["mobile"], *extras["train"], *extras["tf
 # pins are given here.
 pins=("tensorflow==2.19.1" "protobuf<5" "numpy<2" "torch==2.13.0" "ai-edge-litert==2.3.0" "sentencepiece==0.2.3"
       "safetensors==0.8.0" "huggingface_hub==2.4.0" "pytest>=8")
-echo "+ pip install ${wanted[*]} ${pins[*]}"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "${wanted[@]}" "${pins[@]}"
-# --force-reinstall: the environment is kept between runs, and a wheel of the same version would
-# otherwise leave the earlier build in place.
-echo "+ pip install --no-deps --force-reinstall $wheel"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+pip_install "$venv" "${wanted[@]}" "${pins[@]}"
+install_wheel "$venv"
 "$venv/bin/python" -c 'import albert_edge, mediapipe; print("albert_edge", albert_edge.__file__, "mediapipe", mediapipe.__version__)'
 
 # The venv's pytest script, not `python -m pytest`: the checkout must not be on sys.path.

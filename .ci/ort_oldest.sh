@@ -34,12 +34,8 @@ python311_venv "$venv"
 mapfile -t base < <("$venv/bin/python" -c \
     'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
 # Not constrained by constraints.txt: it pins the build environment's onnxruntime.
-echo "+ pip install numpy<2 onnxruntime==$oldest pytest ${base[*]}"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "numpy<2" "onnxruntime==$oldest" pytest "${base[@]}"
-# --force-reinstall: the environment is kept between runs, and a wheel of the same version would
-# otherwise leave the earlier build in place.
-echo "+ pip install --no-deps --force-reinstall $wheel"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+pip_install "$venv" "numpy<2" "onnxruntime==$oldest" pytest "${base[@]}"
+install_wheel "$venv"
 "$venv/bin/python" -c 'import albert_edge, onnxruntime; print("albert_edge", albert_edge.__file__, "onnxruntime", onnxruntime.__version__)'
 
 # --noconftest: tests/conftest.py's fixtures import torch, which this environment must not have.

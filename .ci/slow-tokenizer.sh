@@ -11,12 +11,8 @@ venv=${SLOWTOK_VENV:-.venv-slowtok}
 python311_venv "$venv"
 mapfile -t base < <("$venv/bin/python" -c \
     'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
-echo "+ pip install transformers>=4.50,<5 pytest ${base[*]}"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "transformers>=4.50,<5" pytest "${base[@]}"
-# --force-reinstall: the environment is kept between runs, and a wheel of the same version would
-# otherwise leave the earlier build in place.
-echo "+ pip install --no-deps --force-reinstall $wheel"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+pip_install "$venv" "transformers>=4.50,<5" pytest "${base[@]}"
+install_wheel "$venv"
 "$venv/bin/python" -c 'import albert_edge; print("albert_edge imported from", albert_edge.__file__)'
 # --noconftest: tests/conftest.py's fixtures import torch, which this environment does not have.
 # The venv's pytest script, not `python -m pytest`: the checkout must not be on sys.path.

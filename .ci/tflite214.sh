@@ -27,13 +27,8 @@ python311_venv "$venv"
 # albert-edge's base dependencies, read from pyproject.toml so the list lives in one place.
 mapfile -t base < <("$venv/bin/python" -c \
     'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")')
-echo "+ pip install numpy<2 tflite-runtime==2.14.0 pytest ${base[*]}"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt \
-    "numpy<2" "tflite-runtime==2.14.0" pytest "${base[@]}"
-# --force-reinstall: the environment is kept between runs, and a wheel of the same version would
-# otherwise leave the earlier build in place.
-echo "+ pip install --no-deps --force-reinstall $wheel"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+pip_install "$venv" -c constraints.txt "numpy<2" "tflite-runtime==2.14.0" pytest "${base[@]}"
+install_wheel "$venv"
 "$venv/bin/python" -c 'import albert_edge; print("albert_edge imported from", albert_edge.__file__)'
 
 # --noconftest: tests/conftest.py's fixtures import torch, which this environment must not have.
