@@ -172,16 +172,19 @@ def _float_constant(model: Model, t: int, originals: Sequence[np.ndarray], made:
 
 def drop_unused(model: Model) -> int:
     """Empty the buffers no op, graph input or output reaches any more (constants the rewrites
-    replaced). Returns how many were emptied."""
-    graph = model.graph
-    used = {int(t) for t in graph.inputs} | {int(t) for t in graph.outputs}
-    for op in graph.operators:
-        used.update(t for t in op_inputs(op) + op_outputs(op) if t >= 0)
-    live = {graph.tensors[t].buffer for t in used}
+    replaced). Returns how many were emptied. Every subgraph counts: a loop's body reads its
+    constants from buffers that tensors of the main graph may point at too."""
+    live, dead = set(), set()
+    for graph in model.obj.subgraphs:
+        used = {int(t) for t in graph.inputs} | {int(t) for t in graph.outputs}
+        for op in graph.operators:
+            used.update(t for t in op_inputs(op) + op_outputs(op) if t >= 0)
+        for t, tensor in enumerate(graph.tensors):
+            (live if t in used else dead).add(tensor.buffer)
     emptied = 0
-    for tensor in graph.tensors:
-        buf = model.obj.buffers[tensor.buffer] if tensor.buffer > 0 else None
-        if buf is not None and tensor.buffer not in live and buf.data is not None and len(buf.data):
+    for index in sorted(dead - live - {0}):
+        buf = model.obj.buffers[index]
+        if buf.data is not None and len(buf.data):
             buf.data = None
             emptied += 1
     return emptied

@@ -91,8 +91,9 @@ def _stored(quantized: GraphContents | str | os.PathLike) -> list[_Stored]:
 
     model = load(path.read_bytes())
     out, seen = [], set()
-    for i, tensor in enumerate(model.graph.tensors):
-        values = model.constant(i)
+    # Every subgraph: a loop's body holds the shared layer's constants.
+    for graph, i, tensor in ((g, i, t) for g in model.obj.subgraphs for i, t in enumerate(g.tensors)):
+        values = model.constant(i, graph)
         if values is None or tensor.buffer in seen:
             continue
         seen.add(tensor.buffer)

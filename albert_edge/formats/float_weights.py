@@ -137,13 +137,12 @@ def _tflite_products(path: Path) -> tuple[list[tuple[str, str, np.ndarray]], set
     from .tflite_model import load
 
     model = load(path.read_bytes())
-    producer = model.producers()
 
-    def constant(index: int) -> tuple[str, np.ndarray] | None:
+    def constant(graph, producer: dict, index: int) -> tuple[str, np.ndarray] | None:
         for _ in range(4):  # through DEQUANTIZE (fp16 or int8 weights dequantized at load)
-            values = model.constant(index)
+            values = model.constant(index, graph)
             if values is not None:
-                return _text(model.graph.tensors[index].name), values
+                return _text(graph.tensors[index].name), values
             op = producer.get(index)
             if op is None or model.op_name(op) != "DEQUANTIZE":
                 return None
@@ -151,15 +150,17 @@ def _tflite_products(path: Path) -> tuple[list[tuple[str, str, np.ndarray]], set
         return None
 
     found, seen, gathered, quantized = [], set(), set(), False
-    for op in model.graph.operators:
+    # Every subgraph: a loop's body (convert --layers loop) holds the shared layer's products.
+    for graph, producer, op in ((g, p, op) for g in model.obj.subgraphs
+                                for p in [model.producers(g)] for op in g.operators):
         name = model.op_name(op)
         inputs = [int(i) for i in (op.inputs if op.inputs is not None else ())]
         if name == "GATHER" and inputs:
-            got = constant(inputs[0])
+            got = constant(graph, producer, inputs[0])
             if got is not None:
                 gathered.add(got[0])
         for i in _TFLITE_MATMULS.get(name, ()):
-            got = constant(inputs[i]) if i < len(inputs) and inputs[i] >= 0 else None
+            got = constant(graph, producer, inputs[i]) if i < len(inputs) and inputs[i] >= 0 else None
             if got is None:
                 continue
             tname, data = got

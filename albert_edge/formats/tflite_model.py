@@ -58,9 +58,10 @@ class Model:
     def type_code(self, dtype_name: str) -> int:
         return getattr(self.schema.TensorType, dtype_name)
 
-    def constant(self, index: int) -> np.ndarray | None:
-        """The values of tensor ``index`` if it is a constant (has buffer data)."""
-        tensor = self.graph.tensors[index]
+    def constant(self, index: int, graph=None) -> np.ndarray | None:
+        """The values of tensor ``index`` of ``graph`` (default: the first subgraph) if it is a
+        constant (has buffer data)."""
+        tensor = (graph or self.graph).tensors[index]
         data = self.buffer_bytes(tensor.buffer)
         dtype = self.dtype(tensor)
         if data is None or dtype is None or data.size % dtype.itemsize:
@@ -79,8 +80,9 @@ class Model:
             return None
         return np.asarray(buf.data, dtype=np.uint8)
 
-    def producers(self) -> dict[int, object]:
-        return {int(t): op for op in self.graph.operators for t in (op.outputs if op.outputs is not None else ())}
+    def producers(self, graph=None) -> dict[int, object]:
+        """Tensor index -> the op that writes it, in ``graph`` (default: the first subgraph)."""
+        return {int(t): op for op in (graph or self.graph).operators for t in (op.outputs if op.outputs is not None else ())}
 
     def consumers(self) -> dict[int, list]:
         out: dict[int, list] = {}
