@@ -44,7 +44,7 @@ class Target:
 
 TARGETS: dict[str, Target] = {
     "onnx": Target("onnx", ".onnx", "albert_edge.converters.onnx", options=("opset", "external_data_threshold")),
-    "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite"),
+    "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite", options=("layers",)),
     "executorch": Target("executorch", ".pte", "albert_edge.converters.executorch", options=("scheme", "max_seq_len")),
     "ort": Target("ort", ".ort", "albert_edge.converters.ort", options=("opset", "scheme")),
     # A .tflite with TFLite metadata and the tokenizer inside, for MediaPipe Tasks (albert-edge[mobile]).
@@ -119,7 +119,7 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     unknown = set(export_options) - {o for t in TARGETS.values() for o in t.options}
     if unknown:
         raise TypeError(f"convert() got unknown export options: {', '.join(sorted(unknown))}")
-    for option in ("scheme", "max_seq_len"):
+    for option in ("scheme", "max_seq_len", "layers"):
         if option in export_options and not any(option in t.options for t in wanted):
             takers = " and ".join(t.name for t in TARGETS.values() if option in t.options)
             raise ConversionError(f"--{option.replace('_', '-')} is for the {takers} target"

@@ -8,6 +8,7 @@ stores, so the converter never needs a transposed copy of a weight.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 
@@ -28,7 +29,7 @@ from albert_edge.model import (
     AlbertModel,
 )
 
-from albert_edge.formats.graph import INPUT_NAMES
+from albert_edge.formats.graph import INPUT_NAMES, LAYER_FORMS
 
 from .task_heads import ClassProbabilities, SentenceEmbedding
 
@@ -80,8 +81,11 @@ class TFAlbert(tf.Module):
     """Any of our ALBERT models (any head) as a TF module with one ``serve`` function that
     returns a dict keyed by the model's ``output_names``."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, layers: str = "unrolled"):
         super().__init__(name="albert")
+        if layers not in LAYER_FORMS:
+            raise ValueError(f"layers must be one of {LAYER_FORMS}, not {layers!r}")
+        self.layers = layers
         self.config: AlbertConfig = model.config
         self.output_names: tuple[str, ...] = tuple(model.output_names)
         self._w = _Weights()
@@ -140,11 +144,33 @@ class TFAlbert(tf.Module):
         # has no projection when E = H.)
         if enc.embedding_hidden_mapping_in is not None:
             x = self._linear(x, enc.embedding_hidden_mapping_in, row_bias=True)  # (B, T, H)
-        for depth in range(config.num_hidden_layers):
-            group = config.group_of_depth(depth) if config.sharing == "all" else depth
-            for layer in enc.albert_layer_groups[group].albert_layers:
-                x = self._layer(x, mask_bias, layer)
+        for group, times in _runs(config):
+            x = self._group(x, mask_bias, enc.albert_layer_groups[group].albert_layers, times)
         return x
+
+    def _group(self, x: tf.Tensor, mask_bias: tf.Tensor, layers, times: int) -> tf.Tensor:
+        """``layers`` (one weight group) applied ``times`` times in a row: unrolled, or as one
+        ``tf.while_loop`` whose body holds the group once. The converter writes the loop as a
+        WHILE operator calling a body subgraph: a runtime that packs weights per operator (the
+        TFLite Interpreter's XNNPACK delegate, with default options) packs the group once
+        instead of once per application."""
+        def apply(x: tf.Tensor) -> tf.Tensor:
+            for layer in layers:
+                x = self._layer(x, mask_bias, layer)
+            return x
+
+        if self.layers == "unrolled" or times == 1:
+            for _ in range(times):
+                x = apply(x)
+            return x
+        shape = tf.shape(x)
+        _, x = tf.while_loop(lambda i, _: i < times, lambda i, x: (i + 1, apply(x)), [tf.constant(0), x],
+                             maximum_iterations=times)
+        # The WHILE's output is a dynamic tensor once the input is resized; LiteRT's CompiledModel
+        # cannot bind a model output to one (a base model's last_hidden_state would be it). A
+        # RESHAPE to the input's shape, which the converter cannot prove a no-op, puts an
+        # arena tensor in between.
+        return tf.reshape(x, shape)
 
     def _pool(self, albert: AlbertModel, hidden: tf.Tensor) -> tf.Tensor:
         return tf.tanh(self._linear(hidden[:, 0], albert.pooler))  # (B, H)
@@ -164,6 +190,12 @@ class TFAlbert(tf.Module):
         function = self.serve.get_concrete_function()
         self.weights_once = self._w.all()
         return function
+
+
+def _runs(config: AlbertConfig) -> list[tuple[int, int]]:
+    """The layer applications as (weight group, how many applications in a row)."""
+    groups = [config.group_of_depth(d) if config.sharing == "all" else d for d in range(config.num_hidden_layers)]
+    return [(group, len(list(run))) for group, run in itertools.groupby(groups)]
 
 
 # -- heads: model -> the outputs in output_names order ---------------------------------------

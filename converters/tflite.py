@@ -29,18 +29,25 @@ from typing import TYPE_CHECKING
 from albert_edge.children import child_env, python
 from albert_edge.errors import ConversionError, optional_import
 
-from albert_edge.formats.graph import INPUT_NAMES
+from albert_edge.formats.graph import INPUT_NAMES, LAYER_FORMS
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
 from albert_edge.formats.weights import model_param_bytes
 
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["export", "INPUT_NAMES"]
+__all__ = ["export", "INPUT_NAMES", "LAYER_FORMS", "check_layers"]
 
 log = logging.getLogger(__name__)
 
 SIGNATURE = "serving_default"
+
+
+def check_layers(layers: str) -> None:
+    """``layers`` is one of ``formats.graph.LAYER_FORMS``."""
+    if layers not in LAYER_FORMS:
+        raise ConversionError(f"layers must be one of {', '.join(LAYER_FORMS)}, not {layers!r}")
+
 
 # A flatbuffer cannot address more than 2 GiB. Past this much fp32 weight (leaving room for the
 # graph) the converter writes the weights after the flatbuffer and points at them by offset;
@@ -53,8 +60,10 @@ _BUFFER_OFFSET_ABOVE = 1 << 30
 _EXPORT_BUFFER_OFFSET_ABOVE = 256 << 20
 
 
-def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128) -> Path:
-    """Convert ``model`` (any head of albert_edge.model) to a .tflite file at ``out_path``.
+def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128, layers: str = "unrolled") -> Path:
+    """Convert ``model`` (any head of albert_edge.model) to a .tflite file at ``out_path``;
+    ``layers`` is how the shared layer applications are written (``LAYER_FORMS``: "loop" writes
+    each run of one weight group as a WHILE operator over one body subgraph).
 
     The file is written under a temporary name in the same directory and renamed into place
     only once complete. Raises ConversionError (one line) when the model cannot be converted.
@@ -69,14 +78,15 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128)
         )
     if not out_path.parent.is_dir():
         raise ConversionError(f"cannot write {out_path}: {out_path.parent} is not a directory")
+    check_layers(layers)
 
     start = time.perf_counter()
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     try:
         if _converts_in_child():
-            _convert_in_children(model, tmp, seq_len)
+            _convert_in_children(model, tmp, seq_len, layers)
         else:
-            tmp.write_bytes(convert(model, seq_len=seq_len))
+            tmp.write_bytes(convert(model, seq_len=seq_len, layers=layers))
         log.info("converted to TFLite in %.1f s (%d bytes)", time.perf_counter() - start, tmp.stat().st_size)
         os.replace(tmp, out_path)
     except OSError as exc:
@@ -86,7 +96,7 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128)
     return out_path
 
 
-def _convert_in_children(model: nn.Module, path: Path, seq_len: int) -> None:
+def _convert_in_children(model: nn.Module, path: Path, seq_len: int, layers: str) -> None:
     """What ``convert`` does, in two child processes: a forked one writes the SavedModel (it
     reads the weights this process holds, copy-on-write), a fresh Python converts it and writes
     ``path`` (it needs nothing of this process, so it maps none of it). TensorFlow gives little
@@ -96,7 +106,7 @@ def _convert_in_children(model: nn.Module, path: Path, seq_len: int) -> None:
     summed over the processes (PSS; benchmarks/convert_sizes.py)."""
     with _private_tempdir() as private:
         saved = os.path.join(private, "saved_model")
-        _in_child(_save, model, saved)
+        _in_child(_save, model, saved, layers)
         offset = model_param_bytes(model, 4) > _EXPORT_BUFFER_OFFSET_ABOVE
         _in_fresh_process(saved, offset, tuple(model.output_names), path, seq_len)
 
@@ -212,7 +222,7 @@ def _raise_for(code: int, message: str) -> None:
 
 
 def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None = None,
-            run_converter=None, runtime: str | None = TFLITE_RUNTIME_LAST) -> bytearray:
+            run_converter=None, runtime: str | None = TFLITE_RUNTIME_LAST, layers: str = "unrolled") -> bytearray:
     """The .tflite flatbuffer for ``model``, checked: builtin ops only, the expected signature,
     and operator versions that TFLite ``runtime`` loads (None: any; the default is
     tflite-runtime 2.14, the last tflite-runtime release, on Raspberry Pi OS bookworm).
@@ -222,17 +232,18 @@ def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None 
     TFLiteConverter and returns the flatbuffer in place of ``converter.convert()``, so a
     quantization scheme can add its settings and rewrite the result before the checks here.
     """
-    flatbuffer = bytearray(_converted(model, buffer_offset, run_converter))
+    flatbuffer = bytearray(_converted(model, buffer_offset, run_converter, layers))
     _set_input_shapes(flatbuffer, seq_len)
     _check(flatbuffer, tuple(model.output_names), runtime)
     return flatbuffer
 
 
-def _converted(model: nn.Module, buffer_offset: bool | None = None, run_converter=None) -> bytes:
+def _converted(model: nn.Module, buffer_offset: bool | None = None, run_converter=None,
+               layers: str = "unrolled") -> bytes:
     """The converter's flatbuffer for ``model``, as it returned it."""
     with _private_tempdir() as private:
         saved = os.path.join(private, "saved_model")
-        _save(model, saved)
+        _save(model, saved, layers)
         return _run_converter(saved, _buffer_offset(model, buffer_offset), run_converter)
 
 
@@ -240,13 +251,13 @@ def _buffer_offset(model: nn.Module, asked: bool | None) -> bool:
     return asked if asked is not None else model_param_bytes(model, 4) > _BUFFER_OFFSET_ABOVE
 
 
-def _save(model: nn.Module, saved: str) -> None:
+def _save(model: nn.Module, saved: str, layers: str = "unrolled") -> None:
     """``model`` as a SavedModel in ``saved``: its weights are variables, which the converter
     freezes once each; weights captured as graph constants cost several times the memory and time."""
     tf = _import_tensorflow()
     from .tf_albert import TFAlbert
 
-    module = TFAlbert(model)
+    module = TFAlbert(model, layers)
     try:
         tf.saved_model.save(module, saved, signatures={SIGNATURE: module.trace()})
     except OSError as exc:

@@ -22,6 +22,7 @@ scales and int16 GELU.
 from __future__ import annotations
 
 import logging
+import mmap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,11 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
 
     if recipe.representative and not calibration:
         raise ConversionError(f"tflite {recipe.scheme.value} needs calibration batches")
+    layers = _layer_form(source.path)
+    if layers == "loop" and (recipe.float_islands or recipe.share_input_ranges):
+        raise ConversionError(f"{source.path.name} writes its shared layer as a loop (convert --layers loop), and "
+                              f"tflite {recipe.scheme.value} rewrites only the unrolled form; convert with "
+                              "--layers unrolled for this scheme (int8-dynamic and fp16 keep the loop)")
     parent = read_file(source.path)
     task = parent.metadata.get("task")
     model = rebuild_model(source, task)
@@ -125,7 +131,7 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
 
     seq_len = config.seq_len or source.seq_len
     flatbuffer = exporter.convert(model, seq_len=seq_len, run_converter=run,
-                                  runtime=TFLITE_RUNTIME_LAST if compat else None)
+                                  runtime=TFLITE_RUNTIME_LAST if compat else None, layers=layers)
     if task is not None:  # the app reads the task, tokenizer and labels from it
         from albert_edge.converters.mediapipe import with_parent_metadata
 
@@ -133,6 +139,14 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
         notes.append("TFLite metadata (task, tokenizer, labels) copied from the fp32 file")
     out.write_bytes(flatbuffer)
     return Built(out, {}, notes)
+
+
+def _layer_form(path: Path) -> str:
+    """The parent file's layer form (converters.tflite.LAYER_FORMS), which the quantized file keeps."""
+    from albert_edge.formats.tflite_reader import layer_form
+
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return layer_form(view)
 
 
 def _configure(converter, recipe: Recipe, per_channel: bool, calibration: Sequence[Batch]) -> None:

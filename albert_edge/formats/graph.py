@@ -8,10 +8,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["TensorSpec", "StoredTensor", "GraphContents", "INPUT_NAMES"]
+__all__ = ["TensorSpec", "StoredTensor", "GraphContents", "INPUT_NAMES", "LAYER_FORMS"]
 
 # The inputs of every albert-edge model file, in the order the PyTorch model takes them.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+# How a TFLite file writes the repeated applications of ALBERT's shared layer: each application's
+# operators in sequence ("unrolled"), or each run of applications of one weight group as a WHILE
+# operator over a body subgraph that holds the group once ("loop"). Both store each weight once;
+# the loop also keeps a runtime that prepares weights per operator - the TFLite Interpreter's
+# XNNPACK delegate under default options, as apps open a file - from packing the shared weights
+# once per application (ALBERT-base int8 in ai-edge-litert 2.3's Interpreter: 72 MiB peak RSS
+# against 146 MiB; benchmarks/peers.py). tflite_reader.layer_form tells a file's.
+LAYER_FORMS = ("unrolled", "loop")
 
 
 @dataclass(frozen=True)

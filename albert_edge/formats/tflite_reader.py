@@ -60,6 +60,16 @@ def _str(value: bytes | None) -> str:
     return value.decode("utf-8", "replace") if value else ""
 
 
+def layer_form(data) -> str:
+    """How a .tflite (bytes or a mapped view) writes its layers (``graph.LAYER_FORMS``):
+    "loop" when it has a WHILE operator (``convert --layers loop``), else "unrolled"."""
+    schema = _schema()
+    model = schema.Model.GetRootAs(data, 0)
+    codes = (model.OperatorCodes(i) for i in range(model.OperatorCodesLength()))
+    builtins = {max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) for code in codes}
+    return "loop" if schema.BuiltinOperator.WHILE in builtins else "unrolled"
+
+
 def read(path: str | os.PathLike) -> GraphContents:
     """What the .tflite file at ``path`` holds. Raises ValueError if it is not a TFLite model."""
     schema = _schema()

@@ -88,6 +88,10 @@ def test_convert_json(ckpt, tmp_path):
         (["--head", "qa"], "no weights for head 'qa'"),
         (["--seq-len", "65"], "seq-len 65 is above the model's max_position_embeddings (64)"),
         (["--opset", "11"], "opset 11 is too old: choose 17 to"),
+        (["--layers", "loop"], "--layers is for the tflite target; targets given: onnx"),
+        # MediaPipe's text tasks refuse a file with more than one subgraph
+        (["--to", "mediapipe", "--layers", "loop"], "--layers is for the tflite target; targets given: mediapipe"),
+        (["--to", "tflite", "--layers", "rolled"], "'rolled' is not one of 'unrolled', 'loop'"),
     ],
 )
 def test_convert_bad_input(ckpt, tmp_path, extra, text):

@@ -15,7 +15,7 @@ litert = pytest.importorskip("ai_edge_litert.interpreter")
 from albert_edge.config import AlbertConfig  # noqa: E402
 from albert_edge.converters import tflite  # noqa: E402
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, min_runtime, op_versions, too_new_for  # noqa: E402
-from albert_edge.formats.tflite_reader import read  # noqa: E402
+from albert_edge.formats.tflite_reader import layer_form, read  # noqa: E402
 from albert_edge.errors import ConversionError  # noqa: E402
 from albert_edge.model import build_model  # noqa: E402
 
@@ -43,13 +43,16 @@ def _randomize(model) -> None:
             p.copy_(p + 0.1 * torch.randn(p.shape, generator=gen))
 
 
-@pytest.fixture(scope="module", params=list(CASES))
+# Each case in both layer forms: every check below holds for the loop as for the unrolled file.
+@pytest.fixture(scope="module", params=[(case, form) for form in tflite.LAYER_FORMS for case in CASES],
+                ids=lambda p: f"{p[0]}-{p[1]}")
 def exported(request, tmp_path_factory):
-    head, changes = CASES[request.param]
+    case, layers = request.param
+    head, changes = CASES[case]
     torch.manual_seed(0)
     model = build_model(TINY.replace(**changes), head)
     _randomize(model)
-    path = tflite.export(model, tmp_path_factory.mktemp("tflite") / "model.tflite", seq_len=BUILT)
+    path = tflite.export(model, tmp_path_factory.mktemp("tflite") / "model.tflite", seq_len=BUILT, layers=layers)
     return model, path
 
 
@@ -111,12 +114,46 @@ def test_parity_at_built_length_without_resizing(exported):
     _assert_close(got, _torch_outputs(model, inputs))
 
 
+def test_loop_form_writes_each_run_of_a_group_once(exported):
+    """--layers loop: one WHILE per run of two or more applications of one weight group, and its
+    operators once, so the file holds fewer FULLY_CONNECTEDs than the unrolled one; the unrolled
+    form has no WHILE. Variants that share nothing across layers have no run to loop."""
+    from albert_edge.converters.tf_albert import _runs
+
+    model, path = exported
+    contents = read(path)
+    runs = _runs(model.config)
+    looped = [times for _, times in runs if times > 1]
+    layers = layer_form(path.read_bytes())
+    if layers == "unrolled":
+        assert "WHILE" not in contents.ops
+        return
+    assert contents.ops.get("WHILE", 0) == len(looped)
+    per_layer = 6 * model.config.inner_group_num  # Q, K, V, attention output, FFN in, FFN out
+    applications = sum(times for _, times in runs) * per_layer
+    # Outside the layers, at most five: the embedding projection, the pooler, the MLM transform
+    # and decoder, and the sentence-order classifier (the pretraining head has all five).
+    assert contents.ops["FULLY_CONNECTED"] <= applications - sum(times - 1 for times in looped) * per_layer + 5
+
+
 @pytest.mark.parametrize("length", [7, 33, 64])
 def test_parity_after_resizing(exported, length):
     model, path = exported
     runner = litert.Interpreter(model_path=str(path)).get_signature_runner("serving_default")
     inputs = _inputs(2, length, seed=length)
     _assert_close(runner(**inputs), _torch_outputs(model, inputs))
+
+
+def test_one_session_runs_it_at_one_length_after_another(exported):
+    """albert_edge's Session (LiteRT's CompiledModel) binds the outputs of the file; resizing
+    between calls must not leave an output it cannot bind (a WHILE's dynamic output)."""
+    from albert_edge.runtime import Session
+
+    model, path = exported
+    session = Session(path)
+    for length, batch in ((BUILT, 1), (7, 2), (33, 1)):
+        inputs = _inputs(batch, length, seed=length)
+        _assert_close(session.run(inputs), _torch_outputs(model, inputs))
 
 
 def _digest(a: np.ndarray) -> str:
@@ -156,11 +193,11 @@ def test_unknown_model_is_one_clear_error(tmp_path):
 @pytest.fixture
 def flatbuffer_only(exported, monkeypatch):
     data = bytearray(exported[1].read_bytes())
-    monkeypatch.setattr(tflite, "convert", lambda model, seq_len: data)
+    monkeypatch.setattr(tflite, "convert", lambda model, seq_len, layers: data)
     return bytes(data)
 
 
-@pytest.mark.parametrize("exported", ["base"], indirect=True)
+@pytest.mark.parametrize("exported", [("base", "unrolled")], indirect=True, ids=["base"])
 def test_failed_write_leaves_neither_file_nor_temporary(flatbuffer_only, tmp_path, monkeypatch):
     def full_disk(src, dst):
         raise OSError(28, "No space left on device")
@@ -171,7 +208,7 @@ def test_failed_write_leaves_neither_file_nor_temporary(flatbuffer_only, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("exported", ["base"], indirect=True)
+@pytest.mark.parametrize("exported", [("base", "unrolled")], indirect=True, ids=["base"])
 def test_export_replaces_an_existing_file(flatbuffer_only, tmp_path):
     target = tmp_path / "model.tflite"
     target.write_bytes(b"old")

@@ -213,3 +213,49 @@ def test_attention_survives_integer_activations(workdir, scheme):
     for name, probs in want.items():
         a, b = probs.reshape(-1), got[name].reshape(-1)
         assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) > 0.99, name
+
+
+@pytest.fixture(scope="module")
+def converted_loop(tmp_path_factory, trained_checkpoint):
+    """The trained MLM as model.tflite in the loop form (convert --layers loop)."""
+    from albert_edge.converters.export import convert
+
+    from .conftest import SEQ
+
+    out = tmp_path_factory.mktemp("loop") / "fp32"
+    convert(trained_checkpoint, out, targets=("tflite",), seq_len=SEQ, layers="loop")
+    return out
+
+
+@pytest.mark.parametrize("scheme", ["int8-dynamic", "fp16"])
+def test_a_loop_file_stays_a_loop_and_keeps_its_accuracy(converted_loop, tmp_path, scheme):
+    """int8-dynamic and fp16 rebuild the loop form, its body's weights stored once and quantized
+    (the tied table rewrite and the buffer clean-up see every subgraph), as close to the parent as
+    the unrolled file's."""
+    from albert_edge.formats.tflite_reader import layer_form
+
+    from .conftest import copy_dir
+
+    work = copy_dir(converted_loop, tmp_path / "model")
+    out = work / f"model.{scheme}.tflite"
+    result = quantize(work / "model.tflite", QuantizeConfig(scheme, **TEXT), out)
+    assert result.kept and result.check.ok, result.check.problems
+    assert layer_form(out.read_bytes()) == "loop" and read(out).ops["WHILE"] == 2  # G=2 groups of 2
+    assert all(len(c.stored_as) == 1 for c in result.check.copies) and len(result.check.copies) >= 14, \
+        [(c.name, c.stored_as) for c in result.check.copies if len(c.stored_as) != 1]
+    assert all(w.dtype == "float16" for w in float_weights(out)) if scheme == "fp16" else not float_weights(out)
+    min_cosine, min_agreement, _ = CASES[scheme]
+    logits = result.accuracy.outputs[0]
+    assert logits.cosine_mean >= min_cosine and logits.agreement >= min_agreement
+    session = Session(out)
+    for seq in (20, 32, 9):  # one session, one length after another
+        assert np.isfinite(session.run(feeds(seq=seq))["prediction_logits"]).all()
+
+
+def test_a_scheme_that_rewrites_the_layers_refuses_a_loop_file(converted_loop, tmp_path):
+    from .conftest import copy_dir
+
+    work = copy_dir(converted_loop, tmp_path / "model")
+    with pytest.raises(ConversionError, match="convert with --layers unrolled for this scheme"):
+        quantize(work / "model.tflite", QuantizeConfig("int8-full", **TEXT), work / "model.int8-full.tflite")
+    assert sorted(p.name for p in work.iterdir()) == ["manifest.json", "model.tflite"]
