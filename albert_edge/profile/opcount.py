@@ -253,6 +253,12 @@ def _tflite_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
     except (ValueError, RuntimeError) as exc:
         raise RuntimeUnavailable(f"{path}: {name} cannot run it at batch {batch} x {seq_len}: "
                                  f"{str(exc).strip().splitlines()[0]}") from None
+    if any(op["op_name"] == "WHILE" for op in ops):
+        # The interpreter lists the main graph's operators only; a loop's body runs its trip count
+        # of times from a subgraph this count cannot see, so its figures would be a fraction.
+        raise RuntimeUnavailable(f"{path.name} holds its layers in a loop (convert --layers loop), whose body "
+                                 "this operator count cannot see; count an unrolled file of the same model "
+                                 "(convert --layers unrolled)")
     written = {int(i) for op in ops for i in op["outputs"]} | {int(d["index"]) for d in details}
 
     def typed(index: int) -> tuple[str, tuple[int, ...]]:

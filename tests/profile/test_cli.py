@@ -99,6 +99,21 @@ def test_ops_tflite_builtin_kernels_say_why_not(tflite_file):
     assert not record["ops"]["available"] and "always runs XNNPACK" in record["ops"]["note"]
 
 
+def test_ops_of_a_loop_file_say_why_not(tmp_path):
+    """LiteRT's profiler records no operator of a WHILE body: a loop file's breakdown says so and
+    names the unrolled form, where the timing still runs; the memory and latency are measured."""
+    pytest.importorskip("tensorflow")
+    from albert_edge.converters.tflite import export as export_tflite
+
+    from ..converters.conftest import tiny_model
+    from .conftest import CONFIG
+
+    path = export_tflite(tiny_model(CONFIG), tmp_path / "model.tflite", seq_len=16, layers="loop")
+    (record,) = profile_json(path, "--seq-len", "16", "--ops")
+    assert not record["ops"]["available"] and "convert --layers unrolled" in record["ops"]["note"]
+    assert record["latency"]["count"] >= 5 and record["memory"]["after_load_rss"] > 0
+
+
 @pytest.mark.parametrize("order_of_layer_2", [None, [0, 1, 3, 2, 4, 5]])
 def test_tflite_layer_blocks_by_their_operators(order_of_layer_2):
     """Four layers of the same operators (one layer's independent ops scheduled differently),

@@ -64,6 +64,19 @@ def test_macs_match_the_config_with_every_layer_application(model_dir, fmt, batc
     assert len(batched) == 2 * L and sum(o.macs for o in batched) == batch * L * 2 * seq * seq * H
 
 
+def test_a_loop_file_is_not_counted_short(tmp_path):
+    """A file written with --layers loop runs its layers from a WHILE body the interpreter's op
+    list leaves out: the count refuses, naming the fix, rather than give a fraction of the MACs."""
+    pytest.importorskip("tensorflow")
+    from albert_edge.converters.tflite import export as export_tflite
+
+    from ..converters.conftest import tiny_model
+
+    path = export_tflite(tiny_model(CONFIG), tmp_path / "model.tflite", seq_len=16, layers="loop")
+    with pytest.raises(RuntimeUnavailable, match=r"holds its layers in a loop .* \(convert --layers unrolled\)"):
+        count(path, 1, 16)
+
+
 def test_int8_onnx_with_fused_attention_counts_the_same_macs(tmp_path):
     """int8-dynamic .onnx files compute attention in one MultiHeadAttention node per layer and
     Q, K, V as one product: the count still matches the config, the attention products in fp32
