@@ -5,7 +5,11 @@ then belongs to that model alone), several rounds interleaved so load from other
 falls on every route alike. Before each child, the file is dropped from the page cache (``evict``),
 so every process reads its model cold. Routes:
 
-    tflite-interpreter   the classic ai-edge-litert Interpreter, XNNPACK on (packs per node)
+    tflite-plain         ai-edge-litert's Interpreter as an app opens a file: model path and thread
+                         count, every other option its default (XNNPACK on, no weight cache), called
+                         through its signature runner
+    tflite-interpreter   the classic ai-edge-litert Interpreter, XNNPACK on, as Session opens it
+                         without its weight cache (packs per node)
     tflite-no-xnnpack    the classic Interpreter without XNNPACK (reference kernels)
     tflite-compiled      LiteRT CompiledModel + XNNPACK in-memory weight cache (weights once), through
                          libLiteRt.so's C API (albert_edge.runtime.compiled.CompiledTFLite)
@@ -41,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 ROUTES = {
-    ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-wrapper", "tflite-no-xnnpack", "session"),
+    ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-wrapper", "tflite-no-xnnpack", "tflite-plain", "session"),
     ".onnx": ("onnx", "onnx-no-prepack", "onnx-plain", "session"),
     ".pte": ("executorch-plain", "session"),
     "": ("pytorch",),  # a checkpoint directory
@@ -109,6 +113,11 @@ def _open(route: str, path: Path, threads: int):
         return CompiledTFLite(path, threads).run
     if route == "tflite-wrapper":
         return _wrapper(path, threads)
+    if route == "tflite-plain":
+        from ai_edge_litert.interpreter import Interpreter
+
+        runner = Interpreter(model_path=str(path), num_threads=threads).get_signature_runner()
+        return lambda feeds: runner(**{k: v.astype(np.int32) for k, v in feeds.items()})
     if route in ("tflite-interpreter", "tflite-no-xnnpack"):
         from albert_edge.runtime import Session
 

@@ -20,9 +20,14 @@ Contestants (every file keeps the one output ``last_hidden_state``, so sizes com
                             weights, dynamic activations); no mask code (one unpadded sentence); run
                             with ExecuTorch's runtime defaults
     albert-edge             `convert --outputs last_hidden_state` + `quantize --scheme int8-dynamic`,
-                            ONNX and TFLite, run through albert_edge.runtime.Session's defaults;
-                            `convert --to executorch --scheme int8-dynamic` for the .pte files, run
-                            both ways (ExecuTorch's defaults, and Session)
+                            ONNX and TFLite (the TFLite also `--layers loop`: tflite-loop);
+                            `convert --to executorch --scheme int8-dynamic` for the .pte files; every
+                            file run both ways: through albert_edge.runtime.Session's defaults, and as
+                            an app opens it (the runtime's own API with default options: the LiteRT
+                            Interpreter, onnxruntime's InferenceSession, ExecuTorch's Module)
+
+The peers' files run as an app opens them. Each albert-edge file gets two ratios to its peer:
+through Session, and as an app opens it.
 
 Each (file, route) runs in a fresh process (benchmarks/memory.py's child), ``--rounds`` times,
 interleaved. Timings on a shared machine are noisy: repeat with more --rounds before quoting.
@@ -98,12 +103,23 @@ def ours(ckpt: Path, work: Path, seq_len: int) -> dict[str, Path]:
                 outputs=["last_hidden_state"], force=True, scheme="int8-dynamic")
     files = {f"albert-edge {fmt} fp32": out / f"model.{fmt}" for fmt in ("onnx", "tflite", "pte")}
     files["albert-edge pte int8"] = out / "model.int8-dynamic.pte"
-    for fmt in ("onnx", "tflite"):
-        path = out / f"model.int8.{fmt}"
+    loop = work / "albert-edge-loop"  # convert --to tflite --layers loop
+    if not (loop / "manifest.json").is_file():
+        convert(ckpt, loop, targets=("tflite",), head="base", seq_len=seq_len, outputs=["last_hidden_state"],
+                force=True, layers="loop")
+    files["albert-edge tflite-loop fp32"] = loop / "model.tflite"
+    for name, parent in (("onnx", out / "model.onnx"), ("tflite", out / "model.tflite"),
+                         ("tflite-loop", loop / "model.tflite")):
+        path = parent.with_name(f"model.int8{parent.suffix}")
         if not path.is_file():
-            quantize(out / f"model.{fmt}", QuantizeConfig("int8-dynamic", num_samples=8, eval_samples=8), path)
-        files[f"albert-edge {fmt} int8"] = path
+            quantize(parent, QuantizeConfig("int8-dynamic", num_samples=8, eval_samples=8), path)
+        files[f"albert-edge {name} int8"] = path
     return files
+
+
+# How an app opens each kind of file: the runtime's own API with its default options.
+APP_ROUTES = {".tflite": ("tflite-plain", "interpreter defaults"), ".onnx": ("onnx-plain", "onnxruntime defaults"),
+              ".pte": ("executorch-plain", "executorch defaults")}
 
 
 def _peer_dir(out: Path, name: str) -> tuple[Path, Path]:
@@ -244,13 +260,13 @@ def run(args: argparse.Namespace, work: Path) -> dict:
         "pytorch eager fp32": (ckpt, "pytorch"),
         "torch.onnx.export fp32": (ort_int8.parent / "model.onnx", "onnx-plain"),
         "ort quantize_dynamic": (ort_int8, "onnx-plain"),
-        "tf TFLiteConverter fp32": (tf_fp32, "tflite-interpreter"),
-        "tf TFLiteConverter int8": (tf_int8, "tflite-interpreter"),
+        "tf TFLiteConverter fp32": (tf_fp32, "tflite-plain"),
+        "tf TFLiteConverter int8": (tf_int8, "tflite-plain"),
         "executorch XNNPACK fp32": (et_fp32, "executorch-plain"),
         "executorch XNNPACK int8": (et_int8, "executorch-plain"),
         **{name: (path, "session") for name, path in sorted(files.items())},
-        **{f"{name} (executorch defaults)": (path, "executorch-plain")
-           for name, path in sorted(files.items()) if path.suffix == ".pte"},
+        **{f"{name} ({APP_ROUTES[path.suffix][1]})": (path, APP_ROUTES[path.suffix][0])
+           for name, path in sorted(files.items())},
     }
     names, plan = list(contestants), list(contestants.values())
     measured = memory.measure(argparse.Namespace(**vars(args), child=None), plan=plan, reference=plan[0])
@@ -263,11 +279,15 @@ def run(args: argparse.Namespace, work: Path) -> dict:
 def _ratios(rows: list[dict], seq_lens: list[int]) -> list[dict]:
     """Each albert-edge file over PyTorch eager and over the peer on its runtime."""
     by = {r["name"]: r for r in rows}
-    peer_of = {"albert-edge onnx int8": "ort quantize_dynamic", "albert-edge tflite int8": "tf TFLiteConverter int8",
-               "albert-edge onnx fp32": "torch.onnx.export fp32", "albert-edge tflite fp32": "tf TFLiteConverter fp32",
-               "albert-edge pte fp32": "executorch XNNPACK fp32", "albert-edge pte int8": "executorch XNNPACK int8",
-               "albert-edge pte fp32 (executorch defaults)": "executorch XNNPACK fp32",
-               "albert-edge pte int8 (executorch defaults)": "executorch XNNPACK int8"}
+    peers = {"onnx int8": "ort quantize_dynamic", "tflite int8": "tf TFLiteConverter int8",
+             "tflite-loop int8": "tf TFLiteConverter int8", "onnx fp32": "torch.onnx.export fp32",
+             "tflite fp32": "tf TFLiteConverter fp32", "tflite-loop fp32": "tf TFLiteConverter fp32",
+             "pte fp32": "executorch XNNPACK fp32", "pte int8": "executorch XNNPACK int8"}
+    # Each albert-edge file through Session and as an app opens it, against the peer file as an
+    # app opens it.
+    suffix = {"onnx": ".onnx", "tflite": ".tflite", "tflite-loop": ".tflite", "pte": ".pte"}
+    peer_of = {f"albert-edge {name}{route}": peer for name, peer in peers.items()
+               for route in ("", f" ({APP_ROUTES[suffix[name.split()[0]]][1]})")}
     out = []
     for mine, peer in peer_of.items():
         for versus in ("pytorch eager fp32", peer):
