@@ -6,13 +6,15 @@ outputs ai-edge-litert gives for them. Runs in the main (build) environment:
 OUT_DIR gets a small ALBERT (the quantization tests' config: G=2 < L=4, every weight at least
 1024 elements so the dynamic-range quantizer quantizes all of them) converted to fp32 TFLite and
 quantized with every TFLite scheme as albert-edge writes it by default, plus one
-``--tflite-compat latest`` file that 2.14 must refuse; ``index.json`` says what each file is,
+``--tflite-compat latest`` file that 2.14 must refuse, and the loop form (``--layers loop``) as
+it is and int8-dynamic; ``index.json`` says what each file is,
 ``references.npz`` holds the feeds and the reference outputs.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -34,6 +36,12 @@ FILES = {
     "model.int16x8.tflite": ("int16x8", {}),
     "model.fp16.tflite": ("fp16", {}),
     "model.int8-dynamic.latest.tflite": ("int8-dynamic", {"tflite_compat": "latest"}),
+}
+# The same model written with `convert --layers loop` (a WHILE over one body subgraph per weight
+# group), as it is and int8-dynamic: what a Pi 4's interpreter packs once.
+LOOP_FILES = {
+    "model.loop.tflite": None,
+    "model.loop.int8-dynamic.tflite": ("int8-dynamic", {}),
 }
 # Tokenized on both sides: sentencepiece and numpy < 2 on the device give the same ids.
 SENTENCES = ("The interpreter loads the model once.", "Weights are shared between layers (all of them).",
@@ -68,12 +76,18 @@ def build(out: Path) -> None:
     models = out / "files"
     convert(checkpoint, models, targets=("tflite",), seq_len=SEQ)
 
+    loop = out / "loop"
+    convert(checkpoint, loop, targets=("tflite",), seq_len=SEQ, layers="loop")
+
     text = dict(calibration=(str(CORPUS),), tokenizer=spiece, num_samples=16, eval_samples=16)
-    for name, made in FILES.items():
-        if made is not None:
+    for source, files in ((models, FILES), (loop, LOOP_FILES)):
+        for name, made in files.items():
             start = time.perf_counter()
-            scheme, changes = made
-            quantize(models / "model.tflite", QuantizeConfig(scheme, **text, **changes), models / name)
+            if made is not None:
+                scheme, changes = made
+                quantize(source / "model.tflite", QuantizeConfig(scheme, **text, **changes), source / name)
+            if source is loop:  # beside the others, under its own name
+                shutil.copyfile(loop / (name if made is not None else "model.tflite"), models / name)
             print(f"{name}: {time.perf_counter() - start:.1f} s", flush=True)
 
     arrays: dict[str, np.ndarray] = {}
@@ -81,12 +95,13 @@ def build(out: Path) -> None:
     for seq in LENGTHS:
         for key, value in feeds(seq, config.vocab_size).items():
             arrays[f"feeds/{seq}/{key}"] = value
-    for name in FILES:
+    every = {**FILES, **LOOP_FILES}
+    for name, made in every.items():
         session = Session(models / name)
         for seq in LENGTHS:
             for output, value in session.run(feeds(seq, config.vocab_size)).items():
                 arrays[f"{name}/{seq}/{output}"] = value
-        index[name] = {"scheme": (FILES[name] or ("fp32",))[0], "min_runtime": min_runtime(op_versions(models / name)),
+        index[name] = {"scheme": (made or ("fp32",))[0], "min_runtime": min_runtime(op_versions(models / name)),
                        "reference_runtime": session.backend_name, "outputs": session.output_names}
     from albert_edge.tokenizer import AlbertTokenizer
 
@@ -97,7 +112,7 @@ def build(out: Path) -> None:
     summary = {"lengths": LENGTHS, "files": index, "sentences": SENTENCES, "seq_len": SEQ,
                "spiece": str(spiece.relative_to(out))}
     (out / "index.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"{len(FILES)} files and their references in {out}")
+    print(f"{len(every)} files and their references in {out}")
 
 
 if __name__ == "__main__":
