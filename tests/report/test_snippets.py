@@ -102,6 +102,19 @@ def test_a_fixed_length_int32_tflite_file():
     assert group["files"][0]["seq_len"] == 32 and "1 x 32" in group["files"][0]["note"]
 
 
+def test_a_tflite_note_says_what_the_interpreter_packs():
+    """An app's Interpreter (default options) packs the shared layer per application from an unrolled
+    file, once from a loop file (`inspect` lists its WHILE); the note says which, and how to get once."""
+    rows = []
+    for name, ops in (("model.tflite", {"FULLY_CONNECTED": 74}), ("loop.tflite", {"FULLY_CONNECTED": 8, "WHILE": 1})):
+        row = _row(name, "tflite", [(n, "int32", (1, 32)) for n in IDS], [("logits", (1, 4))])
+        row["inspect"]["ops"] = ops
+        rows.append(row)
+    unrolled, loop = snippets(rows)[0]["files"]
+    assert "once per layer application" in unrolled["note"] and "convert --layers loop" in unrolled["note"]
+    assert "packs each shared weight once" in loop["note"] and "per layer" not in loop["note"]
+
+
 @pytest.mark.parametrize("task, call, kotlin", [("TextClassifier", "classify", "textclassifier"),
                                                  ("TextEmbedder", "embed", "textembedder")])
 def test_a_mediapipe_file_runs_its_task_on_a_string(task, call, kotlin):
