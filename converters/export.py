@@ -49,6 +49,8 @@ TARGETS: dict[str, Target] = {
     "ort": Target("ort", ".ort", "albert_edge.converters.ort", options=("opset", "scheme")),
     # A .tflite with TFLite metadata and the tokenizer inside, for MediaPipe Tasks (albert-edge[mobile]).
     "mediapipe": Target("mediapipe", ".mediapipe.tflite", "albert_edge.converters.mediapipe", options=("tokenizer",)),
+    # An .onnx whose input is the text: the tokenizer is a node (onnxruntime-extensions, albert-edge[onnx-text]).
+    "onnx-text": Target("onnx-text", ".text.onnx", "albert_edge.converters.onnx_text", options=("tokenizer", "opset")),
 }
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
@@ -343,7 +345,10 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
     extra = exporter.verify_options(model, path, seq_len) if hasattr(exporter, "verify_options") else {}
     # An exporter whose file holds other outputs than the model's (a task's) says what to compare with.
     checked = exporter.verified_model(model) if hasattr(exporter, "verified_model") else model
-    report = verify(checked, path, seq_len=seq_len, tokenizer=tokenizer, **extra)
+    if hasattr(exporter, "verify_file"):  # a file that takes other inputs than token ids checks itself
+        report = exporter.verify_file(checked, path, seq_len, tokenizer)
+    else:
+        report = verify(checked, path, seq_len=seq_len, tokenizer=tokenizer, **extra)
     t2 = time.perf_counter()
     if not report.ok:
         problems = report.problems()

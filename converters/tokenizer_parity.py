@@ -12,7 +12,8 @@ smallest set of classes whose undoing gives the engine's ids ("digit-comma+final
 difference no known class explains is ``other``: a new kind of difference.
 
 Device side: needs only albert_edge.tokenizer; the engine's ids come from elsewhere
-(:func:`albert_edge.converters.mediapipe_ids.engine_ids` for MediaPipe).
+(:func:`albert_edge.converters.mediapipe_ids.engine_ids` for MediaPipe, the file's ``token_ids``
+output for :mod:`.onnx_text`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ CLASSES = {
                              "whole, as transformers does; the engine tokenizes their characters.",
     "final-sigma": "str.lower turns a capital sigma at a word's end into \"ς\"; a per-character "
                    "normalizer map can only give one lower case for \"Σ\" (\"σ\").",
+    "nul-ends-text": "the engine reads the text up to its first NUL character (onnxruntime-extensions' "
+                     "tokenizer takes the string as a C string); ALBERT's tokenizer drops the NUL and reads on. "
+                     "An app that can receive NULs removes them before the call.",
     "score-tie": "the engine cuts some text into other pieces whose scores add up to the same total "
                  "(\"000\" as \"00\" \"0\" or \"0\" \"00\"): two best segmentations, and MediaPipe's "
                  "sentencepiece breaks the tie otherwise, depending on the text around it.",
@@ -178,6 +182,8 @@ class _Reference:
 
     def ids(self, text: str, undo: frozenset[str] = frozenset()) -> list[int]:
         tok = self._tok["digit-comma" not in undo]
+        if "nul-ends-text" in undo:
+            text = text.split("\x00", 1)[0]
         if "final-sigma" in undo:
             text = text.replace("\u03a3", "\u03c3")
         if "special-token-in-text" in undo:

@@ -10,7 +10,7 @@ import click
 from ..formats.graph import LAYER_FORMS
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
-TARGET_NAMES = ("onnx", "tflite", "executorch", "ort", "mediapipe")
+TARGET_NAMES = ("onnx", "tflite", "executorch", "ort", "mediapipe", "onnx-text")
 SCHEMES = ("int8-dynamic",)  # what --scheme adds: ort and executorch targets
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 
@@ -28,7 +28,11 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
                    "the TFLite Task Library: TFLite metadata and the spiece.model inside; a classification head "
                    "with id2label becomes a TextClassifier (class probabilities), the base model a TextEmbedder "
                    "(the pooled vector); int32 inputs of shape (1, --seq-len): the app pads every text to that "
-                   "length, so a short text costs as much as a long one (needs albert-edge[mobile]).")
+                   "length, so a short text costs as much as a long one (needs albert-edge[mobile]). onnx-text "
+                   "writes model.text.onnx, whose input is the text itself (one string per call): the "
+                   "checkpoint's spiece.model with ALBERT's pre-processing is an onnxruntime-extensions "
+                   "SentencepieceTokenizer node in front of the model, and a token_ids output shows what it "
+                   "fed (needs albert-edge[onnx-text]; the app registers the extensions' library).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Output directory for the files and manifest.json.")
 @click.option("--head", default=None, metavar="HEAD",

@@ -313,6 +313,11 @@ class OnnxBackend:
             with contextlib.redirect_stdout(announced):
                 self._session = inference_session(ort, path, options, providers)
         except Exception as exc:  # onnxruntime raises its own exception types
+            if "ai.onnx.contrib" in str(exc):  # convert --to onnx-text: the tokenizer is a node of the graph
+                raise RuntimeUnavailable(
+                    f"{path}: it takes text (its tokenizer is an onnxruntime-extensions node) and Session feeds "
+                    "token ids: use the token-id file converted with it (model.onnx), or onnxruntime with the "
+                    "extensions' library registered (README: ONNX with the tokenizer inside)") from None
             raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {first_line(exc)}") from None
         finally:
             if announced.getvalue():

@@ -33,6 +33,7 @@ def reference(spiece_model):
     ("In 2019, the station read 1,000 values.", {"digit-comma"}, "digit-comma"),
     ("hello [MASK] world", {"special-token-in-text"}, "special-token-in-text"),
     ("In 2019, say [MASK] 1,000", {"digit-comma", "special-token-in-text"}, "digit-comma+special-token-in-text"),
+    ("The station\x00 read it twice.", {"nul-ends-text"}, "nul-ends-text"),
 ])
 def test_an_undone_difference_is_named(reference, text, undo, kind):
     engine = reference.ids(text, frozenset(undo))

@@ -1,0 +1,186 @@
+"""ONNX that takes the text itself: ALBERT's tokenizer as a node of the graph, for an app that
+passes a string (ONNX Runtime Mobile / Web / desktop with onnxruntime-extensions' library
+registered on the session).
+
+The graph is the exported model (:mod:`.onnx`, each weight once) behind a few nodes:
+
+    text (string, shape [1])
+      -> SentencepieceTokenizer (onnxruntime-extensions, domain ai.onnx.contrib), holding the
+         checkpoint's spiece.model with ALBERT's pre-processing as its normalizer (lower case,
+         accents stripped, quotes and whitespace as ALBERT's tokenizer has them; :mod:`.spiece_rules`)
+      -> the pieces cut to max_position_embeddings - 2, then [CLS] pieces [SEP]
+      -> input_ids (1, n), attention_mask all ones, token_type_ids all zeros
+      -> the model's outputs, and ``token_ids``: the ids the graph computed, so an app (and the
+         checks here) can see what the model was fed.
+
+One text per call, no padding: a phone app classifies or embeds one string at a time. Where the
+ids differ from albert_edge.tokenizer's, they differ in the classes :mod:`.tokenizer_parity`
+names (README, "ONNX with the tokenizer inside"); :func:`verify_file` refuses any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from albert_edge.errors import ConversionError, RuntimeUnavailable, optional_import
+from albert_edge.formats.graph import INPUT_NAMES
+
+__all__ = ["export", "verify_file", "text_session", "run_text", "extensions_library", "TEXT_INPUT", "IDS_OUTPUT",
+           "EXTRA"]
+
+log = logging.getLogger(__name__)
+
+TEXT_INPUT = "text"
+IDS_OUTPUT = "token_ids"
+DOMAIN = "ai.onnx.contrib"  # onnxruntime-extensions' custom operators
+EXTRA = "pip install 'albert-edge[onnx-text]' (onnxruntime-extensions)"
+
+
+def extensions_library() -> str:
+    """The path of onnxruntime-extensions' custom-operator library, for
+    ``SessionOptions.register_custom_ops_library``."""
+    try:
+        extensions = optional_import("onnxruntime_extensions")
+    except ImportError:
+        raise RuntimeUnavailable(f"files that take text run their tokenizer with onnxruntime-extensions: {EXTRA}") from None
+    return extensions.get_library_path()
+
+
+def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=None, opset: int | None = None) -> Path:
+    """Write ``model`` to ``out_path`` as ONNX whose input is one string, ``tokenizer``'s
+    spiece.model inside (see the module notes). ``seq_len`` is the length the inner export traces
+    with. Written under a temporary name and renamed into place once complete."""
+    import onnx
+    from onnx import compose
+
+    from albert_edge.tokenizer import AlbertTokenizer, find_spiece
+
+    from . import onnx as onnx_export
+    from .spiece_rules import with_albert_normalizer
+
+    if tokenizer is None:
+        raise ConversionError("the onnx-text target puts the tokenizer into the file: the checkpoint directory "
+                              "needs its spiece.model")
+    try:
+        extensions_library()
+    except RuntimeUnavailable as exc:
+        raise ConversionError(str(exc)) from None
+    spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
+    ids = AlbertTokenizer(spiece)
+    out_path = Path(out_path)
+    with tempfile.TemporaryDirectory(prefix=".onnx-text-", dir=out_path.parent) as tmp:
+        inner = onnx_export.export(model, Path(tmp) / "model.onnx", seq_len=seq_len,
+                                   opset=opset or onnx_export.DEFAULT_OPSET)
+        proto = onnx.load(str(inner), load_external_data=True)
+        front = _tokenizer_graph(with_albert_normalizer(spiece), ids.cls_id, ids.sep_id,
+                                 model.config.max_position_embeddings, proto)
+        merged = compose.merge_models(front, proto, io_map=[(n, n) for n in INPUT_NAMES],
+                                      outputs=[*model.output_names, IDS_OUTPUT])
+        staged = Path(tmp) / out_path.name
+        onnx.save(merged, str(staged))
+        os.replace(staged, out_path)
+    return out_path
+
+
+def _tokenizer_graph(spiece: bytes, cls_id: int, sep_id: int, max_len: int, inner):
+    """text -> input_ids, attention_mask, token_type_ids (int64, (1, n)) and token_ids."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def const(name: str, values, dtype) -> object:
+        return numpy_helper.from_array(np.asarray(values, dtype=dtype), name)
+
+    initializers = [
+        const("tok_nbest", [0], np.int64), const("tok_alpha", [0.0], np.float32), const("tok_false", [False], np.bool_),
+        const("tok_zero", [0], np.int64), const("tok_keep", [max_len - 2], np.int64),
+        const("tok_cls", [cls_id], np.int64), const("tok_sep", [sep_id], np.int64), const("tok_axis0", [0], np.int64),
+    ]
+    nodes = [
+        # inputs: text, nbest size, alpha, add BOS, add EOS, reverse; outputs: ids (int32), row starts
+        helper.make_node("SentencepieceTokenizer", [TEXT_INPUT, "tok_nbest", "tok_alpha", "tok_false", "tok_false",
+                                                    "tok_false"], ["tok_pieces", "tok_rows"], domain=DOMAIN,
+                         model=spiece),
+        helper.make_node("Cast", ["tok_pieces"], ["tok_pieces64"], to=TensorProto.INT64),
+        helper.make_node("Slice", ["tok_pieces64", "tok_zero", "tok_keep", "tok_axis0"], ["tok_cut"]),
+        helper.make_node("Concat", ["tok_cls", "tok_cut", "tok_sep"], ["tok_ids"], axis=0),
+        helper.make_node("Unsqueeze", ["tok_ids", "tok_axis0"], ["input_ids"]),
+        helper.make_node("Shape", ["input_ids"], ["tok_shape"]),
+        helper.make_node("ConstantOfShape", ["tok_shape"], ["attention_mask"],
+                         value=numpy_helper.from_array(np.array([1], np.int64))),
+        helper.make_node("ConstantOfShape", ["tok_shape"], ["token_type_ids"],
+                         value=numpy_helper.from_array(np.array([0], np.int64))),
+        helper.make_node("Identity", ["input_ids"], [IDS_OUTPUT]),
+    ]
+    ids_shape = [1, "sequence"]
+    graph = helper.make_graph(
+        nodes, "albert_tokenizer", [helper.make_tensor_value_info(TEXT_INPUT, TensorProto.STRING, [1])],
+        [helper.make_tensor_value_info(n, TensorProto.INT64, ids_shape) for n in (*INPUT_NAMES, IDS_OUTPUT)],
+        initializers)
+    opsets = [*inner.opset_import, helper.make_opsetid(DOMAIN, 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=inner.ir_version)
+
+
+# -- running and checking the file --------------------------------------------------------------
+
+def text_session(path: str | os.PathLike, num_threads: int | None = None):
+    """An onnxruntime session of a text file, with the extensions' library registered (as an app
+    registers it)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(extensions_library())
+    if num_threads:
+        options.intra_op_num_threads = num_threads
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def run_text(session, text: str) -> dict[str, np.ndarray]:
+    """The file's outputs for one text, ``token_ids`` among them."""
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, {TEXT_INPUT: np.array([text], dtype=object)})))
+
+
+def verify_file(model, path: Path, seq_len: int, tokenizer):
+    """The file against PyTorch: for each of the verification sentences and the tokenizer test
+    strings' first few, the ids the graph computed must be albert_edge.tokenizer's or differ in a
+    known class (:mod:`.tokenizer_parity`), and every output must equal PyTorch's on those ids.
+    Returns the VerifyReport ``convert`` keeps."""
+    import torch
+
+    from albert_edge.formats.weights import analyze, read_file
+
+    from .tokenizer_parity import _Reference, difference_class, hard_strings, is_known
+    from .verify import ATOL, RTOL, SENTENCES, VerifyReport, _compare
+
+    start = time.perf_counter()
+    report = VerifyReport(path=path, format="onnx", backend="onnxruntime+extensions", tokenized=True)
+    session = text_session(path)
+    if [i.name for i in session.get_inputs()] != [TEXT_INPUT]:
+        report.io_problems.append(f"the file's inputs are {[i.name for i in session.get_inputs()]}, not [{TEXT_INPUT!r}]")
+    from albert_edge.tokenizer import find_spiece
+
+    reference = _Reference(find_spiece(getattr(tokenizer, "path", tokenizer)), model.config.max_position_embeddings)
+    texts = [a for a, _ in SENTENCES] + [text for _, text in hard_strings(40)]
+    for text in texts if not report.io_problems else ():
+        got = run_text(session, text)
+        ids = got[IDS_OUTPUT]
+        kind = difference_class(reference, text, ids[0].tolist())
+        # A text cut to the model's length may end one piece otherwise (a tie broken otherwise moves the cut).
+        if not is_known(kind) and ids.shape[1] < model.config.max_position_embeddings:
+            report.io_problems.append(f"the file's token ids for {text[:60]!r} differ from albert_edge.tokenizer's "
+                                      "in no known way")
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        with torch.no_grad():
+            expected = model.eval()(*(torch.from_numpy(feeds[n]) for n in INPUT_NAMES))
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        report.cases += [_compare("text", feeds, name, want.numpy(), got[name], ATOL, RTOL)
+                         for name, want in zip(model.output_names, expected)]
+    report.contents = read_file(path)
+    report.weights = analyze(report.contents, model)
+    report.seconds = time.perf_counter() - start
+    return report
