@@ -82,6 +82,11 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
                                  model.config.max_position_embeddings, proto)
         merged = compose.merge_models(front, proto, io_map=[(n, n) for n in INPUT_NAMES],
                                       outputs=[*model.output_names, IDS_OUTPUT])
+        # The model's outputs first, in its order, as in model.onnx; token_ids last.
+        order = [*model.output_names, IDS_OUTPUT]
+        outputs = sorted(merged.graph.output, key=lambda o: order.index(o.name))
+        del merged.graph.output[:]
+        merged.graph.output.extend(outputs)
         staged = Path(tmp) / out_path.name
         onnx.save(merged, str(staged))
         os.replace(staged, out_path)

@@ -64,6 +64,11 @@ class FileFacts:
     loop: bool = False  # a .tflite whose layers are a WHILE body (convert --layers loop)
 
     @property
+    def takes_text(self) -> bool:
+        """An .onnx whose one input is the text (convert --to onnx-text): the tokenizer is inside."""
+        return [name for name, _ in self.inputs] == ["text"]
+
+    @property
     def n(self) -> str:
         """The sequence length in code: the token count, or the fixed length the app pads to."""
         return "n" if self.seq_len is None else str(self.seq_len)
@@ -126,7 +131,7 @@ def _value(name: str) -> str:
 
 def _fill(f: FileFacts, template: str) -> str:
     """``template`` with the file's facts (and its MediaPipe task's calls) in place."""
-    d = _dtype(f) if f.task is None else None
+    d = _dtype(f) if f.task is None and not f.takes_text else None
     n = f.n
     bound = f"; at most {f.max_len}, the file's bound" if f.max_len else ""
     lines = {
@@ -358,6 +363,50 @@ const {first_output} = outputs.{first_output}.data;  // outputs: {output_names}
     note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
 )
 
+_ONNXRUNTIME_TEXT = Framework(
+    key="onnxruntime-text", name="ONNX Runtime + onnxruntime-extensions",
+    packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android + "
+                        "com.microsoft.onnxruntime:onnxruntime-extensions-android",
+              "swift": "Swift Package: github.com/microsoft/onnxruntime-swift-package-manager, products "
+                       "onnxruntime and onnxruntime_extensions", "js": ""},
+    code={
+        "kotlin": """
+import ai.onnxruntime.OnnxTensor
+import ai.onnxruntime.OrtEnvironment
+import ai.onnxruntime.OrtSession
+import ai.onnxruntime.extensions.OrtxPackage
+
+val env = OrtEnvironment.getEnvironment()
+val options = OrtSession.SessionOptions()
+options.registerCustomOpLibrary(OrtxPackage.getLibraryPath())  // the tokenizer node's library
+val session = env.createSession(modelBytes, options)  // {file}, read from the app's assets
+val input = OnnxTensor.createTensor(env, arrayOf(text), longArrayOf(1))  // one string per call
+session.run(mapOf("text" to input)).use {{ result ->
+    val {first_output} = result.get("{first_output}").get().value  // outputs: {output_names}
+}}
+""",
+        "swift": """
+import onnxruntime_objc
+import onnxruntime_extensions
+
+let env = try ORTEnv(loggingLevel: .warning)
+let options = try ORTSessionOptions()
+try options.registerCustomOps(functionPointer: OrtExt.getRegisterCustomOpsFunctionPointer())
+let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
+                             sessionOptions: options)
+let input = try ORTValue(tensorStringData: [text], shape: [1])  // one string per call
+let outputs = try session.run(withInputs: ["text": input], outputNames: ["{first_output}"], runOptions: nil)
+let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_names}
+""",
+        "js": None,
+    },
+    note="the file takes the text (one string, shape 1): its tokenizer is an onnxruntime-extensions node, "
+         "whose library the app registers; outputs: {output_names}",
+    missing="onnxruntime-web's npm package has no onnxruntime-extensions operators (a custom web build can hold "
+            "them): a web app feeds token ids to the .onnx converted beside this file",
+    tokenize=False,
+)
+
 _EXECUTORCH = Framework(
     key="executorch", name="ExecuTorch",
     packages={"kotlin": "org.pytorch:executorch-android",
@@ -392,7 +441,7 @@ let {first_output}: Tensor<Float> = outputs[0].tensor()!  // outputs in order: {
     missing="ExecuTorch has no web runtime: a web app runs the .onnx/.ort (onnxruntime-web) or .tflite file instead",
 )
 
-FRAMEWORKS = {f.key: f for f in (_LITERT, _MEDIAPIPE, _ONNXRUNTIME, _EXECUTORCH)}
+FRAMEWORKS = {f.key: f for f in (_LITERT, _MEDIAPIPE, _ONNXRUNTIME, _ONNXRUNTIME_TEXT, _EXECUTORCH)}
 # Which framework loads a file, by its format; a .tflite with a MediaPipe task goes to MediaPipe.
 _BY_FORMAT = {"tflite": "litert", "onnx": "onnxruntime", "ort": "onnxruntime", "executorch": "executorch"}
 
@@ -400,6 +449,8 @@ _BY_FORMAT = {"tflite": "litert", "onnx": "onnxruntime", "ort": "onnxruntime", "
 def framework_of(f: FileFacts) -> Framework | None:
     if f.task is not None:
         return FRAMEWORKS["mediapipe"]
+    if f.takes_text:
+        return FRAMEWORKS["onnxruntime-text"]
     key = _BY_FORMAT.get(f.format)
     return FRAMEWORKS[key] if key else None
 

@@ -52,6 +52,7 @@ def test_a_string_in_gives_the_token_id_files_outputs(converted, spiece_model):
     assert entry["weights"]["duplicates"] == [] and entry["weights"]["within_bound"]
     session = text_session(out / "model.text.onnx")
     assert [i.name for i in session.get_inputs()] == [TEXT_INPUT]
+    assert [o.name for o in session.get_outputs()] == ["logits", IDS_OUTPUT]  # the model's first, as in model.onnx
     plain = Session(out / "model.onnx")
     tok = AlbertTokenizer(spiece_model)
     for text in ("The wind is from the west.", "Does ALBERT share its layers? Yes: all of them.", "Café au lait"):

@@ -132,6 +132,19 @@ def test_a_mediapipe_file_runs_its_task_on_a_string(task, call, kotlin):
     assert "cut or padded to 32 tokens" in group["files"][0]["note"]
 
 
+def test_an_onnx_file_that_takes_text_registers_the_extensions():
+    row = _row("model.text.onnx", "onnx", [("text", "object", (1,))], [("logits", (1, 3)), ("token_ids", (1, "n"))])
+    assert facts_of(row).takes_text
+    (group,) = snippets([row])
+    assert group["framework"] == "ONNX Runtime + onnxruntime-extensions" and group["tokenize"] is None
+    code = group["files"][0]["code"]
+    assert "registerCustomOpLibrary(OrtxPackage.getLibraryPath())" in code["kotlin"]
+    assert "OnnxTensor.createTensor(env, arrayOf(text), longArrayOf(1))" in code["kotlin"]
+    assert "OrtExt.getRegisterCustomOpsFunctionPointer()" in code["swift"] and "tensorStringData: [text]" in code["swift"]
+    assert all("input_ids" not in code[p] for p in ("kotlin", "swift")) and '"logits"' in code["kotlin"]
+    assert code["js"] is None and "token ids" in group["missing"]["js"]
+
+
 def test_a_pte_file_has_no_web_runtime():
     row = _row("model.pte", "executorch", [(n, "int64", (1, 64)) for n in IDS], [("last_hidden_state", (1, 64, 16))])
     row["inspect"]["metadata"]["input_dynamism"] = ["dynamic bound"] * 3  # as the .pte reader says it
