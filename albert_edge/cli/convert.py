@@ -60,8 +60,8 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
                    "each run of one weight group as a WHILE operator over one body subgraph: the TFLite "
                    "Interpreter with default options (as an Android or iOS app opens a file) then packs the shared "
                    "weights for XNNPACK once, not once per layer (ALBERT-base int8: 72 MiB peak RSS against 145 MiB, "
-                   "and 0.73x / 0.88x the time at 32 / 128 tokens). `profile --ops` and device estimates need the "
-                   "unrolled form. `quantize` keeps the form for int8-dynamic and fp16. MediaPipe's "
+                   "and 0.73x / 0.88x the time at 32 / 128 tokens). `profile --ops` needs the unrolled form."
+                   " `quantize` keeps the form for int8-dynamic and fp16. MediaPipe's "
                    "text tasks take single-subgraph files only, so the mediapipe target stays unrolled.")
 @click.option("--force", is_flag=True, help="Write into an output directory that already holds files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

@@ -253,12 +253,7 @@ def _tflite_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
     except (ValueError, RuntimeError) as exc:
         raise RuntimeUnavailable(f"{path}: {name} cannot run it at batch {batch} x {seq_len}: "
                                  f"{str(exc).strip().splitlines()[0]}") from None
-    if any(op["op_name"] == "WHILE" for op in ops):
-        # The interpreter lists the main graph's operators only; a loop's body runs its trip count
-        # of times from a subgraph this count cannot see, so its figures would be a fraction.
-        raise RuntimeUnavailable(f"{path.name} holds its layers in a loop (convert --layers loop), whose body "
-                                 "this operator count cannot see; count an unrolled file of the same model "
-                                 "(convert --layers unrolled)")
+    loops = _loops(path, interp) if any(op["op_name"] == "WHILE" for op in ops) else []
     written = {int(i) for op in ops for i in op["outputs"]} | {int(d["index"]) for d in details}
 
     def typed(index: int) -> tuple[str, tuple[int, ...]]:
@@ -271,6 +266,8 @@ def _tflite_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
 
     nodes = []
     for op in ops:
+        if op["op_name"] == "WHILE":  # its body's operators come below, once per iteration
+            continue
         ins = [int(i) for i in op["inputs"] if int(i) >= 0 and int(i) in tensors]
         outs = [int(i) for i in op["outputs"] if int(i) in tensors]
         nodes.append(_Node(
@@ -279,7 +276,70 @@ def _tflite_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
             weight_bytes=sum(nbytes(i) for i in ins if i not in written),
             activation_bytes=sum(nbytes(i) for i in ins if i in written) + sum(nbytes(i) for i in outs),
         ))
-    return nodes
+    return nodes + [node for body, trips in loops for _ in range(trips) for node in body]
+
+
+def _loops(path: Path, interp) -> list[tuple[list[_Node], int]]:
+    """Each WHILE of the main graph (convert --layers loop) as (its body's nodes, its trip count).
+    The interpreter lists the main graph's operators only; the body's come from the file, with
+    the shapes the interpreter gave its tensors in the last call (the same in every iteration),
+    and the trip count from the loop condition's bound."""
+    unreadable = RuntimeUnavailable(f"{path.name} holds its layers in a loop whose body or trip count this "
+                                    "operator count cannot read; count an unrolled file of the same model "
+                                    "(convert --layers unrolled)")
+    try:
+        from ai_edge_litert import schema_py_generated as schema
+    except ImportError:
+        raise unreadable from None
+    model = schema.Model.GetRootAs(path.read_bytes(), 0)
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    wrapper = interp._interpreter
+
+    def op_name(op) -> str:
+        code = model.OperatorCodes(op.OpcodeIndex())
+        return names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), "?")
+
+    def constant(graph, index: int) -> bool:
+        buffer = model.Buffers(graph.Tensors(index).Buffer())
+        return buffer.DataLength() > 0 or buffer.Size() > 0
+
+    def typed(sg: int, index: int) -> tuple[str, tuple[int, ...]]:
+        return np.dtype(wrapper.TensorType(index, sg)).name, tuple(int(d) for d in wrapper.TensorSize(index, sg))
+
+    main = model.Subgraphs(0)
+    loops = []
+    for op in map(main.Operators, range(main.OperatorsLength())):
+        if op_name(op) != "WHILE":
+            continue
+        options = schema.WhileOptions()
+        table = op.BuiltinOptions()
+        if table is None:
+            raise unreadable
+        options.Init(table.Bytes, table.Pos)
+        cond, sg = options.CondSubgraphIndex(), options.BodySubgraphIndex()
+        condition = model.Subgraphs(cond)
+        bounds = {int(np.frombuffer(model.Buffers(condition.Tensors(i).Buffer()).DataAsNumpy().tobytes(), np.int32)[0])
+                  for c in map(condition.Operators, range(condition.OperatorsLength())) if op_name(c) == "LESS"
+                  for i in c.InputsAsNumpy() if constant(condition, i)}
+        if len(bounds) != 1:
+            raise unreadable
+        body = model.Subgraphs(sg)
+        written = {int(i) for i in body.InputsAsNumpy()}
+        written |= {int(o) for b in map(body.Operators, range(body.OperatorsLength())) for o in b.OutputsAsNumpy()}
+        nodes = []
+        for j in range(body.OperatorsLength()):
+            b = body.Operators(j)
+            ins = [int(i) for i in b.InputsAsNumpy() if int(i) >= 0]
+            outs = [int(i) for i in b.OutputsAsNumpy()]
+            sizes = {i: _size(typed(sg, i)[1]) * np.dtype(typed(sg, i)[0]).itemsize for i in (*ins, *outs)}
+            nodes.append(_Node(
+                name=f"{op_name(b)}_loop{sg}.{j}", op=op_name(b),
+                inputs=tuple(typed(sg, i) for i in ins), outputs=tuple(typed(sg, i) for i in outs),
+                weight_bytes=sum(sizes[i] for i in ins if i not in written and constant(body, i)),
+                activation_bytes=sum(sizes[i] for i in ins if i in written) + sum(sizes[i] for i in outs),
+            ))
+        loops.append((nodes, bounds.pop()))
+    return loops
 
 
 _READERS = {"onnx": _onnx_nodes, "tflite": _tflite_nodes}

@@ -49,32 +49,34 @@ def matmul_bias_bytes() -> int:
     return 4 * (H + L * (4 * H + I + H) + H)
 
 
-@pytest.mark.parametrize("fmt", ["onnx", "tflite"])
-@pytest.mark.parametrize(("batch", "seq"), [(1, 16), (2, 10)])
-def test_macs_match_the_config_with_every_layer_application(model_dir, fmt, batch, seq):
-    assert L // G == 2  # the tiny config really shares: each group's weights serve two depths
-    counted = count(model_dir / f"model.{fmt}", batch, seq)
-    assert counted.macs == hand_macs(batch, seq)
-    assert set(counted.by_precision()) <= {"fp32", "int"}
-    matmul_weights = sum(o.weight_bytes for o in counted.ops if o.macs)
-    assert matmul_weights - matmul_weight_bytes() == {"onnx": 0, "tflite": matmul_bias_bytes()}[fmt]
-    # the per-op breakdown adds up, and the attention products read no stored weight
-    assert sum(row["macs"] for row in counted.by_op().values()) == counted.macs
-    batched = [o for o in counted.ops if o.macs and o.weight_bytes == 0]
-    assert len(batched) == 2 * L and sum(o.macs for o in batched) == batch * L * 2 * seq * seq * H
-
-
-def test_a_loop_file_is_not_counted_short(tmp_path):
-    """A file written with --layers loop runs its layers from a WHILE body the interpreter's op
-    list leaves out: the count refuses, naming the fix, rather than give a fraction of the MACs."""
+@pytest.fixture(scope="module")
+def loop_file(tmp_path_factory):
+    """The profile models' checkpoint as a loop file (convert --layers loop): a WHILE per group."""
     pytest.importorskip("tensorflow")
     from albert_edge.converters.tflite import export as export_tflite
 
     from ..converters.conftest import tiny_model
 
-    path = export_tflite(tiny_model(CONFIG), tmp_path / "model.tflite", seq_len=16, layers="loop")
-    with pytest.raises(RuntimeUnavailable, match=r"holds its layers in a loop .* \(convert --layers unrolled\)"):
-        count(path, 1, 16)
+    return export_tflite(tiny_model(CONFIG), tmp_path_factory.mktemp("loop") / "model.tflite", seq_len=16,
+                         layers="loop")
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "tflite", "tflite-loop"])
+@pytest.mark.parametrize(("batch", "seq"), [(1, 16), (2, 10)])
+def test_macs_match_the_config_with_every_layer_application(model_dir, fmt, batch, seq, request):
+    """Every layer application counted, whatever the file form: a loop file's body (which the
+    interpreter's operator list leaves out) once per iteration."""
+    assert L // G == 2  # the tiny config really shares: each group's weights serve two depths
+    path = request.getfixturevalue("loop_file") if fmt == "tflite-loop" else model_dir / f"model.{fmt}"
+    counted = count(path, batch, seq)
+    assert counted.macs == hand_macs(batch, seq)
+    assert set(counted.by_precision()) <= {"fp32", "int"}
+    matmul_weights = sum(o.weight_bytes for o in counted.ops if o.macs)
+    assert matmul_weights - matmul_weight_bytes() == (0 if fmt == "onnx" else matmul_bias_bytes())
+    # the per-op breakdown adds up, and the attention products read no stored weight
+    assert sum(row["macs"] for row in counted.by_op().values()) == counted.macs
+    batched = [o for o in counted.ops if o.macs and o.weight_bytes == 0]
+    assert len(batched) == 2 * L and sum(o.macs for o in batched) == batch * L * 2 * seq * seq * H
 
 
 def test_int8_onnx_with_fused_attention_counts_the_same_macs(tmp_path):
