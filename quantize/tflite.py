@@ -22,7 +22,6 @@ scales and int16 GELU.
 from __future__ import annotations
 
 import logging
-import mmap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST
+from albert_edge.formats.tflite_reader import layer_form
 from albert_edge.formats.weights import read_file
 from albert_edge.errors import ConversionError
 
@@ -100,7 +100,7 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
 
     if recipe.representative and not calibration:
         raise ConversionError(f"tflite {recipe.scheme.value} needs calibration batches")
-    layers = _layer_form(source.path)
+    layers = layer_form(source.path)  # the quantized file keeps its parent's form
     if layers == "loop" and (recipe.float_islands or recipe.share_input_ranges):
         raise ConversionError(f"{source.path.name} writes its shared layer as a loop (convert --layers loop), and "
                               f"tflite {recipe.scheme.value} rewrites only the unrolled form; convert with "
@@ -139,14 +139,6 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
         notes.append("TFLite metadata (task, tokenizer, labels) copied from the fp32 file")
     out.write_bytes(flatbuffer)
     return Built(out, {}, notes)
-
-
-def _layer_form(path: Path) -> str:
-    """The parent file's layer form (converters.tflite.LAYER_FORMS), which the quantized file keeps."""
-    from albert_edge.formats.tflite_reader import layer_form
-
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        return layer_form(view)
 
 
 def _configure(converter, recipe: Recipe, per_channel: bool, calibration: Sequence[Batch]) -> None:

@@ -9,6 +9,7 @@ no torch, no tensorflow.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from collections import Counter
@@ -60,13 +61,15 @@ def _str(value: bytes | None) -> str:
     return value.decode("utf-8", "replace") if value else ""
 
 
-def layer_form(data) -> str:
-    """How a .tflite (bytes or a mapped view) writes its layers (``graph.LAYER_FORMS``):
-    "loop" when it has a WHILE operator (``convert --layers loop``), else "unrolled"."""
+def layer_form(path: str | os.PathLike) -> str:
+    """How the .tflite at ``path`` writes its layers (``graph.LAYER_FORMS``): "loop" when it has
+    a WHILE operator (``convert --layers loop``), else "unrolled". Reads the operator codes from
+    the file mapped, not its weights."""
     schema = _schema()
-    model = schema.Model.GetRootAs(data, 0)
-    codes = (model.OperatorCodes(i) for i in range(model.OperatorCodesLength()))
-    builtins = {max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) for code in codes}
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        model = schema.Model.GetRootAs(view, 0)
+        codes = (model.OperatorCodes(i) for i in range(model.OperatorCodesLength()))
+        builtins = {max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) for code in codes}
     return "loop" if schema.BuiltinOperator.WHILE in builtins else "unrolled"
 
 

@@ -191,7 +191,7 @@ def _tflite_ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | Non
     from ..formats.tflite_reader import layer_form
     from .tflite_ops import tflite_breakdown
 
-    if layer_form(path.read_bytes()) == "loop":
+    if layer_form(path) == "loop":
         return ops_mod.tflite_unavailable(ops_mod.TFLITE_LOOP_NOTE)
 
     try:

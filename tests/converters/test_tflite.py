@@ -124,7 +124,7 @@ def test_loop_form_writes_each_run_of_a_group_once(exported):
     contents = read(path)
     runs = _runs(model.config)
     looped = [times for _, times in runs if times > 1]
-    layers = layer_form(path.read_bytes())
+    layers = layer_form(path)
     if layers == "unrolled":
         assert "WHILE" not in contents.ops
         return

@@ -240,7 +240,7 @@ def test_a_loop_file_stays_a_loop_and_keeps_its_accuracy(converted_loop, tmp_pat
     out = work / f"model.{scheme}.tflite"
     result = quantize(work / "model.tflite", QuantizeConfig(scheme, **TEXT), out)
     assert result.kept and result.check.ok, result.check.problems
-    assert layer_form(out.read_bytes()) == "loop" and read(out).ops["WHILE"] == 2  # G=2 groups of 2
+    assert layer_form(out) == "loop" and read(out).ops["WHILE"] == 2  # G=2 groups of 2
     assert all(len(c.stored_as) == 1 for c in result.check.copies) and len(result.check.copies) >= 14, \
         [(c.name, c.stored_as) for c in result.check.copies if len(c.stored_as) != 1]
     assert all(w.dtype == "float16" for w in float_weights(out)) if scheme == "fp16" else not float_weights(out)
