@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from albert_edge.config import AlbertConfig
-    from albert_edge.converters.onnx_text import IDS_OUTPUT, export, run_text, text_session
+    from albert_edge.converters.onnx_text import IDS_OUTPUT, export, run_texts
     from albert_edge.converters.tokenizer_parity import count_classes, hard_strings
     from albert_edge.model import build_model
     from albert_edge.tokenizer import AlbertTokenizer, find_spiece
@@ -40,9 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory(prefix="albert-onnx-text-") as tmp:
         path = export(build_model(config, "base").eval(), Path(tmp) / "model.text.onnx", seq_len=16, tokenizer=spiece)
-        session = text_session(path)
         texts = [text for _, text in hard_strings(args.strings)]
-        engine = [run_text(session, text)[IDS_OUTPUT][0].tolist() for text in texts]
+        engine = [got[IDS_OUTPUT][0].tolist() for got in run_texts(path, texts)]
     counts, examples = count_classes(spiece, texts, engine, args.max_len)
     if args.json:
         print(json.dumps({"strings": len(texts), "max_len": args.max_len, "counts": counts, "examples": examples},

@@ -20,19 +20,22 @@ names (README, "ONNX with the tokenizer inside"); :func:`verify_file` refuses an
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from albert_edge.children import child_env, python
 from albert_edge.errors import ConversionError, RuntimeUnavailable, optional_import
 from albert_edge.formats.graph import INPUT_NAMES
 
-__all__ = ["export", "verify_file", "text_session", "run_text", "extensions_library", "TEXT_INPUT", "IDS_OUTPUT",
-           "EXTRA"]
+__all__ = ["export", "verify_file", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
+           "IDS_OUTPUT", "EXTRA"]
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +153,37 @@ def run_text(session, text: str) -> dict[str, np.ndarray]:
     return dict(zip(names, session.run(names, {TEXT_INPUT: np.array([text], dtype=object)})))
 
 
+_RUN_TEXTS_MAIN = "import sys; from albert_edge.converters.onnx_text import _run_texts_main; _run_texts_main(*sys.argv[1:])"
+
+
+def run_texts(path: str | os.PathLike, texts: list[str]) -> list[dict[str, np.ndarray]]:
+    """The file's outputs for each of ``texts``, computed in a fresh Python process: loading
+    onnxruntime-extensions' library into a process that has TensorFlow loaded crashes it
+    (segmentation fault, tensorflow 2.21 with onnxruntime-extensions 0.15.2), and the build side
+    may have it loaded."""
+    with tempfile.TemporaryDirectory(prefix="albert-edge-onnx-text-") as tmp:
+        given, got = Path(tmp) / "texts.json", Path(tmp) / "outputs.npz"
+        given.write_text(json.dumps(texts), encoding="utf-8")
+        done = subprocess.run(python("-c", _RUN_TEXTS_MAIN, str(path), str(given), str(got)), env=child_env(),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if done.returncode != 0:
+            lines = (done.stderr or "").strip().splitlines()
+            raise ConversionError(f"{Path(path).name} does not run in onnxruntime with its extensions: "
+                                  f"{lines[-1] if lines else f'exit status {done.returncode}'}")
+        with np.load(got, allow_pickle=False) as arrays:
+            out: list[dict[str, np.ndarray]] = [{} for _ in texts]
+            for key in arrays.files:
+                row, name = key.split("/", 1)
+                out[int(row)][name] = arrays[key]
+    return out
+
+
+def _run_texts_main(path: str, given: str, out: str) -> None:
+    session = text_session(path)
+    texts = json.loads(Path(given).read_text(encoding="utf-8"))
+    np.savez(out, **{f"{i}/{name}": value for i, text in enumerate(texts) for name, value in run_text(session, text).items()})
+
+
 def verify_file(model, path: Path, seq_len: int, tokenizer):
     """The file against PyTorch: for each of the verification sentences and the tokenizer test
     strings' first few, the ids the graph computed must be albert_edge.tokenizer's or differ in a
@@ -158,21 +192,21 @@ def verify_file(model, path: Path, seq_len: int, tokenizer):
     import torch
 
     from albert_edge.formats.weights import analyze, read_file
+    from albert_edge.tokenizer import find_spiece
 
     from .tokenizer_parity import _Reference, difference_class, hard_strings, is_known
     from .verify import ATOL, RTOL, SENTENCES, VerifyReport, _compare
 
+    import onnx
+
     start = time.perf_counter()
     report = VerifyReport(path=path, format="onnx", backend="onnxruntime+extensions", tokenized=True)
-    session = text_session(path)
-    if [i.name for i in session.get_inputs()] != [TEXT_INPUT]:
-        report.io_problems.append(f"the file's inputs are {[i.name for i in session.get_inputs()]}, not [{TEXT_INPUT!r}]")
-    from albert_edge.tokenizer import find_spiece
-
+    inputs = [i.name for i in onnx.load(str(path), load_external_data=False).graph.input]
+    if inputs != [TEXT_INPUT]:
+        report.io_problems.append(f"the file's inputs are {inputs}, not [{TEXT_INPUT!r}]")
     reference = _Reference(find_spiece(getattr(tokenizer, "path", tokenizer)), model.config.max_position_embeddings)
     texts = [a for a, _ in SENTENCES] + [text for _, text in hard_strings(40)]
-    for text in texts if not report.io_problems else ():
-        got = run_text(session, text)
+    for text, got in zip(texts, run_texts(path, texts) if not report.io_problems else ()):
         ids = got[IDS_OUTPUT]
         kind = difference_class(reference, text, ids[0].tolist())
         # A text cut to the model's length may end one piece otherwise (a tie broken otherwise moves the cut).
