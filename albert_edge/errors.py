@@ -64,12 +64,21 @@ _OS_HINTS = {
     errno.ENOTEMPTY: "the directory is not empty: choose another path or remove it",
 }
 
+# The extra that brings a package a command may import (pyproject.toml's optional dependencies):
+# a device-side install that runs a build-side command lacks it.
+_EXTRA_OF = {
+    "torch": "convert", "tensorflow": "convert", "safetensors": "train", "huggingface_hub": "train",
+    "onnx": "onnx", "onnxruntime": "onnx", "onnxruntime_extensions": "onnx-text", "ai_edge_litert": "tflite",
+    "executorch": "convert-executorch", "matplotlib": "report", "starlette": "demo", "uvicorn": "demo",
+}
+
 
 def user_message(exc: BaseException) -> str | None:
     """The one line to show for ``exc`` when it is an error the user can fix, else None (a bug).
 
     AlbertEdgeError carries its own message. File-system errors name the path and what to do;
-    text that is not UTF-8 and JSON that does not parse say so (the reader that knows the file
+    a package of an extra that is not installed names the extra; text that is not UTF-8 and JSON
+    that does not parse say so (the reader that knows the file
     name raises an AlbertEdgeError naming it instead)."""
     if isinstance(exc, AlbertEdgeError):
         return _one_line(str(exc)) or type(exc).__name__
@@ -83,6 +92,10 @@ def user_message(exc: BaseException) -> str | None:
         return f"input is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
     if isinstance(exc, MemoryError):
         return "out of memory: use a smaller model, batch or sequence length"
+    package = (getattr(exc, "name", None) or "").split(".")[0] if isinstance(exc, ModuleNotFoundError) else ""
+    if package in _EXTRA_OF:
+        return (f"this command needs {package}, which is not installed: pip install "
+                f"'albert-edge[{_EXTRA_OF[package]}]'")
     return None
 
 
