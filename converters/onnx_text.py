@@ -31,28 +31,15 @@ from pathlib import Path
 import numpy as np
 
 from albert_edge.children import child_env, python
-from albert_edge.errors import ConversionError, RuntimeUnavailable, optional_import
+from albert_edge.errors import ConversionError, RuntimeUnavailable
 from albert_edge.formats.graph import INPUT_NAMES
+from albert_edge.runtime.onnx_text import (DOMAIN, EXTRA, IDS_OUTPUT, TEXT_INPUT, extensions_library, run_text,
+                                           text_session)
 
 __all__ = ["export", "verify_file", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
            "IDS_OUTPUT", "EXTRA"]
 
 log = logging.getLogger(__name__)
-
-TEXT_INPUT = "text"
-IDS_OUTPUT = "token_ids"
-DOMAIN = "ai.onnx.contrib"  # onnxruntime-extensions' custom operators
-EXTRA = "pip install 'albert-edge[onnx-text]' (onnxruntime-extensions)"
-
-
-def extensions_library() -> str:
-    """The path of onnxruntime-extensions' custom-operator library, for
-    ``SessionOptions.register_custom_ops_library``."""
-    try:
-        extensions = optional_import("onnxruntime_extensions")
-    except ImportError:
-        raise RuntimeUnavailable(f"files that take text run their tokenizer with onnxruntime-extensions: {EXTRA}") from None
-    return extensions.get_library_path()
 
 
 def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=None, opset: int | None = None) -> Path:
@@ -134,24 +121,6 @@ def _tokenizer_graph(spiece: bytes, cls_id: int, sep_id: int, max_len: int, inne
 
 
 # -- running and checking the file --------------------------------------------------------------
-
-def text_session(path: str | os.PathLike, num_threads: int | None = None):
-    """An onnxruntime session of a text file, with the extensions' library registered (as an app
-    registers it)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.register_custom_ops_library(extensions_library())
-    if num_threads:
-        options.intra_op_num_threads = num_threads
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
-def run_text(session, text: str) -> dict[str, np.ndarray]:
-    """The file's outputs for one text, ``token_ids`` among them."""
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, {TEXT_INPUT: np.array([text], dtype=object)})))
-
 
 _RUN_TEXTS_MAIN = "import sys; from albert_edge.converters.onnx_text import _run_texts_main; _run_texts_main(*sys.argv[1:])"
 
