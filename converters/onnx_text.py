@@ -33,8 +33,8 @@ import numpy as np
 from albert_edge.children import child_env, python
 from albert_edge.errors import ConversionError, RuntimeUnavailable
 from albert_edge.formats.graph import INPUT_NAMES
-from albert_edge.runtime.onnx_text import (DOMAIN, EXTRA, IDS_OUTPUT, TEXT_INPUT, extensions_library, run_text,
-                                           text_session)
+from albert_edge.runtime.onnx_text import (DOMAIN, EXTRA, IDS_OUTPUT, TEXT_INPUT, extensions_library,
+                                           extensions_package, run_text, text_session)
 
 __all__ = ["export", "verify_file", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
            "IDS_OUTPUT", "EXTRA"]
@@ -58,7 +58,7 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
         raise ConversionError("the onnx-text target puts the tokenizer into the file: the checkpoint directory "
                               "needs its spiece.model")
     try:
-        extensions_library()
+        extensions_package()
     except RuntimeUnavailable as exc:
         raise ConversionError(str(exc)) from None
     spiece = find_spiece(getattr(tokenizer, "path", tokenizer))

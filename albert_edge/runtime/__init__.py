@@ -93,6 +93,12 @@ class Session:
         return end() if end else None
 
     @property
+    def takes_text(self) -> bool:
+        """Whether the file's input is the text itself (``convert --to onnx-text``: one string,
+        shape [1], its tokenizer inside); feed it ``{"text": np.array([text], dtype=object)}``."""
+        return any(s.dtype == "object" for s in self.inputs)
+
+    @property
     def input_names(self) -> list[str]:
         return [s.name for s in self.inputs]
 

@@ -42,8 +42,9 @@ import numpy as np
 
 from ..errors import RuntimeUnavailable, first_line, optional_import
 from ..formats.graph import TensorSpec
+from . import onnx_text
 
-__all__ = ["OnnxBackend", "PROVIDERS", "ORT_TYPES", "ort_providers", "OPTIMIZED_KEY", "DISABLED_OPTIMIZERS", "IN_PLACE_MIN_BYTES", "read_metadata", "optimized_by",
+__all__ = ["OnnxBackend", "PROVIDERS", "ORT_TYPES", "ort_providers", "OPTIMIZED_KEY", "DISABLED_OPTIMIZERS", "IN_PLACE_MIN_BYTES", "read_metadata", "operator_domains", "optimized_by",
            "in_place_model", "inference_session", "return_freed_memory", "session_options"]
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ ORT_TYPES = {
     "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
     "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16",
     "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(bool)": "bool",
+    "tensor(string)": "object",  # the text of an onnx-text file: numpy holds Python strings as objects
 }
 
 # metadata_props key of a file whose graph onnxruntime has already optimized for the CPU
@@ -71,10 +73,11 @@ DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 
 # Field numbers of onnx.proto (ModelProto, GraphProto, TensorProto, StringStringEntryProto) and
 # protobuf wire types.
-_GRAPH, _METADATA_PROPS = 7, 14
+_GRAPH, _OPSET_IMPORT, _METADATA_PROPS = 7, 8, 14
 _INITIALIZER = 5
 _RAW_DATA, _EXTERNAL_DATA, _DATA_LOCATION, _EXTERNAL = 9, 13, 14, 1
 _KEY, _VALUE = 1, 2
+_DOMAIN = 1  # OperatorSetIdProto
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
 _MAX_ENTRY = 1 << 20  # a metadata entry longer than this is not one we wrote
 
@@ -164,6 +167,22 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
                     out[entry[_KEY].decode("utf-8", "replace")] = entry.get(_VALUE, b"").decode("utf-8", "replace")
     except (OSError, _NotProtobuf):
         return {}
+    return out
+
+
+def operator_domains(path: str | os.PathLike) -> set[str]:
+    """The operator domains the .onnx file imports ("" is ONNX's own), read from its top-level
+    fields only, like :func:`read_metadata`. Empty for a file that is not a well-formed protobuf."""
+    out: set[str] = set()
+    try:
+        with open(path, "rb") as f:
+            for number, wire, _, start, size in _fields(f, os.fstat(f.fileno()).st_size):
+                if number != _OPSET_IMPORT or wire != _LENGTH or size > _MAX_ENTRY:
+                    continue
+                entry = {n: f.read(s) for n, w, _, _, s in _fields(f, start + size) if w == _LENGTH}
+                out.add(entry.get(_DOMAIN, b"").decode("utf-8", "replace"))
+    except (OSError, _NotProtobuf):
+        return set()
     return out
 
 
@@ -304,6 +323,8 @@ class OnnxBackend:
                 "running .onnx files needs onnxruntime (pip install 'albert-edge[onnx]')"
             ) from None
         options = session_options(ort, path, num_threads, provider, ops_trace)
+        if onnx_text.DOMAIN in operator_domains(path):  # it takes text: its tokenizer is an extensions node
+            options.register_custom_ops_library(onnx_text.extensions_library())
         providers = ort_providers(provider, ort.get_available_providers())
         self._profiling = ops_trace is not None
         announced = io.StringIO()
@@ -313,11 +334,6 @@ class OnnxBackend:
             with contextlib.redirect_stdout(announced):
                 self._session = inference_session(ort, path, options, providers)
         except Exception as exc:  # onnxruntime raises its own exception types
-            if "ai.onnx.contrib" in str(exc):  # convert --to onnx-text: the tokenizer is a node of the graph
-                raise RuntimeUnavailable(
-                    f"{path}: it takes text (its tokenizer is an onnxruntime-extensions node) and Session feeds "
-                    "token ids: use the token-id file converted with it (model.onnx), or onnxruntime with the "
-                    "extensions' library registered (README: ONNX with the tokenizer inside)") from None
             raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {first_line(exc)}") from None
         finally:
             if announced.getvalue():

@@ -7,12 +7,13 @@ and onnxruntime-extensions only.
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 
 from ..errors import RuntimeUnavailable, optional_import
 
-__all__ = ["TEXT_INPUT", "IDS_OUTPUT", "DOMAIN", "EXTRA", "extensions_library", "text_session", "run_text"]
+__all__ = ["TEXT_INPUT", "IDS_OUTPUT", "DOMAIN", "EXTRA", "extensions_package", "extensions_library", "text_session", "run_text"]
 
 TEXT_INPUT = "text"
 IDS_OUTPUT = "token_ids"
@@ -20,14 +21,23 @@ DOMAIN = "ai.onnx.contrib"  # onnxruntime-extensions' custom operators
 EXTRA = "pip install 'albert-edge[onnx-text]' (onnxruntime-extensions)"
 
 
-def extensions_library() -> str:
-    """The path of onnxruntime-extensions' custom-operator library, for
-    ``SessionOptions.register_custom_ops_library``."""
+def extensions_package():
+    """The onnxruntime_extensions module; one line naming the extra when it is not installed."""
     try:
-        extensions = optional_import("onnxruntime_extensions")
+        return optional_import("onnxruntime_extensions")
     except ImportError:
         raise RuntimeUnavailable(f"files that take text run their tokenizer with onnxruntime-extensions: {EXTRA}") from None
-    return extensions.get_library_path()
+
+
+def extensions_library() -> str:
+    """The path of onnxruntime-extensions' custom-operator library, for
+    ``SessionOptions.register_custom_ops_library``. Refused in a process that has TensorFlow
+    loaded, where registering it ends the process (segmentation fault, tensorflow 2.21 with
+    onnxruntime-extensions 0.15.2)."""
+    if "tensorflow" in sys.modules:
+        raise RuntimeUnavailable("onnxruntime-extensions' library crashes a process that has TensorFlow loaded: "
+                                 "run files that take text in a process without TensorFlow")
+    return extensions_package().get_library_path()
 
 
 def text_session(path: str | os.PathLike, num_threads: int | None = None):

@@ -126,12 +126,45 @@ def test_one_text_per_call(converted):
     assert done.returncode != 0 and "text" in done.stderr, done.stderr
 
 
-def test_session_names_the_token_id_file(converted):
-    from albert_edge.errors import RuntimeUnavailable
+_SESSION = """
+import json, sys, numpy as np
+if sys.argv[2] == "with-tensorflow":
+    import tensorflow
+from albert_edge.errors import RuntimeUnavailable
+from albert_edge.runtime import Session
+try:
+    session = Session(sys.argv[1])
+except RuntimeUnavailable as exc:
+    sys.exit(str(exc))
+got = session.run({"text": np.array([sys.argv[3]])})
+print(json.dumps({"takes_text": session.takes_text, "inputs": [[s.name, s.dtype] for s in session.inputs],
+                  **{name: value.tolist() for name, value in got.items()}}))
+"""
 
+
+def _session_child(path, *args: str) -> subprocess.CompletedProcess:
+    # A child of its own: the extensions' library and TensorFlow in one process crash it.
+    return subprocess.run([sys.executable, "-c", _SESSION, str(path), *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_session_runs_a_text_file_as_the_app_does(converted):
     out, _ = converted
-    with pytest.raises(RuntimeUnavailable, match=r"it takes text .* \(model\.onnx\)"):
-        Session(out / "model.text.onnx")
+    text = "Does ALBERT share its layers? Yes."
+    done = _session_child(out / "model.text.onnx", "plain", text)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["takes_text"] and got["inputs"] == [[TEXT_INPUT, "object"]]
+    (want,) = run_texts(out / "model.text.onnx", [text])
+    np.testing.assert_array_equal(got[IDS_OUTPUT], want[IDS_OUTPUT])
+    np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-6, rtol=0)
+    assert not Session(out / "model.onnx").takes_text
+
+
+def test_session_refuses_a_text_file_where_tensorflow_is_loaded(converted):
+    out, _ = converted
+    done = _session_child(out / "model.text.onnx", "with-tensorflow", "one")
+    assert done.returncode == 1 and "TensorFlow loaded" in done.stderr.strip().splitlines()[-1], done.stderr[-2000:]
 
 
 _NO_EXTENSIONS = """
