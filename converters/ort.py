@@ -289,17 +289,6 @@ def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
 
 # -- the int8 twin ---------------------------------------------------------------------------
 
-class _TwinReport:
-    """What manifest.file_entry reads: the int8 .ort's contents, weights and parity (against the
-    fp32 parent, as for files ``albert-edge quantize`` writes)."""
-
-    def __init__(self, contents: GraphContents, weights, figures: dict[str, Any]):
-        self.contents, self.weights, self._figures = contents, weights, figures
-
-    def parity(self) -> dict[str, Any]:
-        return self._figures
-
-
 def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128):
     """Write the ``scheme`` twin of the verified fp32 .ort ``parent`` (a
     converters.export.ConvertedFile) in ``tmp``: the fp32 .onnx is quantized by
@@ -313,6 +302,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     from albert_edge.quantize import QuantizeConfig, quantize
 
     from .export import ConvertedFile
+    from .twin import TwinReport, verified_onnx
 
     if scheme not in SCHEMES:
         raise ConversionError(f"unknown .ort scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
@@ -320,7 +310,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=".ort-quantize-", dir=tmp) as scratch:
         scratch = Path(scratch)
-        fp32 = _verified_onnx(model, scratch, seq_len, tokenizer)
+        fp32 = verified_onnx(model, scratch, seq_len, tokenizer)
         spiece = getattr(tokenizer, "path", tokenizer)  # an AlbertTokenizer, or the path of its model
         result = quantize(fp32, QuantizeConfig(scheme=scheme, tokenizer=spiece, seq_len=seq_len),
                           scratch / f"model.{scheme}.onnx")
@@ -346,29 +336,10 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
                "twin_max_abs_diff": twin, "twin_atol": TWIN_ATOL,
                "weights_checked": len(copies), "backend": "onnxruntime", "ok": True}
     write_operator_configs(tmp)
-    report = _TwinReport(contents, weights, figures)
+    report = TwinReport(contents, weights, figures)
     entry = manifest_io.file_entry(path, report)
     entry.precision = scheme
     return ConvertedFile(path.name, path, "ort", t1 - t0, time.perf_counter() - t1, report, entry)
-
-
-def _verified_onnx(model, scratch: Path, seq_len: int, tokenizer) -> Path:
-    """The fp32 .onnx of ``model`` in ``scratch``, verified, with the manifest albert_edge.quantize
-    reads beside it."""
-    from albert_edge.formats import manifest as manifest_io
-
-    from . import onnx as onnx_export
-    from .export import head_of
-    from .verify import verify
-
-    path = onnx_export.export(model, scratch / "model.onnx", seq_len=seq_len)
-    report = verify(model, path, seq_len=seq_len, tokenizer=tokenizer)
-    if not report.ok:
-        raise ConversionError(f"the .onnx the int8 .ort is made from failed verification: {report.problems()[0]}")
-    source = {"checkpoint": None, "format": "model", "head": head_of(model)}
-    manifest_io.write(manifest_io.Manifest(source=source, config=model.config.to_hf_dict(), seq_len=seq_len,
-                                           files=[manifest_io.file_entry(path, report)]), scratch)
-    return path
 
 
 def _twin_diff(onnx_path: Path, ort_path: Path, config) -> dict[str, float]:

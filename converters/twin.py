@@ -1,0 +1,43 @@
+"""What a converter needs to make the quantized twin of a file it converts (``convert --to ort
+--scheme int8-dynamic``): the fp32 .onnx albert_edge.quantize starts from, verified, and the
+report manifest.file_entry reads for the twin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from albert_edge.errors import ConversionError
+from albert_edge.formats.graph import GraphContents
+
+__all__ = ["TwinReport", "verified_onnx"]
+
+
+class TwinReport:
+    """What manifest.file_entry reads: the int8 .ort's contents, weights and parity (against the
+    fp32 parent, as for files ``albert-edge quantize`` writes)."""
+
+    def __init__(self, contents: GraphContents, weights, figures: dict[str, Any]):
+        self.contents, self.weights, self._figures = contents, weights, figures
+
+    def parity(self) -> dict[str, Any]:
+        return self._figures
+
+
+def verified_onnx(model, scratch: Path, seq_len: int, tokenizer) -> Path:
+    """The fp32 .onnx of ``model`` in ``scratch``, verified, with the manifest albert_edge.quantize
+    reads beside it."""
+    from albert_edge.formats import manifest as manifest_io
+
+    from . import onnx as onnx_export
+    from .export import head_of
+    from .verify import verify
+
+    path = onnx_export.export(model, scratch / "model.onnx", seq_len=seq_len)
+    report = verify(model, path, seq_len=seq_len, tokenizer=tokenizer)
+    if not report.ok:
+        raise ConversionError(f"the .onnx the int8 .ort is made from failed verification: {report.problems()[0]}")
+    source = {"checkpoint": None, "format": "model", "head": head_of(model)}
+    manifest_io.write(manifest_io.Manifest(source=source, config=model.config.to_hf_dict(), seq_len=seq_len,
+                                           files=[manifest_io.file_entry(path, report)]), scratch)
+    return path
