@@ -34,10 +34,11 @@ from albert_edge.errors import ConversionError, optional_import
 from .mediapipe_check import MOBILE_EXTRA
 
 __all__ = ["export", "file_model", "task_of", "with_parent_metadata", "verified_model", "writers", "TaskFile",
-           "MOBILE_EXTRA", "VECTOR"]
+           "classifier_metadata", "MOBILE_EXTRA", "CLASSIFIER_OUTPUT", "VECTOR"]
 
 log = logging.getLogger(__name__)
 
+CLASSIFIER_OUTPUT = "probability"  # the classifier's output tensor in the metadata (classifier_metadata)
 VECTOR = "pooled"  # the TextEmbedder file's vector (task_heads.EMBEDDINGS)
 _GENERIC_LABEL = re.compile(r"LABEL_\d+")
 _SPIECE_NAME = "spiece.model"  # the associated file's name inside the .tflite
@@ -80,10 +81,9 @@ def file_model(model, vector: str = VECTOR):
 
 
 def writers():
-    """MediaPipe's metadata writer modules; ConversionError naming the extra when absent."""
+    """MediaPipe's metadata writer module; ConversionError naming the extra when absent."""
     try:
-        return (optional_import("mediapipe.tasks.python.metadata.metadata_writers.metadata_writer"),
-                optional_import("mediapipe.tasks.python.metadata.metadata_writers.text_classifier"))
+        return optional_import("mediapipe.tasks.python.metadata.metadata_writers.metadata_writer")
     except ImportError as exc:
         raise ConversionError(f"the mediapipe target needs MediaPipe's metadata writer ({exc.name or exc} did not "
                               f"import): {MOBILE_EXTRA}") from None
@@ -101,7 +101,7 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
 
     out_path = Path(out_path)
     task = task_of(model)
-    writer, classifier_writer = writers()
+    writer = writers()
     if tokenizer is None:
         raise ConversionError("the mediapipe target embeds the tokenizer: the checkpoint directory needs its "
                               "spiece.model")
@@ -116,7 +116,7 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
         with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as tmp:
             embedded = Path(tmp) / _SPIECE_NAME
             embedded.write_bytes(with_albert_normalizer(spiece))
-            populated = _with_metadata(buffer, task, embedded, writer, classifier_writer, inner)
+            populated = _with_metadata(buffer, task, embedded, writer, inner)
         del buffer
         staged.write_bytes(populated)
         del populated
@@ -186,23 +186,33 @@ def _input_tensor_names(buffer: bytes) -> dict[str, str]:
     return {name: next(t for t in tensors if name in t) for name in INPUT_NAMES}
 
 
-def _with_metadata(buffer: bytes, task: TaskFile, spiece: Path, writer, classifier_writer, inner) -> bytes:
+def classifier_metadata(writer, buffer: bytes, tokenizer, labels: list[str], names: dict[str, str]):
+    """MediaPipe's metadata writer set up for a BERT-style text classifier: what its
+    ``text_classifier.MetadataWriter.create_for_bert_model`` writes, but with the output named
+    :data:`CLASSIFIER_OUTPUT`. The TFLite Task Library's BertNLClassifier (tflite-support 0.4.4)
+    looks the output up by that name and crashes the app (a null tensor) when the file says
+    "score", the writer's default; MediaPipe's TextClassifier reads the output by position."""
+    made = writer.MetadataWriter.create(buffer)
+    made.add_general_info("TextClassifier", "Classify the input text into a set of known categories.")
+    made.add_bert_text_input(tokenizer, names["input_ids"], names["attention_mask"], names["token_type_ids"])
+    made.add_classification_output(writer.Labels().add(labels), name=CLASSIFIER_OUTPUT,
+                                   description="Probability of each label.")
+    return made
+
+
+def _with_metadata(buffer: bytes, task: TaskFile, spiece: Path, writer, inner) -> bytes:
     """``buffer`` with the task's metadata and files, written by MediaPipe's metadata writer."""
     from .task_heads import EMBEDDINGS
 
     names = _input_tensor_names(buffer)
     tokenizer = writer.SentencePieceTokenizer(str(spiece))
-    inputs = dict(ids_name=names["input_ids"], mask_name=names["attention_mask"],
-                  segment_name=names["token_type_ids"])
     try:
         if task.task == "TextClassifier":
-            labels = writer.Labels().add(list(task.labels))
-            made = classifier_writer.MetadataWriter.create_for_bert_model(buffer, tokenizer=tokenizer, labels=labels,
-                                                                          **inputs)
+            made = classifier_metadata(writer, buffer, tokenizer, list(task.labels), names)
         else:
             made = writer.MetadataWriter.create(buffer)
             made.add_general_info("TextEmbedder", "ALBERT: one vector per text.")
-            made.add_bert_text_input(tokenizer, inputs["ids_name"], inputs["mask_name"], inputs["segment_name"])
+            made.add_bert_text_input(tokenizer, names["input_ids"], names["attention_mask"], names["token_type_ids"])
             made.add_feature_output(name="embedding", description=f"ALBERT sentence vector: {EMBEDDINGS[inner.vector]}")
         populated, _ = made.populate()
     except (ValueError, RuntimeError) as exc:

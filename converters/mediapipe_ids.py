@@ -39,18 +39,16 @@ def probe_model(seq_len: int) -> bytes:
 def engine_ids(spiece: str | os.PathLike, texts: Sequence[str], seq_len: int = 256) -> list[list[int]]:
     """For each text, the ids MediaPipe feeds a model whose metadata embeds ``spiece`` (a
     spiece.model file, used as it is): [CLS], the pieces, [SEP], without the padding."""
-    from .mediapipe import _input_tensor_names, writers
+    from .mediapipe import _input_tensor_names, classifier_metadata, writers
 
-    writer, classifier_writer = writers()
+    writer = writers()
     buffer = probe_model(seq_len)
     names = _input_tensor_names(buffer)
     with tempfile.TemporaryDirectory(prefix="albert-edge-probe-") as tmp:
         model = Path(tmp) / "spiece.model"
         model.write_bytes(Path(spiece).read_bytes())
-        made = classifier_writer.MetadataWriter.create_for_bert_model(
-            buffer, tokenizer=writer.SentencePieceTokenizer(str(model)),
-            labels=writer.Labels().add([f"v{i}" for i in range(3 * seq_len)]), ids_name=names["input_ids"],
-            mask_name=names["attention_mask"], segment_name=names["token_type_ids"])
+        made = classifier_metadata(writer, buffer, writer.SentencePieceTokenizer(str(model)),
+                                   [f"v{i}" for i in range(3 * seq_len)], names)
         probe = Path(tmp) / "probe.tflite"
         probe.write_bytes(made.populate()[0])
         values = np.rint(task_answers(probe, "TextClassifier", texts)).astype(np.int64)
