@@ -289,11 +289,12 @@ def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
 
 # -- the int8 twin ---------------------------------------------------------------------------
 
-def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128):
+def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
+                   opset: int | None = None):
     """Write the ``scheme`` twin of the verified fp32 .ort ``parent`` (a
     converters.export.ConvertedFile) in ``tmp``: the fp32 .onnx is quantized by
     albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
-    text, with ``tokenizer``; random ids without one), then converted. The .ort must store each
+    text, with ``tokenizer``; random ids without one; the .onnx in ``opset``), then converted. The .ort must store each
     weight once (byte copies and, by value, int8 copies of one fp32 weight) and give the int8
     .onnx's outputs within TWIN_ATOL. Returns its ConvertedFile."""
     from albert_edge.formats import manifest as manifest_io
@@ -310,7 +311,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=".ort-quantize-", dir=tmp) as scratch:
         scratch = Path(scratch)
-        fp32 = verified_onnx(model, scratch, seq_len, tokenizer)
+        fp32 = verified_onnx(model, scratch, seq_len, tokenizer, opset)
         spiece = getattr(tokenizer, "path", tokenizer)  # an AlbertTokenizer, or the path of its model
         result = quantize(fp32, QuantizeConfig(scheme=scheme, tokenizer=spiece, seq_len=seq_len),
                           scratch / f"model.{scheme}.onnx")

@@ -1,4 +1,4 @@
-"""What a converter needs to make the quantized twin of a file it converts (``convert --to ort
+"""What a converter needs to make the quantized twin of a file it converts (``convert --to ort|onnx-text
 --scheme int8-dynamic``): the fp32 .onnx albert_edge.quantize starts from, verified, and the
 report manifest.file_entry reads for the twin."""
 
@@ -14,7 +14,7 @@ __all__ = ["TwinReport", "verified_onnx"]
 
 
 class TwinReport:
-    """What manifest.file_entry reads: the int8 .ort's contents, weights and parity (against the
+    """What manifest.file_entry reads: the quantized file's contents, weights and parity (against the
     fp32 parent, as for files ``albert-edge quantize`` writes)."""
 
     def __init__(self, contents: GraphContents, weights, figures: dict[str, Any]):
@@ -24,19 +24,19 @@ class TwinReport:
         return self._figures
 
 
-def verified_onnx(model, scratch: Path, seq_len: int, tokenizer) -> Path:
-    """The fp32 .onnx of ``model`` in ``scratch``, verified, with the manifest albert_edge.quantize
-    reads beside it."""
+def verified_onnx(model, scratch: Path, seq_len: int, tokenizer, opset: int | None = None) -> Path:
+    """The fp32 .onnx of ``model`` in ``scratch`` (``opset``, None: the exporter's default),
+    verified, with the manifest albert_edge.quantize reads beside it."""
     from albert_edge.formats import manifest as manifest_io
 
     from . import onnx as onnx_export
     from .export import head_of
     from .verify import verify
 
-    path = onnx_export.export(model, scratch / "model.onnx", seq_len=seq_len)
+    path = onnx_export.export(model, scratch / "model.onnx", seq_len=seq_len, opset=opset or onnx_export.DEFAULT_OPSET)
     report = verify(model, path, seq_len=seq_len, tokenizer=tokenizer)
     if not report.ok:
-        raise ConversionError(f"the .onnx the int8 .ort is made from failed verification: {report.problems()[0]}")
+        raise ConversionError(f"the .onnx the quantized file is made from failed verification: {report.problems()[0]}")
     source = {"checkpoint": None, "format": "model", "head": head_of(model)}
     manifest_io.write(manifest_io.Manifest(source=source, config=model.config.to_hf_dict(), seq_len=seq_len,
                                            files=[manifest_io.file_entry(path, report)]), scratch)

@@ -221,3 +221,23 @@ def test_cli_convert_to_ort(tmp_path):
     data = json.loads(shown.output)
     assert data["format"] == "ort" and data["duplicates"] == [] and data["ort"]["nodes"] > 0
     assert data["stored_bytes"] == data["unique_bytes"] and data["within_bound"] is True
+
+
+def test_an_opset_reaches_the_int8_twin(tmp_path, monkeypatch):
+    """--opset with --scheme: the int8 .ort is made from an .onnx of that opset too."""
+    import onnx
+
+    from albert_edge.converters import twin
+
+    made = []
+    real = twin.verified_onnx
+
+    def watched(*args, **kwargs):
+        path = real(*args, **kwargs)
+        made.append(onnx.load(str(path), load_external_data=False).opset_import[0].version)
+        return path
+
+    monkeypatch.setattr(twin, "verified_onnx", watched)
+    result = convert(tiny_model(), tmp_path / "out", targets=("ort",), seq_len=8, opset=18, scheme="int8-dynamic")
+    assert [f.name for f in result.files] == ["model.ort", "model.int8-dynamic.ort"]
+    assert made == [18]
