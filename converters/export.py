@@ -50,7 +50,8 @@ TARGETS: dict[str, Target] = {
     # A .tflite with TFLite metadata and the tokenizer inside, for MediaPipe Tasks (albert-edge[mobile]).
     "mediapipe": Target("mediapipe", ".mediapipe.tflite", "albert_edge.converters.mediapipe", options=("tokenizer",)),
     # An .onnx whose input is the text: the tokenizer is a node (onnxruntime-extensions, albert-edge[onnx-text]).
-    "onnx-text": Target("onnx-text", ".text.onnx", "albert_edge.converters.onnx_text", options=("tokenizer", "opset")),
+    "onnx-text": Target("onnx-text", ".text.onnx", "albert_edge.converters.onnx_text",
+                        options=("tokenizer", "opset", "scheme")),
 }
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
@@ -187,6 +188,7 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
         result.files.append(converted)
         if scheme is not None:  # a quantized file beside the fp32 one, measured against it
             step(f"quantize {target.name} {scheme}", done, steps)
+            options.pop("tokenizer", None)
             result.files.append(_exporter(target).quantized_file(model, converted, tmp, scheme, tokenizer=tokenizer,
                                                                  seq_len=seq_len, **options))
     step("write manifest", done, steps)

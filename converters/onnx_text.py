@@ -36,7 +36,7 @@ from albert_edge.formats.graph import INPUT_NAMES
 from albert_edge.runtime.onnx_text import (DOMAIN, EXTRA, IDS_OUTPUT, TEXT_INPUT, extensions_library,
                                            extensions_package, run_text, text_session)
 
-__all__ = ["export", "verify_file", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
+__all__ = ["export", "verify_file", "quantized_file", "SCHEMES", "TWIN_ATOL", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
            "IDS_OUTPUT", "EXTRA"]
 
 log = logging.getLogger(__name__)
@@ -46,13 +46,9 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     """Write ``model`` to ``out_path`` as ONNX whose input is one string, ``tokenizer``'s
     spiece.model inside (see the module notes). ``seq_len`` is the length the inner export traces
     with. Written under a temporary name and renamed into place once complete."""
-    import onnx
-    from onnx import compose
-
-    from albert_edge.tokenizer import AlbertTokenizer, find_spiece
+    from albert_edge.tokenizer import find_spiece
 
     from . import onnx as onnx_export
-    from .spiece_rules import with_albert_normalizer
 
     if tokenizer is None:
         raise ConversionError("the onnx-text target puts the tokenizer into the file: the checkpoint directory "
@@ -62,25 +58,41 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     except RuntimeUnavailable as exc:
         raise ConversionError(str(exc)) from None
     spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
-    ids = AlbertTokenizer(spiece)
     out_path = Path(out_path)
     with tempfile.TemporaryDirectory(prefix=".onnx-text-", dir=out_path.parent) as tmp:
         inner = onnx_export.export(model, Path(tmp) / "model.onnx", seq_len=seq_len,
                                    opset=opset or onnx_export.DEFAULT_OPSET)
-        proto = onnx.load(str(inner), load_external_data=True)
-        front = _tokenizer_graph(with_albert_normalizer(spiece), ids.cls_id, ids.sep_id,
-                                 model.config.max_position_embeddings, proto)
-        merged = compose.merge_models(front, proto, io_map=[(n, n) for n in INPUT_NAMES],
-                                      outputs=[*model.output_names, IDS_OUTPUT])
-        # The model's outputs first, in its order, as in model.onnx; token_ids last.
-        order = [*model.output_names, IDS_OUTPUT]
-        outputs = sorted(merged.graph.output, key=lambda o: order.index(o.name))
-        del merged.graph.output[:]
-        merged.graph.output.extend(outputs)
-        staged = Path(tmp) / out_path.name
-        onnx.save(merged, str(staged))
-        os.replace(staged, out_path)
+        _with_tokenizer(inner, spiece, model, out_path, Path(tmp))
     return out_path
+
+
+def _with_tokenizer(inner: Path, spiece: Path, model, out_path: Path, scratch: Path) -> None:
+    """Write ``inner`` (a token-id .onnx of ``model``) with the tokenizer in front to ``out_path``,
+    staged in ``scratch`` and renamed into place once complete."""
+    import onnx
+    from onnx import compose
+
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    from .spiece_rules import with_albert_normalizer
+
+    ids = AlbertTokenizer(spiece)
+    proto = onnx.load(str(inner), load_external_data=True)
+    front = _tokenizer_graph(with_albert_normalizer(spiece), ids.cls_id, ids.sep_id,
+                             model.config.max_position_embeddings, proto)
+    merged = compose.merge_models(front, proto, io_map=[(n, n) for n in INPUT_NAMES],
+                                  outputs=[*model.output_names, IDS_OUTPUT])
+    kept = {(o.domain, o.version): o for o in merged.opset_import}  # merge_models lists the model's twice
+    del merged.opset_import[:]
+    merged.opset_import.extend(kept.values())
+    # The model's outputs first, in its order, as in model.onnx; token_ids last.
+    order = [*model.output_names, IDS_OUTPUT]
+    outputs = sorted(merged.graph.output, key=lambda o: order.index(o.name))
+    del merged.graph.output[:]
+    merged.graph.output.extend(outputs)
+    staged = scratch / out_path.name
+    onnx.save(merged, str(staged))
+    os.replace(staged, out_path)
 
 
 def _tokenizer_graph(spiece: bytes, cls_id: int, sep_id: int, max_len: int, inner):
@@ -154,34 +166,18 @@ def _run_texts_main(path: str, given: str, out: str) -> None:
 
 
 def verify_file(model, path: Path, seq_len: int, tokenizer):
-    """The file against PyTorch: for each of the verification sentences and the tokenizer test
-    strings' first few, the ids the graph computed must be albert_edge.tokenizer's or differ in a
-    known class (:mod:`.tokenizer_parity`), and every output must equal PyTorch's on those ids.
-    Returns the VerifyReport ``convert`` keeps."""
+    """The file against PyTorch: for each of :func:`_texts`, the ids the graph computed must be
+    albert_edge.tokenizer's or differ in a known class (:mod:`.tokenizer_parity`), and every
+    output must equal PyTorch's on those ids. Returns the VerifyReport ``convert`` keeps."""
     import torch
 
     from albert_edge.formats.weights import analyze, read_file
-    from albert_edge.tokenizer import find_spiece
 
-    from .tokenizer_parity import _Reference, difference_class, hard_strings, is_known
-    from .verify import ATOL, RTOL, SENTENCES, VerifyReport, _compare
-
-    import onnx
+    from .verify import ATOL, RTOL, VerifyReport, _compare
 
     start = time.perf_counter()
     report = VerifyReport(path=path, format="onnx", backend="onnxruntime+extensions", tokenized=True)
-    inputs = [i.name for i in onnx.load(str(path), load_external_data=False).graph.input]
-    if inputs != [TEXT_INPUT]:
-        report.io_problems.append(f"the file's inputs are {inputs}, not [{TEXT_INPUT!r}]")
-    reference = _Reference(find_spiece(getattr(tokenizer, "path", tokenizer)), model.config.max_position_embeddings)
-    texts = [a for a, _ in SENTENCES] + [text for _, text in hard_strings(40)]
-    for text, got in zip(texts, run_texts(path, texts) if not report.io_problems else ()):
-        ids = got[IDS_OUTPUT]
-        kind = difference_class(reference, text, ids[0].tolist())
-        # A text cut to the model's length may end one piece otherwise (a tie broken otherwise moves the cut).
-        if not is_known(kind) and ids.shape[1] < model.config.max_position_embeddings:
-            report.io_problems.append(f"the file's token ids for {text[:60]!r} differ from albert_edge.tokenizer's "
-                                      "in no known way")
+    for text, ids, got in _checked_ids(path, model.config, tokenizer, report.io_problems):
         feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
         with torch.no_grad():
             expected = model.eval()(*(torch.from_numpy(feeds[n]) for n in INPUT_NAMES))
@@ -192,3 +188,118 @@ def verify_file(model, path: Path, seq_len: int, tokenizer):
     report.weights = analyze(report.contents, model)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _texts() -> list[str]:
+    """What a file is checked on: the verification sentences and the tokenizer test strings' first 40."""
+    from .tokenizer_parity import hard_strings
+    from .verify import SENTENCES
+
+    return [a for a, _ in SENTENCES] + [text for _, text in hard_strings(40)]
+
+
+def _checked_ids(path: Path, config, tokenizer, problems: list[str]):
+    """(text, the ids the file computed, its outputs) for each of :func:`_texts`, run as an app
+    runs the file; a text whose ids differ from albert_edge.tokenizer's in no known way, or a
+    file whose input is not the text, is added to ``problems``."""
+    import onnx
+
+    from albert_edge.tokenizer import find_spiece
+
+    from .tokenizer_parity import _Reference, difference_class, is_known
+
+    inputs = [i.name for i in onnx.load(str(path), load_external_data=False).graph.input]
+    if inputs != [TEXT_INPUT]:
+        problems.append(f"the file's inputs are {inputs}, not [{TEXT_INPUT!r}]")
+        return []
+    reference = _Reference(find_spiece(getattr(tokenizer, "path", tokenizer)), config.max_position_embeddings)
+    texts = _texts()
+    out = []
+    for text, got in zip(texts, run_texts(path, texts)):
+        ids = got[IDS_OUTPUT]
+        kind = difference_class(reference, text, ids[0].tolist())
+        # A text cut to the model's length may end one piece otherwise (a tie broken otherwise moves the cut).
+        if not is_known(kind) and ids.shape[1] < config.max_position_embeddings:
+            problems.append(f"the file's token ids for {text[:60]!r} differ from albert_edge.tokenizer's in no "
+                            "known way")
+        out.append((text, ids, got))
+    return out
+
+
+# -- the quantized twin ----------------------------------------------------------------------
+
+# Schemes of the text file's quantized twin (``convert --to onnx-text --scheme``): the token-id
+# .onnx quantized by albert_edge.quantize, with the tokenizer in front.
+SCHEMES = ("int8-dynamic",)
+# The int8 text file against the int8 token-id .onnx it was made from, fed the ids the text file
+# computed: the same graph behind the tokenizer.
+TWIN_ATOL = 1e-5
+
+
+def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
+                   opset: int | None = None):
+    """Write the ``scheme`` twin of the verified fp32 text file ``parent`` (a
+    converters.export.ConvertedFile) in ``tmp``: the fp32 token-id .onnx is quantized by
+    albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
+    text), and the tokenizer is put in front. The file must store each weight once, compute the
+    tokenizer's ids (as its parent does) and give the int8 .onnx's outputs for them within
+    :data:`TWIN_ATOL`. Returns its ConvertedFile."""
+    from albert_edge.formats import manifest as manifest_io
+    from albert_edge.formats.copies import weight_copies
+    from albert_edge.formats.weights import analyze, read_file
+    import onnxruntime
+
+    from albert_edge.quantize import QuantizeConfig, quantize
+    from albert_edge.tokenizer import find_spiece
+
+    from .export import ConvertedFile
+    from .twin import TwinReport, verified_onnx
+
+    if scheme not in SCHEMES:
+        raise ConversionError(f"unknown onnx-text scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
+    spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
+    path = tmp / f"model.{scheme}.text.onnx"
+    t0 = time.perf_counter()
+    problems: list[str] = []
+    twin: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix=".onnx-text-quantize-", dir=tmp) as scratch:
+        scratch = Path(scratch)
+        fp32 = verified_onnx(model, scratch, seq_len, tokenizer, opset)
+        result = quantize(fp32, QuantizeConfig(scheme=scheme, tokenizer=spiece, seq_len=seq_len),
+                          scratch / f"model.{scheme}.onnx")
+        quantized_entry = manifest_io.read(scratch).file(result.out_path.name)
+        _with_tokenizer(result.out_path, spiece, model, path, scratch)
+        t1 = time.perf_counter()
+        # onnxruntime's defaults on both sides, as run_texts opens the text file: a session set up
+        # otherwise sums the float parts in another order, and the int8 activations quantized from
+        # them may round to the next step (measured: up to 0.015 in a logit, against 0 here).
+        plain = onnxruntime.InferenceSession(str(result.out_path), providers=["CPUExecutionProvider"])
+        names = [o.name for o in plain.get_outputs()]
+        for _, ids, got in _checked_ids(path, model.config, spiece, problems):
+            want = dict(zip(names, plain.run(names, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                                     "token_type_ids": np.zeros_like(ids)})))
+            for name, value in want.items():
+                diff = float(np.abs(value.astype(np.float64) - got[name].astype(np.float64)).max())
+                twin[name] = max(twin.get(name, 0.0), diff)
+        del plain
+    contents = read_file(path)
+    weights = analyze(contents, model)
+    copies = weight_copies(read_file(parent.path), contents)
+    problems += weights.problems()
+    problems += [f"{c.name} is stored {len(c.stored_as)} times: {', '.join(n for n, _ in c.stored_as)}"
+                 for c in copies if len(c.stored_as) > 1]
+    problems += [f"{name} differs from the int8 .onnx by {diff:.3g} (more than {TWIN_ATOL:g})"
+                 for name, diff in twin.items() if not diff <= TWIN_ATOL]
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise ConversionError(f"{path.name} failed its checks: {problems[0]}{more}")
+    figures = {**quantized_entry.parity, "parent": parent.name, "parent_sha256": parent.entry.sha256,
+               "measured_on": f"the token-id .onnx pair (model.onnx, model.{scheme}.onnx) this file and its parent "
+                              "were made from; this file gives the int8 .onnx's outputs for the ids its tokenizer "
+                              "computes (twin_max_abs_diff)",
+               "twin_max_abs_diff": twin, "twin_atol": TWIN_ATOL, "weights_checked": len(copies),
+               "backend": "onnxruntime+extensions", "ok": True}
+    entry = manifest_io.file_entry(path, TwinReport(contents, weights, figures))
+    entry.precision = scheme
+    return ConvertedFile(path.name, path, "onnx-text", t1 - t0, time.perf_counter() - t1,
+                         TwinReport(contents, weights, figures), entry)

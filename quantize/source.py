@@ -60,6 +60,9 @@ def open_model_file(path: str | os.PathLike) -> ModelFile:
         raise ConversionError(f"{path.name} has changed since {manifest_path} was written (sha256 differs)")
     contents = read_file(path)
     inputs = tuple(s.name for s in contents.inputs)
+    if inputs == ("text",):  # convert --to onnx-text: the tokenizer is a node in front of the model
+        raise ConversionError(f"{path.name} takes text: its quantized twin is made at conversion, from the token-id "
+                              "graph (albert-edge convert CHECKPOINT --to onnx-text --scheme int8-dynamic)")
     if sorted(inputs) != sorted(INPUT_NAMES):
         raise ConversionError(f"{path.name} has inputs {', '.join(inputs) or '(none)'}; "
                               f"an albert-edge model takes {', '.join(INPUT_NAMES)}")

@@ -11,7 +11,7 @@ from ..formats.graph import LAYER_FORMS
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
 TARGET_NAMES = ("onnx", "tflite", "executorch", "ort", "mediapipe", "onnx-text")
-SCHEMES = ("int8-dynamic",)  # what --scheme adds: ort and executorch targets
+SCHEMES = ("int8-dynamic",)  # what --scheme adds: ort, executorch and onnx-text targets
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 
 
@@ -46,10 +46,10 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
               help="Keep only this output in the files, repeatable (default: all of the head's). "
                    "--head base --outputs last_hidden_state leaves out pooler_output and its weights.")
 @click.option("--scheme", default=None, metavar="SCHEME",
-              help=f"ort and executorch: also write model.SCHEME.ort / model.SCHEME.pte ({', '.join(SCHEMES)}: "
-                   "per-channel int8 weights, dynamic int8 activations), measured against the fp32 file on real "
-                   "text. The int8 .ort is the .onnx that `albert-edge quantize` makes, converted, and must give "
-                   "its outputs.")
+              help=f"ort, executorch and onnx-text: also write model.SCHEME.ort / .pte / .text.onnx "
+                   f"({', '.join(SCHEMES)}: per-channel int8 weights, dynamic int8 activations), measured against "
+                   "the fp32 file on real text. The int8 .ort is the .onnx that `albert-edge quantize` makes, "
+                   "converted, and the int8 .text.onnx that .onnx behind the tokenizer; each must give its outputs.")
 @click.option("--max-seq-len", type=int, default=None, metavar="N",
               help="executorch only: the longest sequence the .pte takes (default: the model's "
                    "max_position_embeddings). ExecuTorch sizes the tensors it keeps outside XNNPACK for it and "

@@ -23,6 +23,7 @@ from albert_edge import checkpoints  # noqa: E402
 from albert_edge.cli import main  # noqa: E402
 from albert_edge.converters.onnx_text import IDS_OUTPUT, TEXT_INPUT, run_texts  # noqa: E402
 from albert_edge.converters.tokenizer_parity import _Reference, count_classes, hard_strings  # noqa: E402
+from albert_edge.formats.weights import read_file  # noqa: E402
 from albert_edge.model import build_model  # noqa: E402
 from albert_edge.runtime import Session  # noqa: E402
 from albert_edge.tokenizer import AlbertTokenizer  # noqa: E402
@@ -42,7 +43,7 @@ def checkpoint(tmp_path_factory, spiece_model):
 def converted(checkpoint, tmp_path_factory):
     out = tmp_path_factory.mktemp("text") / "out"
     result = CliRunner().invoke(main, ["convert", str(checkpoint), "--to", "onnx", "--to", "onnx-text",
-                                       "--out", str(out), "--seq-len", "16", "--json"])
+                                       "--scheme", "int8-dynamic", "--out", str(out), "--seq-len", "16", "--json"])
     assert result.exit_code == 0, result.output
     return out, json.loads(result.stdout)
 
@@ -63,6 +64,45 @@ def test_a_string_in_gives_the_token_id_files_outputs(converted, spiece_model):
         expected = plain.run({"input_ids": want_ids, "attention_mask": np.ones_like(want_ids),
                               "token_type_ids": np.zeros_like(want_ids)})
         np.testing.assert_allclose(got["logits"], expected["logits"], atol=1e-5, rtol=0)
+
+
+def test_the_int8_text_file_is_the_int8_onnx_behind_the_tokenizer(converted, checkpoint, tmp_path):
+    """convert --scheme int8-dynamic: model.int8-dynamic.text.onnx computes the fp32 text file's ids
+    and gives, for them, what albert-edge quantize's int8 .onnx gives in onnxruntime (defaults on
+    both sides, as an app opens them); its weights are int8 and stored once."""
+    import onnxruntime as ort
+
+    from albert_edge.formats import manifest as manifest_io
+    from albert_edge.quantize import QuantizeConfig, quantize
+
+    out, result = converted
+    entry = {f["name"]: f for f in result["files"]}["model.int8-dynamic.text.onnx"]
+    assert entry["weights"]["duplicates"] == [] and entry["weights"]["within_bound"]
+    recorded = manifest_io.read(out).file("model.int8-dynamic.text.onnx")
+    assert recorded.precision == "int8-dynamic" and recorded.parity["parent"] == "model.text.onnx"
+    assert recorded.parity["twin_max_abs_diff"]["logits"] == 0.0  # measured against the int8 .onnx, as below
+    assert min(recorded.parity["agreement"].values()) >= 0.9  # against the fp32 file on held-out text
+    assert "int8" in {w.data.dtype.name for w in read_file(out / "model.int8-dynamic.text.onnx").weights}
+    int8 = quantize(out / "model.onnx", QuantizeConfig("int8-dynamic", tokenizer=checkpoint),
+                    tmp_path / "model.int8-dynamic.onnx").out_path
+    plain = ort.InferenceSession(str(int8), providers=["CPUExecutionProvider"])
+    names = [o.name for o in plain.get_outputs()]
+    texts = ["The wind is from the west.", "Crème brûlée at the Café Münster", "A short one."]
+    fp32 = run_texts(out / "model.text.onnx", texts)
+    for got, whole in zip(run_texts(out / "model.int8-dynamic.text.onnx", texts), fp32):
+        ids = got[IDS_OUTPUT]
+        np.testing.assert_array_equal(ids, whole[IDS_OUTPUT])
+        want = plain.run(names, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                 "token_type_ids": np.zeros_like(ids)})
+        np.testing.assert_array_equal(got["logits"], want[0])
+
+
+def test_quantize_of_a_text_file_says_where_its_twin_is_made(converted, tmp_path):
+    out, _ = converted
+    result = CliRunner().invoke(main, ["quantize", str(out / "model.text.onnx"), "--scheme", "int8-dynamic",
+                                       "--out", str(tmp_path / "q.onnx")])
+    assert result.exit_code == 2 and "--to onnx-text --scheme int8-dynamic" in result.stderr, result.output
+    assert not (tmp_path / "q.onnx").exists()
 
 
 def test_over_long_text_is_cut_to_the_model_length(converted, spiece_model):
