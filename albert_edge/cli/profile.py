@@ -319,8 +319,8 @@ def _print(records: list[dict], comparisons: list, baseline: Path | None) -> Non
     dev = records[0].get("device") or {} if records else {}
     console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
                   + (f", {dev['board']}" if dev.get("board") else "") + f", {dev.get('os')}")
-    for name, model in {r["file_name"]: r.get("model") or {} for r in records}.items():
-        console.print(f"{name}: {_supports(model)}")
+    for name, r in {r["file_name"]: r for r in records}.items():
+        console.print(f"{name}: {_supports(r.get('model') or {}, r.get('input_kind'))}")
     for r in records:
         if r.get("text"):
             t = r["text"]
@@ -357,13 +357,15 @@ def _print_comparisons(comparisons: list, baseline: Path) -> None:
                           f"{c.verdict}: {c.why}")
 
 
-def _supports(model: dict) -> str:
+def _supports(model: dict, input_kind: str | None = None) -> str:
     """What a file takes, in words: declared input shape, whether it is dynamic, the longest input."""
     shape = model.get("input_shape")
     kind = ("batch and sequence length dynamic" if model.get("dynamic") else
             "fixed shape" if model.get("dynamic") is False else "shape unknown")
     longest = (f"at most {model['max_seq_len']} tokens (from its {model['max_seq_len_source']})"
                if model.get("max_seq_len") else "maximum length unknown (no manifest beside it)")
+    if input_kind == "text":
+        return f"one text per call, its tokenizer inside (each call times the tokenizer and the model), {longest}"
     return f"inputs {shape} ({kind}), {longest}"
 
 

@@ -24,7 +24,9 @@ from ..formats import FORMATS
 from ..runtime import Session
 from ..runtime.engines import ENGINES, version_of
 from . import ops as ops_mod
-from .inputs import fixed_feeds, model_limits, text_feeds
+from ..runtime.onnx_engine import file_takes_text
+from ..runtime.onnx_text import IDS_OUTPUT, TEXT_INPUT
+from .inputs import fixed_feeds, model_limits, sentence_feeds, text_feeds, text_of_length, token_stats
 from .record import Memory, ProfileRecord
 from .stats import BLOCKS, judge, latency, spread, time_until
 
@@ -39,8 +41,11 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     warnings: list[str] = []
     limits = model_limits(path)
     text_stats = None
+    # A file that takes the text (convert --to onnx-text): each call runs its tokenizer and the model.
+    text_in = FORMATS.get(path.suffix.lower()) == "onnx" and file_takes_text(path)
     if job["seq_len"] is None:
-        feeds_list, text_stats = text_feeds(job["text"], job["tokenizer"], job["max_sentences"], limits.max_seq_len)
+        feeds_list, text_stats = (sentence_feeds(job["text"], job["max_sentences"]) if text_in else
+                                  text_feeds(job["text"], job["tokenizer"], job["max_sentences"], limits.max_seq_len))
     memory.before_load_rss, memory.peak_before_load = _memory()
 
     start = time.perf_counter()
@@ -50,12 +55,21 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     limits = model_limits(path, session.inputs[0].shape if session.inputs else None)
     if job["seq_len"] is not None:
         _check_length(job["seq_len"], limits)
-        feeds_list = [fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)]
+        if text_in:
+            feed, calls = _text_of_length(session, job)
+            feeds_list = [feed]
+            warnings.append(f"info: the file takes the text, so each call times its tokenizer and the model: fed the "
+                            f"builtin corpus' first words, {job['seq_len']} tokens as its tokenizer counts them "
+                            f"(found by running the file {calls} times before the first call timed here)")
+        else:
+            feeds_list = [fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)]
 
     start = time.perf_counter()
     _run(session, feeds_list[0], job)
     first_ms = (time.perf_counter() - start) * 1e3
     memory.after_first_call_rss, memory.peak_after_first_call = _memory()
+    if text_in and job["seq_len"] is None:  # the token counts, as the file's own tokenizer gives them
+        text_stats.update(token_stats([_run(session, f, job)[IDS_OUTPUT].shape[1] for f in feeds_list]))
 
     stopped_by = None
     if job["seq_len"] is not None:
@@ -97,6 +111,7 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
         load_ms=load_ms, first_call_ms=first_ms, latency=lat, memory=memory,
         device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
         text=text_stats, ops=ops, warnings=warnings, model=limits.to_dict(),
+        input_kind="text" if text_in else "token ids",
         machine={"before": job.get("machine_before"), "during": during},
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
@@ -117,9 +132,19 @@ def _run(session: Session, feeds, job: dict[str, Any]):
     try:
         return session.run(feeds)
     except Exception as exc:  # the runtimes raise their own types; name the shape that failed
+        if TEXT_INPUT in feeds:
+            raise AlbertEdgeError(f"{job['file_as_given']}: the model fails on the text "
+                                  f"{str(feeds[TEXT_INPUT][0])[:40]!r}: {first_line(exc)}")
         shape = "x".join(str(d) for d in feeds["input_ids"].shape)
         raise AlbertEdgeError(f"{job['file_as_given']}: the model fails on input {shape} (batch x sequence): "
                               f"{first_line(exc)}")
+
+
+def _text_of_length(session: Session, job: dict[str, Any]):
+    try:
+        return text_of_length(session.run, job["seq_len"])
+    except ValueError as exc:
+        raise AlbertEdgeError(f"{job['file_as_given']}: {exc}; profile it on real sentences (--text builtin)")
 
 
 def _time_text(session: Session, feeds_list, job: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:

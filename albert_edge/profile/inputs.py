@@ -1,5 +1,5 @@
 """What the profiler feeds a model: fixed-length batches of realistic ids, or real sentences at
-their own lengths; and what a file accepts (its maximum sequence length, its vocabulary), read
+their own lengths (a file that takes the text gets the text itself); and what a file accepts (its maximum sequence length, its vocabulary), read
 from the manifest beside it and from its declared input shapes. Device side."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from ..formats.graph import INPUT_NAMES
+from ..runtime.onnx_text import IDS_OUTPUT, TEXT_INPUT
 
-__all__ = ["ModelLimits", "model_limits", "fixed_feeds", "text_feeds", "read_manifest", "CLS_ID", "SEP_ID",
-           "FIRST_WORD_ID"]
+__all__ = ["ModelLimits", "model_limits", "fixed_feeds", "text_feeds", "token_stats", "sentence_feeds",
+           "text_of_length", "read_manifest", "CLS_ID", "SEP_ID", "FIRST_WORD_ID"]
 
 # ALBERT's vocabularies put <pad> <unk> [CLS] [SEP] [MASK] at ids 0..4.
 CLS_ID, SEP_ID, FIRST_WORD_ID = 2, 3, 5
@@ -109,11 +110,63 @@ def text_feeds(text: str, tokenizer_path: str | os.PathLike, max_sentences: int,
         row = np.array([ids], dtype=np.int64)
         ones = np.ones_like(row)
         feeds.append(dict(zip(INPUT_NAMES, (row, ones, np.zeros_like(ones)))))
-    lengths = np.array([len(ids) for ids in encoded])
-    stats = {
-        "source": text, "files": sources, "sentences": len(feeds), "truncated": int(truncated),
-        "tokens": {"mean": float(lengths.mean()), "min": int(lengths.min()), "p50": float(np.median(lengths)),
-                   "p90": float(np.percentile(lengths, 90)), "max": int(lengths.max())},
-        "distinct_lengths": int(np.unique(lengths).size),
-    }
+    stats = {"source": text, "files": sources, "sentences": len(feeds), "truncated": int(truncated),
+             **token_stats([len(ids) for ids in encoded])}
     return feeds, stats
+
+
+def token_stats(lengths: list[int]) -> dict[str, Any]:
+    """Statistics of the sentences' token counts ([CLS] and [SEP] included)."""
+    counts = np.array(lengths)
+    return {"tokens": {"mean": float(counts.mean()), "min": int(counts.min()), "p50": float(np.median(counts)),
+                       "p90": float(np.percentile(counts, 90)), "max": int(counts.max())},
+            "distinct_lengths": int(np.unique(counts).size)}
+
+
+# -- files that take the text (convert --to onnx-text): a call runs the tokenizer and the model --
+
+def sentence_feeds(text: str, max_sentences: int) -> tuple[list[dict[str, np.ndarray]], dict[str, Any]]:
+    """Real sentences of ``text`` ("builtin" or a UTF-8 file) as they are, one per call, for a
+    file whose tokenizer is inside: its statistics say where they came from; the token counts are
+    added once the file has tokenized them (:func:`token_stats`)."""
+    from ..text import read_sentences
+
+    sentences, sources = read_sentences([text])
+    sentences = sentences[:max_sentences]
+    return [_text_feed(s) for s in sentences], {"source": text, "files": sources, "sentences": len(sentences)}
+
+
+def text_of_length(run, seq_len: int) -> tuple[dict[str, np.ndarray], int]:
+    """A text that the file behind ``run`` (feeds -> outputs, ``token_ids`` among them) tokenizes
+    to exactly ``seq_len`` ids, [CLS] and [SEP] included: the first words of the builtin corpus,
+    as many as fit, then short filler words. Returns the feed and how many calls finding it took;
+    ValueError when no text comes out at that length."""
+    from ..text import read_sentences
+
+    words = " ".join(read_sentences(["builtin"])[0]).split()[: max(seq_len, 1)]
+    calls = 0
+
+    def length(text: str) -> int:
+        nonlocal calls
+        calls += 1
+        return int(run(_text_feed(text))[IDS_OUTPUT].shape[1])
+
+    low, high = 0, len(words)  # the longest prefix of words that fits: length is monotone in the words
+    while low < high:
+        mid = (low + high + 1) // 2
+        if length(" ".join(words[:mid])) <= seq_len:
+            low = mid
+        else:
+            high = mid - 1
+    text = " ".join(words[:low])
+    have = length(text)
+    for filler in ("a", "the", "I", "1"):  # a word the vocabulary holds whole adds one id
+        while have < seq_len and length(f"{text} {filler}") == have + 1:
+            text, have = f"{text} {filler}", have + 1
+    if have != seq_len:
+        raise ValueError(f"no text of the builtin corpus comes out at {seq_len} tokens (the nearest: {have})")
+    return _text_feed(text), calls
+
+
+def _text_feed(text: str) -> dict[str, np.ndarray]:
+    return {TEXT_INPUT: np.array([text], dtype=object)}

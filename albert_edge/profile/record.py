@@ -88,6 +88,9 @@ class ProfileRecord:
     estimated: bool = False
     estimate: dict[str, Any] | None = None
     text: dict[str, Any] | None = None  # real-text mode: source, sentences, token-length stats
+    # What a call is fed: "token ids", or "text" for a file that takes the text (convert --to
+    # onnx-text), where each call times its tokenizer and the model; None in older records.
+    input_kind: str | None = None
     ops: dict[str, Any] | None = None  # --ops breakdown
     weights_once: bool | None = None  # TFLite: run by LiteRT's CompiledModel with one packed copy per shared weight
     model: dict[str, Any] | None = None  # what the file takes: max_seq_len (and its source), vocab, input shape, dynamic

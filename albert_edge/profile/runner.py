@@ -24,7 +24,7 @@ from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, RuntimeUnavailable
 from ..formats import format_of
 from ..runtime.engines import install_hint, packages
-from ..runtime.onnx_engine import ort_providers
+from ..runtime.onnx_engine import file_takes_text, ort_providers
 from .inputs import model_limits
 from .record import ProfileRecord
 
@@ -52,6 +52,13 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
     jobs = []
     for path in files:
         fmt = _check_file(path)
+        text_in = fmt == "onnx" and file_takes_text(path)
+        if settings.text is not None and settings.tokenizer is None and not text_in:
+            raise ProfileError(f"{path}: --text needs --tokenizer (the spiece.model matching the model's vocabulary; "
+                               "a file that takes the text, convert --to onnx-text, needs none)")
+        if text_in and settings.fixed and max(settings.batches) > 1:
+            raise ProfileError(f"{path}: it takes one text per call (its tokenizer is inside), so --batch "
+                               f"{max(settings.batches)} cannot be fed: profile it at --batch 1")
         limits = model_limits(path)
         too_long = [n for n in settings.seq_lens if limits.max_seq_len and n > limits.max_seq_len]
         if settings.fixed and too_long:
@@ -228,5 +235,5 @@ def check_text(settings) -> None:
 
     if settings.text != "builtin" and not Path(settings.text).is_file():
         raise ProfileError(f"--text {settings.text}: no such file (give a UTF-8 text file or 'builtin')")
-    if not Path(settings.tokenizer).exists():
+    if settings.tokenizer is not None and not Path(settings.tokenizer).exists():
         raise ProfileError(f"--tokenizer {settings.tokenizer}: no such file or directory")

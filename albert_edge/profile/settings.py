@@ -28,7 +28,8 @@ class ProfileSettings:
     ``min_seconds`` have passed, then until the p50's 95 % interval is narrower than
     ``ci_target`` of the p50 or ``max_seconds`` of timed calls have passed. With ``wait_quiet``
     seconds, each setting first waits (that long at most) for other work on the machine to stop. ``text`` is "builtin" (the builtin English corpus) or a UTF-8 text
-    file; it needs ``tokenizer`` (a spiece.model or a directory holding one).
+    file; a file that takes token ids needs ``tokenizer`` (a spiece.model or a directory holding one),
+    one that takes the text (``convert --to onnx-text``) is fed the sentences as they are.
     """
 
     seq_lens: tuple[int, ...] = (16, 32, 64, 128)
@@ -68,8 +69,6 @@ class ProfileSettings:
         if not 0 < self.ci_target < 1 or self.max_seconds < 0 or self.wait_quiet < 0:
             raise ProfileError(f"ci_target ({self.ci_target}) must be between 0 and 1 (a share of the p50), "
                                f"max_seconds ({self.max_seconds}) and wait_quiet ({self.wait_quiet}) >= 0")
-        if self.text is not None and self.tokenizer is None:
-            raise ProfileError("--text needs --tokenizer (the spiece.model matching the model's vocabulary)")
         if not self.fixed and self.text is None:
             raise ProfileError("nothing to profile: the fixed-length sweep is off and no --text is given")
 

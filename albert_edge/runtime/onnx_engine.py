@@ -44,7 +44,7 @@ from ..errors import RuntimeUnavailable, first_line, optional_import
 from ..formats.graph import TensorSpec
 from . import onnx_text
 
-__all__ = ["OnnxBackend", "PROVIDERS", "ORT_TYPES", "ort_providers", "OPTIMIZED_KEY", "DISABLED_OPTIMIZERS", "IN_PLACE_MIN_BYTES", "read_metadata", "operator_domains", "optimized_by",
+__all__ = ["OnnxBackend", "PROVIDERS", "ORT_TYPES", "ort_providers", "OPTIMIZED_KEY", "DISABLED_OPTIMIZERS", "IN_PLACE_MIN_BYTES", "read_metadata", "operator_domains", "file_takes_text", "optimized_by",
            "in_place_model", "inference_session", "return_freed_memory", "session_options"]
 
 log = logging.getLogger(__name__)
@@ -186,6 +186,12 @@ def operator_domains(path: str | os.PathLike) -> set[str]:
     return out
 
 
+def file_takes_text(path: str | os.PathLike) -> bool:
+    """Whether the .onnx file's input is the text (``convert --to onnx-text``): it imports
+    onnxruntime-extensions' operator domain, whose tokenizer node turns the text into ids."""
+    return onnx_text.DOMAIN in operator_domains(path)
+
+
 def optimized_by(path: str | os.PathLike) -> str | None:
     """The onnxruntime version that optimized the file's graph offline, None when it was not."""
     return read_metadata(path).get(OPTIMIZED_KEY)
@@ -323,7 +329,7 @@ class OnnxBackend:
                 "running .onnx files needs onnxruntime (pip install 'albert-edge[onnx]')"
             ) from None
         options = session_options(ort, path, num_threads, provider, ops_trace)
-        if onnx_text.DOMAIN in operator_domains(path):  # it takes text: its tokenizer is an extensions node
+        if file_takes_text(path):  # its tokenizer is an extensions node
             options.register_custom_ops_library(onnx_text.extensions_library())
         providers = ort_providers(provider, ort.get_available_providers())
         self._profiling = ops_trace is not None
