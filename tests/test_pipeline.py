@@ -221,3 +221,31 @@ def test_ort_target_converts_profiles_and_reports_with_its_int8_file(tmp_path, c
     assert {Path(r["file"]).name for r in records} == {"model.ort", "model.int8-dynamic.ort"}
     assert {r["format"] for r in records} == {"ort"}
     assert next(out.glob("*/report/report.html")).is_file()
+
+
+def test_onnx_text_target_converts_profiles_and_reports_with_its_int8_file(tmp_path, spiece_model):
+    """--to onnx-text: the conversion makes model.text.onnx and model.int8-dynamic.text.onnx; both are
+    profiled as files that take the text (tokenizer and model timed) and reported with the
+    framework that loads them; the quantize step leaves them be."""
+    pytest.importorskip("onnxruntime_extensions")
+    import torch
+
+    from albert_edge import checkpoints
+    from albert_edge.config import AlbertConfig
+    from albert_edge.model import build_model
+
+    torch.manual_seed(0)
+    config = AlbertConfig.preset("tiny").replace(vocab_size=400)
+    ckpt = checkpoints.save(build_model(config, "base"), tmp_path / "ckpt", spiece=spiece_model)
+    out = tmp_path / "out"
+    code, output = pipeline(ckpt, "--out", out, *FAST[:10], "--to", "onnx-text", "--json")
+    assert code == 0, output
+    files = next(out.glob("*/files"))
+    manifest = json.loads((files / "manifest.json").read_text())
+    assert {f["name"]: f["precision"] for f in manifest["files"]} == {
+        "model.text.onnx": "fp32", "model.int8-dynamic.text.onnx": "int8-dynamic"}
+    records = json.loads(next(out.glob("*/profile.json")).read_text())
+    assert {(Path(r["file"]).name, r["seq_len"]) for r in records} == {
+        (name, n) for name in ("model.text.onnx", "model.int8-dynamic.text.onnx") for n in (8, 16)}
+    assert {r["input_kind"] for r in records} == {"text"}
+    assert "onnxruntime-extensions" in next(out.glob("*/report/report.md")).read_text()

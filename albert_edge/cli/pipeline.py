@@ -29,9 +29,11 @@ def _steps(ctx, param, value: str | None) -> tuple[str, ...]:
 @click.argument("source", required=False, metavar="[SOURCE]")
 @click.option("--out", "out_dir", default="albert-edge-pipeline", show_default=True, type=click.Path(path_type=Path),
               help="Directory for every model's checkpoint/, files/, profile.json and report/ (and pipeline.json).")
-@click.option("--to", "targets", multiple=True, type=click.Choice(["onnx", "ort", "tflite", "executorch", "mediapipe"]),
+@click.option("--to", "targets", multiple=True,
+              type=click.Choice(["onnx", "ort", "tflite", "executorch", "mediapipe", "onnx-text"]),
               help="Target format, repeatable (default: onnx and tflite). ort makes model.ort (ONNX Runtime "
-                   "Mobile) and executorch model.pte; with the default schemes or --scheme int8-dynamic each "
+                   "Mobile), executorch model.pte and onnx-text model.text.onnx (the text in, the tokenizer "
+                   "inside; needs albert-edge[onnx-text]); with the default schemes or --scheme int8-dynamic each "
                    "also makes its model.int8-dynamic file at conversion. mediapipe makes model.mediapipe.tflite "
                    "for MediaPipe Tasks (needs albert-edge[mobile]), quantized with the tflite schemes.")
 @click.option("--scheme", "schemes", multiple=True, metavar="SCHEME",

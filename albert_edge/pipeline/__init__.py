@@ -36,13 +36,13 @@ STEPS = ("checkpoint", "convert", "quantize", "profile", "report")
 # Schemes worth making for each format on a phone-class CPU: the fast int8 path and half the bytes.
 # Static/full-integer int8 and int16x8 are for integer-only hardware (see the README).
 DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "ort": (), "tflite": ("int8-dynamic", "fp16"), "executorch": (),
-                   "mediapipe": ("int8-dynamic", "fp16")}
+                   "mediapipe": ("int8-dynamic", "fp16"), "onnx-text": ()}
 # A target whose files are quantized with another format's schemes (a MediaPipe file is a .tflite).
 QUANTIZED_AS = {"mediapipe": "tflite"}
 # Formats whose int8 file the conversion makes (the PyTorch model, or for .ort the int8 .onnx it
 # converts): scheme -> convert option.
-CONVERT_SCHEMES = {"ort": "int8-dynamic", "executorch": "int8-dynamic"}
-SUFFIXES = (".onnx", ".ort", ".tflite", ".pte", ".mediapipe.tflite")
+CONVERT_SCHEMES = {"ort": "int8-dynamic", "executorch": "int8-dynamic", "onnx-text": "int8-dynamic"}
+SUFFIXES = (".onnx", ".ort", ".tflite", ".pte", ".mediapipe.tflite", ".text.onnx")
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
 
@@ -309,9 +309,10 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
         raise PipelineError(f"{model.files}: no converted files to quantize; run the convert step first")
     tokenizer = model.checkpoint / "spiece.model"
     made = []
-    formats = {t.suffix: t.name for t in TARGETS.values()}
+    # The longest suffix first: model.text.onnx is the onnx-text target's, not onnx's.
+    formats = sorted(((t.suffix, t.name) for t in TARGETS.values()), key=lambda st: -len(st[0]))
     for parent in parents:
-        fmt = formats[parent.suffix]
+        fmt = next(name for suffix, name in formats if parent.name.endswith(suffix))
         if fmt in CONVERT_SCHEMES:  # made by the conversion, beside its fp32 file
             continue
         for scheme in options.schemes_for(fmt):
