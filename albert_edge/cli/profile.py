@@ -79,6 +79,11 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
 @click.option("--max-sentences", type=POSITIVE_INT, default=200, show_default=True, help="Sentences fed with --text.")
 @click.option("--fixed/--no-fixed", default=True, show_default=True,
               help="Run the fixed-length sweep (--no-fixed with --text: real text only).")
+@click.option("--mediapipe", is_flag=True,
+              help="Also run each file with MediaPipe metadata (convert --to mediapipe) through MediaPipe Tasks' "
+                   "TextClassifier / TextEmbedder, the text in, as an app runs it: each call times the tokenizer "
+                   "and the model, at a text of each --seq-len's tokens (MediaPipe pads it to the file's length) "
+                   "and on --text; MediaPipe picks its own threads. Needs albert-edge[mobile].")
 @click.option("--ops", is_flag=True, help="Per-operator breakdown after the timed calls, so they are not slowed "
                                           "by it: time per op type, top nodes, time per shared-layer application "
                                           "(ONNX: onnxruntime's profiler; TFLite with xnnpack: LiteRT's profiler).")
@@ -127,7 +132,8 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
 @click.option("--recalibrate", is_flag=True, help="With --estimate: forget this machine's calibration first.")
 def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: str, delegate: str, provider: str,
             runs: int, min_seconds: float, ci_target: float, max_seconds: float, wait_quiet: float, warmup: int,
-            mlperf: bool, text: str | None, tokenizer: Path | None, max_sentences: int, fixed: bool, ops: bool,
+            mlperf: bool, text: str | None, tokenizer: Path | None, max_sentences: int, fixed: bool,
+            mediapipe: bool, ops: bool,
             ops_runs: int, baseline: Path | None, threshold: float, fail_on_regression: bool,
             as_json: bool, csv_path: Path | None, append_path: Path | None, force: bool, remote: tuple[str, ...],
             ssh_config: Path | None, remote_dir: str, remote_python: str, estimate_devices: list | None,
@@ -148,7 +154,7 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
         threads=_int_list(threads, "--threads"), delegates=_name_list(delegate), providers=_name_list(provider),
         runs=runs, min_seconds=min_seconds, warmup=warmup, text=text, tokenizer=tokenizer,
         max_sentences=max_sentences, ops=ops, ops_runs=ops_runs, fixed=fixed, ci_target=ci_target,
-        max_seconds=max(max_seconds, min_seconds), wait_quiet=wait_quiet)
+        max_seconds=max(max_seconds, min_seconds), wait_quiet=wait_quiet, mediapipe=mediapipe)
     if fail_on_regression and baseline is None:
         raise click.UsageError("--fail-on-regression needs --baseline")
     old = load_records(baseline) if baseline else None
@@ -319,8 +325,9 @@ def _print(records: list[dict], comparisons: list, baseline: Path | None) -> Non
     dev = records[0].get("device") or {} if records else {}
     console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
                   + (f", {dev['board']}" if dev.get("board") else "") + f", {dev.get('os')}")
-    for name, r in {r["file_name"]: r for r in records}.items():
-        console.print(f"{name}: {_supports(r.get('model') or {}, r.get('input_kind'))}")
+    for (name, runtime), r in {(r["file_name"], r["runtime"]): r for r in records}.items():
+        through = " through MediaPipe Tasks" if runtime == "mediapipe" else ""
+        console.print(f"{name}{through}: {_supports(r.get('model') or {}, r.get('input_kind'))}")
     for r in records:
         if r.get("text"):
             t = r["text"]

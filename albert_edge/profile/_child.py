@@ -25,8 +25,10 @@ from ..runtime import Session
 from ..runtime.engines import ENGINES, version_of
 from . import ops as ops_mod
 from ..runtime.onnx_engine import file_takes_text
-from ..runtime.onnx_text import IDS_OUTPUT, TEXT_INPUT
-from .inputs import fixed_feeds, model_limits, sentence_feeds, text_feeds, text_of_length, token_stats
+from ..runtime.onnx_text import TEXT_INPUT
+from ..runtime.mediapipe_tasks import MediaPipeTask
+from .inputs import (fixed_feeds, ids_counter, model_limits, packed_counter, sentence_feeds, text_feeds, text_of_length,
+                     token_stats)
 from .record import Memory, ProfileRecord
 from .stats import BLOCKS, judge, latency, spread, time_until
 
@@ -41,26 +43,45 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     warnings: list[str] = []
     limits = model_limits(path)
     text_stats = None
-    # A file that takes the text (convert --to onnx-text): each call runs its tokenizer and the model.
-    text_in = FORMATS.get(path.suffix.lower()) == "onnx" and file_takes_text(path)
+    # A file that takes the text (convert --to onnx-text), or one MediaPipe Tasks runs (the text in,
+    # its tokenizer from the file's metadata): each call runs the tokenizer and the model.
+    mediapipe = job.get("engine") == "mediapipe"
+    text_in = mediapipe or (FORMATS.get(path.suffix.lower()) == "onnx" and file_takes_text(path))
+    if mediapipe:  # imported before the memory readings: what the file adds is read from them
+        MediaPipeTask.modules()
+        versions["mediapipe"] = MediaPipeTask.version()
+        count = packed_counter(path, job["input_shape"][1])
+        if "tensorflow" in sys.modules:
+            warnings.append("info: mediapipe's Python package imported TensorFlow before the file loaded (its memory "
+                            "is in this process's peak, not in an app's): what the file costs is after_load_rss "
+                            "minus before_load_rss")
     if job["seq_len"] is None:
         feeds_list, text_stats = (sentence_feeds(job["text"], job["max_sentences"]) if text_in else
                                   text_feeds(job["text"], job["tokenizer"], job["max_sentences"], limits.max_seq_len))
     memory.before_load_rss, memory.peak_before_load = _memory()
 
     start = time.perf_counter()
-    session = Session(path, num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"])
+    session = (MediaPipeTask(path, job["task"]) if mediapipe else
+               Session(path, num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"]))
     load_ms = (time.perf_counter() - start) * 1e3
     memory.after_load_rss, memory.peak_after_load = _memory()
-    limits = model_limits(path, session.inputs[0].shape if session.inputs else None)
+    shape = job["input_shape"] if mediapipe else None if text_in else session.inputs[0].shape if session.inputs else None
+    limits = model_limits(path, shape)
+    if not mediapipe and text_in:
+        count = ids_counter(lambda feeds: _run(session, feeds, job))
+    if mediapipe:
+        warnings.append(f"info: through MediaPipe Tasks' {job['task']}, as an app runs the file (its Python API sets no "
+                        f"thread count: MediaPipe's own default); MediaPipe pads every text to the file's "
+                        f"{shape[1]} tokens, so the model's part costs that much whatever the text's length")
     if job["seq_len"] is not None:
         _check_length(job["seq_len"], limits)
         if text_in:
-            feed, calls = _text_of_length(session, job)
+            feed, calls = _text_of_length(count, job)
             feeds_list = [feed]
+            counted = "counted by running the file" if not mediapipe else "counted by the spiece.model packed in it"
             warnings.append(f"info: the file takes the text, so each call times its tokenizer and the model: fed the "
                             f"builtin corpus' first words, {job['seq_len']} tokens as its tokenizer counts them "
-                            f"(found by running the file {calls} times before the first call timed here)")
+                            f"({counted}, {calls} times, before the first call timed here)")
         else:
             feeds_list = [fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)]
 
@@ -69,7 +90,7 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     first_ms = (time.perf_counter() - start) * 1e3
     memory.after_first_call_rss, memory.peak_after_first_call = _memory()
     if text_in and job["seq_len"] is None:  # the token counts, as the file's own tokenizer gives them
-        text_stats.update(token_stats([_run(session, f, job)[IDS_OUTPUT].shape[1] for f in feeds_list]))
+        text_stats.update(token_stats([count(str(f[TEXT_INPUT][0])) for f in feeds_list]))
 
     stopped_by = None
     if job["seq_len"] is not None:
@@ -140,9 +161,9 @@ def _run(session: Session, feeds, job: dict[str, Any]):
                               f"{first_line(exc)}")
 
 
-def _text_of_length(session: Session, job: dict[str, Any]):
+def _text_of_length(count, job: dict[str, Any]):
     try:
-        return text_of_length(session.run, job["seq_len"])
+        return text_of_length(count, job["seq_len"])
     except ValueError as exc:
         raise AlbertEdgeError(f"{job['file_as_given']}: {exc}; profile it on real sentences (--text builtin)")
 
@@ -193,6 +214,9 @@ def _ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | None) -> d
     """Per-operator cost from a second session with the profiler on, so the latency above was
     measured without the profiler's overhead: ``job["ops_runs"]`` profiled calls after one that
     allocates, set against ``latency_p50`` (the timed calls' p50). The trace is deleted."""
+    if job.get("engine") == "mediapipe":
+        return ops_mod.tflite_unavailable("MediaPipe Tasks runs its own interpreter, which gives no per-operator "
+                                          "times: the breakdown is that of the file run through Session")
     if path.suffix.lower() == ".tflite":
         return _tflite_ops(path, job, feeds, latency_p50)
     if FORMATS.get(path.suffix.lower()) == "executorch":

@@ -59,7 +59,9 @@ class Comparison:
 
 
 def setting_key(record: dict[str, Any]) -> tuple:
-    return tuple(record.get(k) for k in _SETTING) + (record.get("host"),)
+    # A call fed the text (its tokenizer timed too) is another setting than one fed the same file's
+    # ids; records from before input_kind was kept were all fed ids.
+    return tuple(record.get(k) for k in _SETTING) + (record.get("host"), record.get("input_kind") == "text")
 
 
 def compare(records: list[dict[str, Any]], baseline: list[dict[str, Any]],

@@ -16,7 +16,7 @@ from ..formats.graph import INPUT_NAMES
 from ..runtime.onnx_text import IDS_OUTPUT, TEXT_INPUT
 
 __all__ = ["ModelLimits", "model_limits", "fixed_feeds", "text_feeds", "token_stats", "sentence_feeds",
-           "text_of_length", "read_manifest", "CLS_ID", "SEP_ID", "FIRST_WORD_ID"]
+           "text_of_length", "ids_counter", "packed_counter", "read_manifest", "CLS_ID", "SEP_ID", "FIRST_WORD_ID"]
 
 # ALBERT's vocabularies put <pad> <unk> [CLS] [SEP] [MASK] at ids 0..4.
 CLS_ID, SEP_ID, FIRST_WORD_ID = 2, 3, 5
@@ -136,10 +136,10 @@ def sentence_feeds(text: str, max_sentences: int) -> tuple[list[dict[str, np.nda
     return [_text_feed(s) for s in sentences], {"source": text, "files": sources, "sentences": len(sentences)}
 
 
-def text_of_length(run, seq_len: int) -> tuple[dict[str, np.ndarray], int]:
-    """A text that the file behind ``run`` (feeds -> outputs, ``token_ids`` among them) tokenizes
-    to exactly ``seq_len`` ids, [CLS] and [SEP] included: the first words of the builtin corpus,
-    as many as fit, then short filler words. Returns the feed and how many calls finding it took;
+def text_of_length(count, seq_len: int) -> tuple[dict[str, np.ndarray], int]:
+    """A text that ``count`` (text -> its number of ids, [CLS] and [SEP] included, as the file's own
+    tokenizer gives them) puts at exactly ``seq_len``: the first words of the builtin corpus, as
+    many as fit, then short filler words. Returns the feed and how many counts finding it took;
     ValueError when no text comes out at that length."""
     from ..text import read_sentences
 
@@ -149,7 +149,7 @@ def text_of_length(run, seq_len: int) -> tuple[dict[str, np.ndarray], int]:
     def length(text: str) -> int:
         nonlocal calls
         calls += 1
-        return int(run(_text_feed(text))[IDS_OUTPUT].shape[1])
+        return count(text)
 
     low, high = 0, len(words)  # the longest prefix of words that fits: length is monotone in the words
     while low < high:
@@ -166,6 +166,25 @@ def text_of_length(run, seq_len: int) -> tuple[dict[str, np.ndarray], int]:
     if have != seq_len:
         raise ValueError(f"no text of the builtin corpus comes out at {seq_len} tokens (the nearest: {have})")
     return _text_feed(text), calls
+
+
+def ids_counter(run):
+    """``text_of_length``'s count for a file that reports its ids (``token_ids``): run it."""
+    return lambda text: int(run(_text_feed(text))[IDS_OUTPUT].shape[1])
+
+
+def packed_counter(path: str | os.PathLike, length: int):
+    """``text_of_length``'s count for a MediaPipe file: the spiece.model packed in it (its
+    normalizer inside) as sentencepiece runs it, plus [CLS] and [SEP], cut at the file's
+    ``length``. Reads only the packed archive's entry, not the model."""
+    import zipfile
+
+    import sentencepiece as spm
+
+    with zipfile.ZipFile(path) as archive:
+        model = next(n for n in archive.namelist() if n.endswith(".model"))
+        processor = spm.SentencePieceProcessor(model_proto=archive.read(model))
+    return lambda text: min(len(processor.encode(text)) + 2, length)
 
 
 def _text_feed(text: str) -> dict[str, np.ndarray]:

@@ -80,11 +80,46 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                 if settings.text is not None:
                     shapes.append((1, None))
                 jobs += [{**common, **acc, "threads": threads, "batch": b, "seq_len": n} for b, n in shapes]
+        task = _mediapipe_task(path) if settings.mediapipe and fmt == "tflite" else None
+        if task is not None:  # as an app runs it: one text per call, MediaPipe's own threads
+            shapes = [(1, n) for n in settings.seq_lens] if settings.fixed else []
+            shapes += [(1, None)] if settings.text is not None else []
+            jobs += [{**common, **task, "provider": None, "delegate": "xnnpack", "threads": settings.threads[0],
+                      "batch": b, "seq_len": n} for b, n in shapes]
+    if settings.mediapipe:
+        _check_mediapipe(files, jobs)
     if settings.text is not None:
         check_text(settings)
     if any(job["provider"] not in (None, "cpu", "CPUExecutionProvider") for job in jobs):
         _check_providers(settings.providers)
     return jobs
+
+
+def _mediapipe_task(path: Path) -> dict[str, Any] | None:
+    """What a MediaPipe job of ``path`` needs: the text task its metadata describes and the file's
+    input shape (MediaPipe pads every text to its length); None for a file without such metadata."""
+    from ..formats.tflite_metadata import read_metadata
+    from ..formats.tflite_reader import read
+    from .settings import ProfileError
+
+    try:
+        meta = read_metadata(path)
+    except ValueError as exc:
+        raise ProfileError(f"{path}: {exc}") from None
+    if meta is None or meta.task not in ("TextClassifier", "TextEmbedder"):
+        return None
+    return {"engine": "mediapipe", "task": meta.task, "input_shape": list(read(path).inputs[0].shape)}
+
+
+def _check_mediapipe(files: list[Path], jobs: list[dict[str, Any]]) -> None:
+    from .settings import ProfileError
+
+    if not any(job.get("engine") == "mediapipe" for job in jobs):
+        raise ProfileError(f"--mediapipe: no file given has MediaPipe metadata ({', '.join(p.name for p in files)}; "
+                           "convert --to mediapipe writes such files: a text task with its tokenizer inside)")
+    if importlib.util.find_spec("mediapipe") is None:
+        raise ProfileError("--mediapipe runs files through MediaPipe Tasks, and mediapipe is not installed: "
+                           "pip install 'albert-edge[mobile]'")
 
 
 def run_all(files: list[Path], settings, progress: Callable[[str], None] | None = None) -> list[ProfileRecord]:
@@ -111,7 +146,7 @@ def _watch(wait: float, progress: Callable[[str], None] | None) -> dict[str, Any
 
 
 def describe_job(job: dict[str, Any]) -> str:
-    acc = job["provider"] or f"delegate={job['delegate']}"
+    acc = f"mediapipe {job['task']}" if job.get("engine") == "mediapipe" else job["provider"] or f"delegate={job['delegate']}"
     shape = f"seq={job['seq_len']}" if job["seq_len"] is not None else "real text"
     return f"{Path(job['file_as_given']).name} {acc} threads={job['threads']} batch={job['batch']} {shape}"
 

@@ -29,7 +29,9 @@ class ProfileSettings:
     ``ci_target`` of the p50 or ``max_seconds`` of timed calls have passed. With ``wait_quiet``
     seconds, each setting first waits (that long at most) for other work on the machine to stop. ``text`` is "builtin" (the builtin English corpus) or a UTF-8 text
     file; a file that takes token ids needs ``tokenizer`` (a spiece.model or a directory holding one),
-    one that takes the text (``convert --to onnx-text``) is fed the sentences as they are.
+    one that takes the text (``convert --to onnx-text``) is fed the sentences as they are. With
+    ``mediapipe``, a file with MediaPipe metadata (``convert --to mediapipe``) is also run through
+    MediaPipe Tasks' TextClassifier / TextEmbedder, the text in, once per shape (batch 1).
     """
 
     seq_lens: tuple[int, ...] = (16, 32, 64, 128)
@@ -49,6 +51,7 @@ class ProfileSettings:
     ci_target: float = 0.02
     max_seconds: float = 5.0
     wait_quiet: float = 0.0
+    mediapipe: bool = False  # files with MediaPipe metadata also through MediaPipe Tasks, the text in
 
     def __post_init__(self) -> None:
         for name in ("seq_lens", "batches", "threads"):
@@ -94,4 +97,6 @@ def forward_args(settings: ProfileSettings) -> list[str]:
         args += ["--ops", "--ops-runs", str(settings.ops_runs)]
     if not settings.fixed:
         args.append("--no-fixed")
+    if settings.mediapipe:
+        args.append("--mediapipe")
     return args

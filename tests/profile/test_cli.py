@@ -233,6 +233,7 @@ BAD = [
     (["{dir}/model.tflite", "--delegate", "gpu"], "delegate must be one of"),
     (["{dir}/model.onnx", "--seq-len", "8", "--provider", "cuda"], "CUDAExecutionProvider is not in this onnxruntime build"),
     (["{dir}/model.onnx", "--seq-len", "8", "--text", "builtin"], "--text needs --tokenizer"),
+    (["{dir}/model.onnx", "{dir}/model.tflite", "--seq-len", "8", "--mediapipe"], "no file given has MediaPipe metadata"),
     (["{dir}/model.onnx", "--seq-len", "8", "--baseline", "{dir}/manifest.json"], "not profile results"),
 ]
 

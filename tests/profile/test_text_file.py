@@ -38,9 +38,9 @@ def _profile(*args):
 _COUNT = """
 import sys
 from albert_edge.runtime import Session
-from albert_edge.profile.inputs import text_of_length
+from albert_edge.profile.inputs import ids_counter, text_of_length
 session = Session(sys.argv[1])
-feed, calls = text_of_length(session.run, int(sys.argv[2]))
+feed, calls = text_of_length(ids_counter(session.run), int(sys.argv[2]))
 print(session.run(feed)["token_ids"].shape[1], calls)
 """
 
