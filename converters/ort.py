@@ -39,7 +39,7 @@ from albert_edge.errors import ConversionError, first_line
 
 from albert_edge.formats.graph import GraphContents
 
-__all__ = ["export", "to_ort", "write_operator_configs", "read_contents", "verify_options", "quantized_file",
+__all__ = ["export", "to_ort", "write_operator_configs", "read_contents", "verify_options", "quantized_file", "ort_twin",
            "OPTIMIZATION", "LEVELS", "SCHEMES", "TWIN_ATOL", "OPERATOR_CONFIGS"]
 
 log = logging.getLogger(__name__)
@@ -292,18 +292,16 @@ def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
 def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
                    opset: int | None = None):
     """Write the ``scheme`` twin of the verified fp32 .ort ``parent`` (a
-    converters.export.ConvertedFile) in ``tmp``: the fp32 .onnx is quantized by
+    converters.export.ConvertedFile) in ``tmp``: the fp32 .onnx (in ``opset``) is quantized by
     albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
-    text, with ``tokenizer``; random ids without one; the .onnx in ``opset``), then converted. The .ort must store each
-    weight once (byte copies and, by value, int8 copies of one fp32 weight) and give the int8
-    .onnx's outputs within TWIN_ATOL. Returns its ConvertedFile."""
+    text, with ``tokenizer``; random ids without one), then converted and checked
+    (:func:`ort_twin`). Returns its ConvertedFile."""
     from albert_edge.formats import manifest as manifest_io
-    from albert_edge.formats.copies import weight_copies
-    from albert_edge.formats.weights import analyze, read_file
+    from albert_edge.formats.weights import model_param_bytes
     from albert_edge.quantize import QuantizeConfig, quantize
 
     from .export import ConvertedFile
-    from .twin import TwinReport, verified_onnx
+    from .twin import verified_onnx
 
     if scheme not in SCHEMES:
         raise ConversionError(f"unknown .ort scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
@@ -316,31 +314,50 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
         result = quantize(fp32, QuantizeConfig(scheme=scheme, tokenizer=spiece, seq_len=seq_len),
                           scratch / f"model.{scheme}.onnx")
         quantized_entry = manifest_io.read(scratch).file(result.out_path.name)
-        to_ort(result.out_path, path)
         t1 = time.perf_counter()
-        twin = _twin_diff(result.out_path, path, model.config)
+        figures = {**quantized_entry.parity, "parent": parent.name, "parent_sha256": parent.entry.sha256,
+                   "measured_on": f"the .onnx pair (model.onnx, model.{scheme}.onnx) this file and its parent were "
+                                  "converted from; each .ort gives its .onnx's outputs (fp32: within the verify "
+                                  "tolerance of PyTorch; int8: twin_max_abs_diff)"}
+        report, entry = ort_twin(result.out_path, path, parent.path, model.config, figures,
+                                 param_bytes=model_param_bytes(model))
+    entry.precision = scheme
+    write_operator_configs(tmp)
+    return ConvertedFile(path.name, path, "ort", t1 - t0, time.perf_counter() - t1, report, entry)
+
+
+def ort_twin(int8_onnx: Path, path: Path, fp32_parent: Path, config, figures: dict[str, Any], *,
+             param_bytes: int | None = None, name: str | None = None):
+    """Convert the checked int8 .onnx ``int8_onnx`` to the .ort ``path`` and check it: every weight
+    of the fp32 ``fp32_parent`` stored once (byte copies and, by value, int8 copies of one fp32
+    weight; within ``param_bytes`` when given), and the .onnx's outputs within TWIN_ATOL
+    (``config``: the model's AlbertConfig). ``figures`` (the int8 .onnx's, against its parent) are
+    kept with the twin's. Returns the report and the manifest entry (named ``name``, default the
+    file's); ConversionError when a check fails."""
+    from albert_edge.formats import manifest as manifest_io
+    from albert_edge.formats.copies import weight_copies
+    from albert_edge.formats.weights import analyze, read_file
+
+    from .twin import TwinReport
+
+    name = name or path.name
+    to_ort(int8_onnx, path)
+    twin = _twin_diff(int8_onnx, path, config)
     contents = read_contents(path)
-    weights = analyze(contents, model)
-    copies = weight_copies(read_file(parent.path), contents)
+    weights = analyze(contents, param_bytes=param_bytes)
+    copies = weight_copies(read_file(fp32_parent), contents)
     problems = weights.problems()
     problems += [f"{c.name} is stored {len(c.stored_as)} times: {', '.join(n for n, _ in c.stored_as)}"
                  for c in copies if len(c.stored_as) > 1]
-    problems += [f"{name} differs from the int8 .onnx by {diff:.3g} (more than {TWIN_ATOL:g})"
-                 for name, diff in twin.items() if not diff <= TWIN_ATOL]
+    problems += [f"{output} differs from the int8 .onnx by {diff:.3g} (more than {TWIN_ATOL:g})"
+                 for output, diff in twin.items() if not diff <= TWIN_ATOL]
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise ConversionError(f"{path.name} failed its checks: {problems[0]}{more}")
-    figures = {**quantized_entry.parity, "parent": parent.name, "parent_sha256": parent.entry.sha256,
-               "measured_on": f"the .onnx pair (model.onnx, model.{scheme}.onnx) this file and its parent were "
-                              "converted from; each .ort gives its .onnx's outputs (fp32: within the verify "
-                              "tolerance of PyTorch; int8: twin_max_abs_diff)",
-               "twin_max_abs_diff": twin, "twin_atol": TWIN_ATOL,
-               "weights_checked": len(copies), "backend": "onnxruntime", "ok": True}
-    write_operator_configs(tmp)
+        raise ConversionError(f"{name} failed its checks: {problems[0]}{more}")
+    figures = {**figures, "twin_max_abs_diff": twin, "twin_atol": TWIN_ATOL, "weights_checked": len(copies),
+               "backend": "onnxruntime", "ok": True}
     report = TwinReport(contents, weights, figures)
-    entry = manifest_io.file_entry(path, report)
-    entry.precision = scheme
-    return ConvertedFile(path.name, path, "ort", t1 - t0, time.perf_counter() - t1, report, entry)
+    return report, manifest_io.file_entry(path, report, name=name)
 
 
 def _twin_diff(onnx_path: Path, ort_path: Path, config) -> dict[str, float]:

@@ -71,6 +71,8 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     config.check_against(recipe)
     out = Path(out_path) if out_path is not None else default_out_path(source.path, recipe)
     _check_out(out, source.path, recipe, force)
+    if config.ort:
+        check_new_file(out.with_suffix(".ort"), force)
     check_not_input(out, [*config.calibration, config.tokenizer])  # a text or tokenizer given as --out
     check_destination(out, source)
     seq_len = config.seq_len or source.seq_len
@@ -97,8 +99,14 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
         check.accuracy = figures
         size = tmp.stat().st_size
         manifest_path = None
+        if kept and config.ort:  # converted and checked before either file is put in place
+            twin = _ort_twin(tmp, out, source, recipe, figures)
         if kept:
-            manifest_path = record(tmp, out, source, recipe, check, figures)
+            manifest_path = record(tmp, out, source, recipe, check, figures, also=[twin] if config.ort else [])
+            if config.ort:
+                from albert_edge.converters.ort import write_operator_configs
+
+                write_operator_configs(out.parent)
         else:
             log.warning("%s: %s is %.4f, a drop of %.4f over --max-drop %.4f: not kept", out.name,
                         accuracy.headline[1], accuracy.headline[0], accuracy.drop, config.max_drop)
@@ -109,12 +117,32 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
         raise OutputError(f"cannot write {out}: {reason}") from None
     finally:
         tmp.unlink(missing_ok=True)  # also on an interrupt (SIGTERM arrives as one)
+        if config.ort:
+            _ort_staging(out).unlink(missing_ok=True)
     return QuantizeResult(
         out_path=out, kept=kept, format=recipe.format, scheme=recipe.scheme.value, parent=source.path,
         parent_size=source.path.stat().st_size, size=size, accuracy=accuracy, check=check,
         notes=notes, calibration=text.described, max_drop=config.max_drop, manifest_path=manifest_path,
-        seconds=time.perf_counter() - start,
+        seconds=time.perf_counter() - start, ort_path=out.with_suffix(".ort") if kept and config.ort else None,
     )
+
+
+def _ort_staging(out: Path) -> Path:
+    return out.with_name(f".{out.stem}.{os.getpid()}.tmp.ort")
+
+
+def _ort_twin(staged_onnx: Path, out: Path, source, recipe: Recipe, figures: dict):
+    """(staged .ort, where it goes, its manifest entry): the checked int8 .onnx ``staged_onnx``
+    converted for ONNX Runtime Mobile and checked (albert_edge.converters.ort.ort_twin)."""
+    from albert_edge.converters.ort import ort_twin
+
+    target = out.with_suffix(".ort")
+    staged = _ort_staging(out)
+    measured = {**figures, "measured_on": f"{out.name} against {source.path.name} on "
+                "held-out text; this file gives the outputs of the .onnx it was converted from (twin_max_abs_diff)"}
+    _, entry = ort_twin(staged_onnx, staged, source.path, source.config, measured, name=target.name)
+    entry.precision = recipe.scheme.value
+    return staged, target, entry
 
 
 def _check_out(out: Path, parent: Path, recipe: Recipe, force: bool) -> None:

@@ -65,24 +65,25 @@ class _Report:
 
 
 def record(staged: Path, out: Path, source: ModelFile, recipe: Recipe, check: QuantCheck,
-           figures: dict[str, Any]) -> Path:
+           figures: dict[str, Any], also: list[tuple[Path, Path, manifest_io.FileEntry]] = ()) -> Path:
     """Move the checked file ``staged`` to ``out`` and add (or replace) its entry in the manifest
-    beside it, as one step (an interrupt leaves both as they were, or both new); returns the
-    manifest."""
+    beside it, as one step (an interrupt leaves both as they were, or both new), with ``also``'s
+    files (staged, where it goes, its entry: the .ort twin); returns the manifest."""
     entry = manifest_io.file_entry(staged, _Report(check, figures), name=out.name)
     entry.precision = recipe.scheme.value
     entry.weights = dict(entry.weights, **check.summary())
     manifest_path = out.parent / manifest_io.MANIFEST_NAME
     if manifest_path.is_file():
         manifest = manifest_io.read(manifest_path)
-        manifest.files = [f for f in manifest.files if f.name != out.name] + [entry]
+        names = {out.name, *(t.name for _, t, _ in also)}
+        manifest.files = [f for f in manifest.files if f.name not in names] + [entry, *(e for _, _, e in also)]
     else:
         manifest = manifest_io.Manifest(source=dict(source.manifest.source), config=dict(source.manifest.config),
-                                        files=[entry], seq_len=source.seq_len)
+                                        files=[entry, *(e for _, _, e in also)], seq_len=source.seq_len)
     new_manifest = staged.with_name(f".{manifest_io.MANIFEST_NAME}.{os.getpid()}.tmp")
     try:
         atomic_write(new_manifest, manifest_io.to_text(manifest))
-        install([(staged, out), (new_manifest, manifest_path)])
+        install([(staged, out), *((s, t) for s, t, _ in also), (new_manifest, manifest_path)])
     finally:
         new_manifest.unlink(missing_ok=True)
     return manifest_path

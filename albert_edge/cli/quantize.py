@@ -40,6 +40,10 @@ _METHODS = ", ".join(m.value for m in CalibrationMethod)
               help="Oldest TFLite runtime the .tflite file must load in. 2.14 (tflite-runtime, Raspberry Pi OS "
                    "bookworm): dynamic-range weights get one scale per tensor and int16 GELU runs in float. "
                    "latest: per-channel dynamic-range weights (needs runtime 2.17 / ai-edge-litert).")
+@click.option("--ort", is_flag=True,
+              help="onnx int8-dynamic: also write the .ort twin beside --out (model.int8-dynamic.ort, what ONNX "
+                   "Runtime Mobile loads), converted from the checked int8 .onnx and checked to store each weight "
+                   "once and give its outputs, with the operator configurations of a reduced build.")
 @click.option("--max-drop", type=float, default=None, metavar="X",
               help="Fail (exit 1, file not kept) when the MLM top-1 / label agreement with the fp32 "
                    "parent (the output cosine for heads without labels) is below 1 - X.")
@@ -51,7 +55,7 @@ _METHODS = ", ".join(m.value for m in CalibrationMethod)
 @force_option("the --out file exists (it is replaced only once the new file passed its checks)")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokenizer: Path | None, method: str,
-             samples: int, eval_samples: int, embeddings: bool, per_channel: bool, tflite_compat: str,
+             samples: int, eval_samples: int, embeddings: bool, per_channel: bool, tflite_compat: str, ort: bool,
              max_drop: float | None, seq_len: int | None, threads: int | None, out_path: Path, force: bool,
              as_json: bool) -> None:
     """Quantize MODEL_FILE (an fp32 .onnx or .tflite that `albert-edge convert` wrote) into
@@ -64,7 +68,7 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
     config = QuantizeConfig(
         scheme=scheme, calibration=tuple(calibration), tokenizer=tokenizer, calibration_method=method,
         num_samples=samples, eval_samples=eval_samples, quantize_embeddings=embeddings, per_channel=per_channel,
-        max_drop=max_drop, seq_len=seq_len, num_threads=threads, tflite_compat=tflite_compat,
+        max_drop=max_drop, seq_len=seq_len, num_threads=threads, tflite_compat=tflite_compat, ort=ort,
     )
     with err_console.status(f"quantizing {model_file.name} ({scheme})"):
         result = run_quantize(model_file, config, out_path, force=force)
@@ -101,6 +105,9 @@ def _print(result) -> None:
         ratio = result.size / result.parent_size if result.parent_size else 0.0
         console.print(f"wrote {result.out_path}: {fmt_bytes(result.size)} ({ratio:.2f}x of "
                       f"{fmt_bytes(result.parent_size)}) in {result.seconds:.1f}s; manifest {result.manifest_path}")
+        if result.ort_path is not None:
+            console.print(f"wrote {result.ort_path} ({fmt_bytes(result.ort_path.stat().st_size)}): its outputs are "
+                          f"{result.out_path.name}'s, each weight stored once")
 
 
 COMMANDS = [quantize]

@@ -241,3 +241,44 @@ def test_an_opset_reaches_the_int8_twin(tmp_path, monkeypatch):
     result = convert(tiny_model(), tmp_path / "out", targets=("ort",), seq_len=8, opset=18, scheme="int8-dynamic")
     assert [f.name for f in result.files] == ["model.ort", "model.int8-dynamic.ort"]
     assert made == [18]
+
+
+def test_quantize_writes_the_ort_twin_beside_the_int8_onnx(tmp_path):
+    """quantize --ort: model.int8-dynamic.ort beside model.int8-dynamic.onnx, in the manifest, each
+    weight once as the device side reads it back, the reduced-build configs written; plain
+    onnxruntime (as ONNX Runtime Mobile opens it) picks the .onnx's top-1."""
+    from albert_edge.formats import manifest as manifest_io
+    from albert_edge.quantize import QuantizeConfig, quantize
+
+    model = tiny_model(head="pretraining")
+    out = tmp_path / "conv"
+    convert(model, out, targets=("onnx",), seq_len=16)
+    result = quantize(out / "model.onnx", QuantizeConfig("int8-dynamic", ort=True))
+    twin = out / "model.int8-dynamic.ort"
+    assert result.ort_path == twin and twin.is_file()
+    entry = manifest_io.read(out).file(twin.name)
+    assert entry.precision == "int8-dynamic" and entry.format == "ort"
+    assert all(v <= ort_target.TWIN_ATOL for v in entry.parity["twin_max_abs_diff"].values())
+    contents = ort_reader.read(twin)
+    assert analyze(contents).duplicates == []
+    assert (out / "required_operators.config").is_file()
+    feeds = _feeds(12, seed=3)
+    want = _plain(result.out_path).run(None, feeds)[0]
+    got = _plain(twin).run(None, feeds)[0]
+    assert (want.argmax(-1) == got.argmax(-1)).mean() >= 0.99
+    assert not list(out.glob(".*"))  # nothing staged is left
+
+
+def test_quantize_ort_is_refused_where_it_cannot_apply(tmp_path):
+    model = tiny_model()
+    out = tmp_path / "conv"
+    convert(model, out, targets=("onnx",), seq_len=16)
+    result = CliRunner().invoke(main, ["quantize", str(out / "model.onnx"), "--scheme", "fp16", "--ort",
+                                       "--out", str(out / "model.fp16.onnx")])
+    assert result.exit_code == 2 and "--ort makes the .ort twin of an int8-dynamic .onnx" in result.stderr, result.output
+    (out / "model.int8-dynamic.ort").write_bytes(b"an earlier file")
+    result = CliRunner().invoke(main, ["quantize", str(out / "model.onnx"), "--scheme", "int8-dynamic", "--ort",
+                                       "--out", str(out / "model.int8-dynamic.onnx")])
+    assert result.exit_code == 2 and "model.int8-dynamic.ort" in result.stderr, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.int8-dynamic.ort", "model.onnx"]
+    assert (out / "model.int8-dynamic.ort").read_bytes() == b"an earlier file"
