@@ -253,7 +253,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     from albert_edge.tokenizer import find_spiece
 
     from .export import ConvertedFile
-    from .twin import TwinReport, verified_onnx
+    from .twin import TwinReport, check_twin, verified_onnx
 
     if scheme not in SCHEMES:
         raise ConversionError(f"unknown onnx-text scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
@@ -285,14 +285,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     contents = read_file(path)
     weights = analyze(contents, model)
     copies = weight_copies(read_file(parent.path), contents)
-    problems += weights.problems()
-    problems += [f"{c.name} is stored {len(c.stored_as)} times: {', '.join(n for n, _ in c.stored_as)}"
-                 for c in copies if len(c.stored_as) > 1]
-    problems += [f"{name} differs from the int8 .onnx by {diff:.3g} (more than {TWIN_ATOL:g})"
-                 for name, diff in twin.items() if not diff <= TWIN_ATOL]
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise ConversionError(f"{path.name} failed its checks: {problems[0]}{more}")
+    check_twin(path.name, weights, copies, twin, TWIN_ATOL, problems)
     figures = {**quantized_entry.parity, "parent": parent.name, "parent_sha256": parent.entry.sha256,
                "measured_on": f"the token-id .onnx pair (model.onnx, model.{scheme}.onnx) this file and its parent "
                               "were made from; this file gives the int8 .onnx's outputs for the ids its tokenizer "

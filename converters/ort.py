@@ -338,7 +338,7 @@ def ort_twin(int8_onnx: Path, path: Path, fp32_parent: Path, config, figures: di
     from albert_edge.formats.copies import weight_copies
     from albert_edge.formats.weights import analyze, read_file
 
-    from .twin import TwinReport
+    from .twin import TwinReport, check_twin
 
     name = name or path.name
     to_ort(int8_onnx, path)
@@ -346,14 +346,7 @@ def ort_twin(int8_onnx: Path, path: Path, fp32_parent: Path, config, figures: di
     contents = read_contents(path)
     weights = analyze(contents, param_bytes=param_bytes)
     copies = weight_copies(read_file(fp32_parent), contents)
-    problems = weights.problems()
-    problems += [f"{c.name} is stored {len(c.stored_as)} times: {', '.join(n for n, _ in c.stored_as)}"
-                 for c in copies if len(c.stored_as) > 1]
-    problems += [f"{output} differs from the int8 .onnx by {diff:.3g} (more than {TWIN_ATOL:g})"
-                 for output, diff in twin.items() if not diff <= TWIN_ATOL]
-    if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise ConversionError(f"{name} failed its checks: {problems[0]}{more}")
+    check_twin(name, weights, copies, twin, TWIN_ATOL)
     figures = {**figures, "twin_max_abs_diff": twin, "twin_atol": TWIN_ATOL, "weights_checked": len(copies),
                "backend": "onnxruntime", "ok": True}
     report = TwinReport(contents, weights, figures)

@@ -10,7 +10,7 @@ from typing import Any
 from albert_edge.errors import ConversionError
 from albert_edge.formats.graph import GraphContents
 
-__all__ = ["TwinReport", "verified_onnx"]
+__all__ = ["TwinReport", "verified_onnx", "check_twin"]
 
 
 class TwinReport:
@@ -41,3 +41,18 @@ def verified_onnx(model, scratch: Path, seq_len: int, tokenizer, opset: int | No
     manifest_io.write(manifest_io.Manifest(source=source, config=model.config.to_hf_dict(), seq_len=seq_len,
                                            files=[manifest_io.file_entry(path, report)]), scratch)
     return path
+
+
+def check_twin(name: str, weights, copies, twin: dict[str, float], atol: float, problems: list[str] = ()) -> None:
+    """ConversionError naming the first problem of the quantized file ``name`` (and how many more):
+    those given, its ``weights`` report's, a weight of the fp32 parent stored more than once
+    (``copies``: formats.copies.weight_copies), an output further than ``atol`` from the int8
+    .onnx it was made from (``twin``: the largest difference per output)."""
+    problems = [*problems, *weights.problems()]
+    problems += [f"{c.name} is stored {len(c.stored_as)} times: {', '.join(n for n, _ in c.stored_as)}"
+                 for c in copies if len(c.stored_as) > 1]
+    problems += [f"{output} differs from the int8 .onnx by {diff:.3g} (more than {atol:g})"
+                 for output, diff in twin.items() if not diff <= atol]
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise ConversionError(f"{name} failed its checks: {problems[0]}{more}")

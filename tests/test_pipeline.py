@@ -205,19 +205,25 @@ def test_executorch_target_converts_with_its_int8_file(tmp_path, checkpoint):
         "model.pte": "fp32", "model.int8-dynamic.pte": "int8-dynamic"}
 
 
+def _ran_target(checkpoint, out: Path, target: str) -> tuple[Path, dict[str, str], list[dict]]:
+    """The pipeline run with ``--to target`` only: its files directory, each file's precision as
+    the manifest says, and the profile records."""
+    code, output = pipeline(checkpoint, "--out", out, *FAST[:10], "--to", target, "--json")
+    assert code == 0, output
+    files = next(out.glob("*/files"))
+    manifest = json.loads((files / "manifest.json").read_text())
+    records = json.loads(next(out.glob("*/profile.json")).read_text())
+    records = records if isinstance(records, list) else records.get("records", [])
+    return files, {f["name"]: f["precision"] for f in manifest["files"]}, records
+
+
 def test_ort_target_converts_profiles_and_reports_with_its_int8_file(tmp_path, checkpoint):
     """--to ort: the conversion makes model.ort and model.int8-dynamic.ort with the operator
     configurations beside them; both are profiled and reported; the quantize step leaves them be."""
     out = tmp_path / "out"
-    code, output = pipeline(checkpoint, "--out", out, *FAST[:10], "--to", "ort", "--json")
-    assert code == 0, output
-    files = next(out.glob("*/files"))
-    manifest = json.loads((files / "manifest.json").read_text())
-    assert {f["name"]: f["precision"] for f in manifest["files"]} == {
-        "model.ort": "fp32", "model.int8-dynamic.ort": "int8-dynamic"}
+    files, precisions, records = _ran_target(checkpoint, out, "ort")
+    assert precisions == {"model.ort": "fp32", "model.int8-dynamic.ort": "int8-dynamic"}
     assert (files / "required_operators.config").is_file() and (files / "required_operators_and_types.config").is_file()
-    records = json.loads(next(out.glob("*/profile.json")).read_text())
-    records = records if isinstance(records, list) else records.get("records", [])
     assert {Path(r["file"]).name for r in records} == {"model.ort", "model.int8-dynamic.ort"}
     assert {r["format"] for r in records} == {"ort"}
     assert next(out.glob("*/report/report.html")).is_file()
@@ -238,13 +244,8 @@ def test_onnx_text_target_converts_profiles_and_reports_with_its_int8_file(tmp_p
     config = AlbertConfig.preset("tiny").replace(vocab_size=400)
     ckpt = checkpoints.save(build_model(config, "base"), tmp_path / "ckpt", spiece=spiece_model)
     out = tmp_path / "out"
-    code, output = pipeline(ckpt, "--out", out, *FAST[:10], "--to", "onnx-text", "--json")
-    assert code == 0, output
-    files = next(out.glob("*/files"))
-    manifest = json.loads((files / "manifest.json").read_text())
-    assert {f["name"]: f["precision"] for f in manifest["files"]} == {
-        "model.text.onnx": "fp32", "model.int8-dynamic.text.onnx": "int8-dynamic"}
-    records = json.loads(next(out.glob("*/profile.json")).read_text())
+    _, precisions, records = _ran_target(ckpt, out, "onnx-text")
+    assert precisions == {"model.text.onnx": "fp32", "model.int8-dynamic.text.onnx": "int8-dynamic"}
     assert {(Path(r["file"]).name, r["seq_len"]) for r in records} == {
         (name, n) for name in ("model.text.onnx", "model.int8-dynamic.text.onnx") for n in (8, 16)}
     assert {r["input_kind"] for r in records} == {"text"}
