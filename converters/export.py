@@ -124,9 +124,10 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
         raise TypeError(f"convert() got unknown export options: {', '.join(sorted(unknown))}")
     for option in ("scheme", "max_seq_len", "layers"):
         if option in export_options and not any(option in t.options for t in wanted):
-            takers = " and ".join(t.name for t in TARGETS.values() if option in t.options)
-            raise ConversionError(f"--{option.replace('_', '-')} is for the {takers} target"
-                                  f"{'s' if ' and ' in takers else ''}; targets given: {', '.join(t.name for t in wanted)}")
+            takers = [t.name for t in TARGETS.values() if option in t.options]
+            named = " and ".join([", ".join(takers[:-1]), takers[-1]] if len(takers) > 1 else takers)
+            raise ConversionError(f"--{option.replace('_', '-')} is for the {named} target"
+                                  f"{'s' if len(takers) > 1 else ''}; targets given: {', '.join(t.name for t in wanted)}")
     if "scheme" in export_options:
         _check_scheme(export_options["scheme"], wanted)
     _check_head(head)

@@ -142,7 +142,7 @@ def test_multiple_choice_head_is_refused(tmp_path):
 
 
 def test_scheme_without_executorch_is_refused(tmp_path):
-    with pytest.raises(ConversionError, match="--scheme is for the executorch and ort targets"):
+    with pytest.raises(ConversionError, match="--scheme is for the executorch, ort and onnx-text targets"):
         convert(tiny_model(), tmp_path / "out", targets=("onnx",), scheme="int8-dynamic")
 
 
