@@ -331,8 +331,10 @@ def _profile(model: _Model, options: PipelineOptions, state, progress) -> tuple[
     files = _model_files(model)
     if not files:
         raise PipelineError(f"{model.files}: no model files to profile; run the convert step first")
+    # A MediaPipe file is timed through Session and, as an app runs it, through MediaPipe Tasks.
     settings = ProfileSettings(seq_lens=tuple(options.profile_seq_lens), threads=(options.threads,),
-                               runs=options.runs, min_seconds=options.min_seconds, warmup=2)
+                               runs=options.runs, min_seconds=options.min_seconds, warmup=2,
+                               mediapipe="mediapipe" in options.targets)
     records = profile(files, settings, progress=lambda line: progress(f"profile: {line}"))
     atomic_write(model.profile, json.dumps([r.to_dict() for r in records], indent=2) + "\n")
     return [model.profile], f"{len(records)} records", {}

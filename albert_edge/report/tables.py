@@ -147,12 +147,17 @@ def _profile(data) -> Table | None:
         if r.get("warnings"):  # the record's own warnings, each kept: a marked cell, its note below
             warned.append(f"[{len(warned) + 1}] {r['file_name']}, seq len {seq}: {'; '.join(r['warnings'])}")
             mark = f" [{len(warned)}]"
-        rows.append((r["file_name"], r["scheme"] or "", r["device"], f"{r['provider']}, {r['threads']} thr",
+        runs_on = ("MediaPipe Tasks, own threads" if r.get("runtime") == "mediapipe" else
+                   f"{r['provider']}, {r['threads']} thr") + (", text in" if r.get("input_kind") == "text" else "")
+        rows.append((r["file_name"], r["scheme"] or "", r["device"], runs_on,
                      str(r["batch"]), seq, kind + mark, QUALITY_MARK.get(r.get("quality"), "") + _ms(r["p50_ms"]),
                      _interval(r), r.get("quality") or ("range" if r.get("ms_range") else ""), _ms(r["p90_ms"]),
                      _ms(r["load_ms"]), fmt_bytes(r["peak_rss"])))
     notes = ["estimates are computed for a device nobody ran on; they are never shown as measurements"] \
         if any(r["estimated"] for r in records) else []
+    if any(r.get("input_kind") == "text" for r in records):
+        notes.append("text in: the file was fed the text, as an app feeds it, so the time is its tokenizer's and the "
+                     "model's (seq len: the tokens the text comes to)")
     if any(r["scheme"] == "fp16" and r["format"] == "onnx" and not r["estimated"]
            and str(r.get("machine") or "").lower() in _NO_ORT_FP16 for r in records):
         notes.append("fp16 .onnx files are slow on x86 CPUs: onnxruntime's CPU provider has no fp16 kernels there, so "
