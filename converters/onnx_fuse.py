@@ -1,5 +1,6 @@
 """Fuse each self-attention of an exported ALBERT graph into one onnxruntime
-``com.microsoft.MultiHeadAttention`` node, with no weight touched.
+``com.microsoft.MultiHeadAttention`` node, with no weight touched; and keep onnxruntime's slow
+SkipLayerNormalization out of the graph an app's default session makes (:func:`residuals_as_sum`).
 
 The exporter spells attention out per layer application: Reshape and Transpose of Q, K and V,
 MatMul, Div by sqrt(head_dim), Add of the mask bias, Softmax, MatMul, Transpose, Reshape, and a
@@ -25,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 from albert_edge.formats.graph import INPUT_NAMES
 from .onnx import drop_unused_initializers
 
-__all__ = ["fuse_attention", "GraphIndex", "MS_DOMAIN"]
+__all__ = ["fuse_attention", "residuals_as_sum", "GraphIndex", "MS_DOMAIN"]
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,26 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int, inplace: bool = False
         model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
     log.info("fused %d self-attention(s) into MultiHeadAttention", len(found))
     return model, len(found)
+
+
+def residuals_as_sum(model: onnx.ModelProto) -> int:
+    """Write each residual Add that a LayerNormalization reads (two computed tensors, no
+    constant) as a two-input ``Sum``, in place; returns how many. The same sum, but onnxruntime's
+    SkipLayerNormFusion, which an app's session with default options runs, matches Add only: its
+    SkipLayerNormalization kernel took 602 us at (1, 128, 768) where LayerNormalization takes 57
+    (onnxruntime 1.31, x86, AVX-512), about a tenth of an ALBERT-base int8 call. With it left
+    unfused the int8 file ran in 0.91x the time of onnxruntime's quantize_dynamic file on default
+    options, from 1.00x (1 thread, 128 tokens, 8 interleaved rounds)."""
+    producers = {o: n for n in model.graph.node for o in n.output}
+    constants = {t.name for t in model.graph.initializer}
+    changed = 0
+    for node in model.graph.node:
+        add = producers.get(node.input[0]) if node.op_type == "LayerNormalization" else None
+        if add is not None and add.op_type == "Add" and len(add.input) == 2 and not set(add.input) & constants:
+            add.op_type = "Sum"
+            changed += 1
+    log.info("%d residual Add(s) before LayerNormalization written as Sum", changed)
+    return changed
 
 
 def _make_attention(a: _Attention, key_padding: str, num_heads: int, fill: float) -> onnx.NodeProto:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from albert_edge.converters.onnx_fuse import fuse_attention
+from albert_edge.converters.onnx_fuse import fuse_attention, residuals_as_sum
 from albert_edge.errors import ConversionError
 
 from .calibration import Batch
@@ -55,6 +55,7 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
         # One node per layer in place of ~35 (Reshape/Transpose/Softmax/shape arithmetic). Not
         # for static QDQ, which quantizes the attention products themselves, nor fp16.
         fuse_attention(model, source.config.num_attention_heads, inplace=True)
+        residuals_as_sum(model)  # so that a default onnxruntime session keeps LayerNorm unfused
     built = builder(model, out, config, calibration)
     try:
         onnx.checker.check_model(str(out))

@@ -127,6 +127,25 @@ def test_int8_dynamic_runs_each_attention_as_one_node(workdir, scheme, fused):
             assert all(graph_init.endswith("weight_t_quantized") for graph_init in concat.input)
 
 
+def test_an_apps_default_session_keeps_layer_norm_unfused(workdir, tmp_path):
+    """int8-dynamic writes the residual sums a LayerNormalization reads as Sum, so onnxruntime with
+    its default options (an app's session) does not fuse them into its slow SkipLayerNormalization."""
+    import onnxruntime as ort
+
+    quantize(workdir / "model.onnx", QuantizeConfig("int8-dynamic", **TEXT), tmp_path / "q.onnx")
+    graph = onnx.load(str(tmp_path / "q.onnx")).graph
+    producers = {o: n for n in graph.node for o in n.output}
+    norms = [n for n in graph.node if n.op_type == "LayerNormalization"]
+    reads = sorted(producers[n.input[0]].op_type for n in norms)
+    # the embeddings' sum and two residuals per layer application (L = 4); the MLM head's reads its GELU
+    assert reads == ["Gelu"] + ["Sum"] * (1 + 2 * 4)
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "q.optimized.onnx")
+    ort.InferenceSession(str(tmp_path / "q.onnx"), options, providers=["CPUExecutionProvider"])
+    ran = [n.op_type for n in onnx.load(str(tmp_path / "q.optimized.onnx")).graph.node]
+    assert "SkipLayerNormalization" not in ran and ran.count("LayerNormalization") == len(norms)
+
+
 def test_one_product_for_q_k_v_gives_the_three_products(workdir, monkeypatch):
     """The packed Q, K, V product against the three products it replaces, on the same file:
     the same weights, so the same results up to how the activations' int8 rounding falls."""
