@@ -39,7 +39,7 @@ from albert_edge.errors import ConversionError, first_line
 
 from albert_edge.formats.graph import GraphContents
 
-__all__ = ["export", "to_ort", "write_operator_configs", "read_contents", "verify_options", "quantized_file", "ort_twin",
+__all__ = ["export", "to_ort", "write_operator_configs", "read_contents", "verify_options", "quantized_file", "ort_twin", "OrtTwin",
            "OPTIMIZATION", "LEVELS", "SCHEMES", "TWIN_ATOL", "OPERATOR_CONFIGS"]
 
 log = logging.getLogger(__name__)
@@ -324,6 +324,34 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     entry.precision = scheme
     write_operator_configs(tmp)
     return ConvertedFile(path.name, path, "ort", t1 - t0, time.perf_counter() - t1, report, entry)
+
+
+class OrtTwin:
+    """``albert_edge.quantize.quantize(..., beside=OrtTwin())`` (``quantize --ort``): the .ort twin of
+    an int8-dynamic .onnx, made from the checked file before either is put in place
+    (:func:`ort_twin`), then the operator configurations of the directory written again."""
+
+    @staticmethod
+    def check(recipe) -> None:
+        if recipe.format != "onnx" or recipe.scheme.value not in SCHEMES:
+            raise ConversionError(f"--ort makes the .ort twin of an {' or '.join(SCHEMES)} .onnx (what ONNX Runtime "
+                                  f"Mobile runs), not of {recipe.format} {recipe.scheme.value}")
+
+    @staticmethod
+    def target(out: Path) -> Path:
+        return out.with_suffix(".ort")
+
+    @staticmethod
+    def make(staged_onnx: Path, staged: Path, out: Path, source, recipe, figures: dict[str, Any]):
+        measured = {**figures, "measured_on": f"{out.name} against {source.path.name} on held-out text; this file "
+                                              "gives the outputs of the .onnx it was converted from (twin_max_abs_diff)"}
+        _, entry = ort_twin(staged_onnx, staged, source.path, source.config, measured, name=OrtTwin.target(out).name)
+        entry.precision = recipe.scheme.value
+        return entry
+
+    @staticmethod
+    def after(directory: Path) -> None:
+        write_operator_configs(directory)
 
 
 def ort_twin(int8_onnx: Path, path: Path, fp32_parent: Path, config, figures: dict[str, Any], *,

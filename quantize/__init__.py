@@ -45,7 +45,7 @@ def default_out_path(model_path: str | os.PathLike, recipe: Recipe) -> Path:
 
 
 def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
-             out_path: str | os.PathLike | None = None, *, force: bool = False) -> QuantizeResult:
+             out_path: str | os.PathLike | None = None, *, force: bool = False, beside=None) -> QuantizeResult:
     """Quantize the fp32 file ``model_path`` (an .onnx or .tflite albert-edge converted) with
     ``config.scheme`` into ``out_path`` (default: beside it, named by the scheme).
 
@@ -56,6 +56,11 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     is exceeded the file is not kept and ``result.kept`` is False. Bad input (not one of our
     files, a scheme the format lacks, text or tokenizer that do not fit) raises an
     AlbertEdgeError before anything is written.
+
+    ``beside`` makes one more file from the checked one before anything is put in place (the CLI's
+    ``--ort``: albert_edge.converters.ort.OrtTwin): ``check(recipe)``, ``target(out)``, ``make(staged,
+    staged_twin, out, source, recipe, figures)`` returning its manifest entry, and ``after(directory)``.
+    Its file and entry are installed with the quantized file's, or neither (``result.beside_path``).
     """
     from .accuracy import measure
     from .calibration import prepare
@@ -71,8 +76,9 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     config.check_against(recipe)
     out = Path(out_path) if out_path is not None else default_out_path(source.path, recipe)
     _check_out(out, source.path, recipe, force)
-    if config.ort:
-        check_new_file(out.with_suffix(".ort"), force)
+    if beside is not None:
+        beside.check(recipe)
+        check_new_file(beside.target(out), force)
     check_not_input(out, [*config.calibration, config.tokenizer])  # a text or tokenizer given as --out
     check_destination(out, source)
     seq_len = config.seq_len or source.seq_len
@@ -99,14 +105,14 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
         check.accuracy = figures
         size = tmp.stat().st_size
         manifest_path = None
-        if kept and config.ort:  # converted and checked before either file is put in place
-            twin = _ort_twin(tmp, out, source, recipe, figures)
+        also = []
+        if kept and beside is not None:  # made and checked before either file is put in place
+            entry = beside.make(tmp, _beside_staging(out, beside), out, source, recipe, figures)
+            also.append((_beside_staging(out, beside), beside.target(out), entry))
         if kept:
-            manifest_path = record(tmp, out, source, recipe, check, figures, also=[twin] if config.ort else [])
-            if config.ort:
-                from albert_edge.converters.ort import write_operator_configs
-
-                write_operator_configs(out.parent)
+            manifest_path = record(tmp, out, source, recipe, check, figures, also=also)
+            if beside is not None:
+                beside.after(out.parent)
         else:
             log.warning("%s: %s is %.4f, a drop of %.4f over --max-drop %.4f: not kept", out.name,
                         accuracy.headline[1], accuracy.headline[0], accuracy.drop, config.max_drop)
@@ -117,32 +123,20 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
         raise OutputError(f"cannot write {out}: {reason}") from None
     finally:
         tmp.unlink(missing_ok=True)  # also on an interrupt (SIGTERM arrives as one)
-        if config.ort:
-            _ort_staging(out).unlink(missing_ok=True)
+        if beside is not None:
+            _beside_staging(out, beside).unlink(missing_ok=True)
     return QuantizeResult(
         out_path=out, kept=kept, format=recipe.format, scheme=recipe.scheme.value, parent=source.path,
         parent_size=source.path.stat().st_size, size=size, accuracy=accuracy, check=check,
         notes=notes, calibration=text.described, max_drop=config.max_drop, manifest_path=manifest_path,
-        seconds=time.perf_counter() - start, ort_path=out.with_suffix(".ort") if kept and config.ort else None,
+        seconds=time.perf_counter() - start,
+        beside_path=beside.target(out) if kept and beside is not None else None,
     )
 
 
-def _ort_staging(out: Path) -> Path:
-    return out.with_name(f".{out.stem}.{os.getpid()}.tmp.ort")
-
-
-def _ort_twin(staged_onnx: Path, out: Path, source, recipe: Recipe, figures: dict):
-    """(staged .ort, where it goes, its manifest entry): the checked int8 .onnx ``staged_onnx``
-    converted for ONNX Runtime Mobile and checked (albert_edge.converters.ort.ort_twin)."""
-    from albert_edge.converters.ort import ort_twin
-
-    target = out.with_suffix(".ort")
-    staged = _ort_staging(out)
-    measured = {**figures, "measured_on": f"{out.name} against {source.path.name} on "
-                "held-out text; this file gives the outputs of the .onnx it was converted from (twin_max_abs_diff)"}
-    _, entry = ort_twin(staged_onnx, staged, source.path, source.config, measured, name=target.name)
-    entry.precision = recipe.scheme.value
-    return staged, target, entry
+def _beside_staging(out: Path, beside) -> Path:
+    target = beside.target(out)
+    return target.with_name(f".{target.stem}.{os.getpid()}.tmp{target.suffix}")
 
 
 def _check_out(out: Path, parent: Path, recipe: Recipe, force: bool) -> None:

@@ -40,7 +40,7 @@ class QuantizeResult:
     max_drop: float | None = None
     manifest_path: Path | None = None
     seconds: float = 0.0
-    ort_path: Path | None = None  # --ort: the .ort twin written beside the .onnx
+    beside_path: Path | None = None  # the file quantize(beside=...) made beside it (--ort: the .ort twin)
 
     @property
     def failed_max_drop(self) -> bool:
@@ -57,6 +57,6 @@ class QuantizeResult:
             "float_weights": [asdict(w) for w in self.check.float_weights],
             "calibration": self.calibration, "notes": list(self.notes),
             "manifest": str(self.manifest_path) if self.manifest_path else None,
-            "ort": str(self.ort_path) if self.ort_path else None,
+            "beside": str(self.beside_path) if self.beside_path else None,
             "seconds": round(self.seconds, 3),
         }

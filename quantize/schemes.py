@@ -172,8 +172,7 @@ class QuantizeConfig:
     measured on random ids, and say so. ``max_drop`` fails the run when the headline agreement
     (MLM top-1 or label agreement; the output cosine for heads without labels) is below
     ``1 - max_drop``. ``tflite_compat`` is the oldest TFLite runtime a .tflite file must load in
-    ("2.14", the default, or "latest"). ``ort`` (onnx int8-dynamic only) also writes the .ort twin
-    of the quantized .onnx beside it, with the operator configurations of a reduced build.
+    ("2.14", the default, or "latest").
     """
 
     scheme: Scheme | str
@@ -190,7 +189,6 @@ class QuantizeConfig:
     num_threads: int | None = None
     seed: int = 0
     tflite_compat: str = "2.14"  # one of TFLITE_COMPAT
-    ort: bool = False  # onnx int8-dynamic: also the .ort twin (ONNX Runtime Mobile) beside the .onnx
 
     def __post_init__(self) -> None:
         try:
@@ -218,9 +216,6 @@ class QuantizeConfig:
 
     def check_against(self, recipe: Recipe) -> None:
         """Options that the recipe cannot honour are bad input, not something to ignore."""
-        if self.ort and (recipe.format != "onnx" or recipe.scheme is not Scheme.INT8_DYNAMIC):
-            raise ConfigError(f"--ort makes the .ort twin of an int8-dynamic .onnx (what ONNX Runtime Mobile "
-                              f"runs), not of {recipe.format} {recipe.scheme.value}")
         if self.calibration_method not in recipe.calibration_methods:
             raise ConfigError(
                 f"calibration method {self.calibration_method.value!r} is not available for "

@@ -68,10 +68,10 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
     config = QuantizeConfig(
         scheme=scheme, calibration=tuple(calibration), tokenizer=tokenizer, calibration_method=method,
         num_samples=samples, eval_samples=eval_samples, quantize_embeddings=embeddings, per_channel=per_channel,
-        max_drop=max_drop, seq_len=seq_len, num_threads=threads, tflite_compat=tflite_compat, ort=ort,
+        max_drop=max_drop, seq_len=seq_len, num_threads=threads, tflite_compat=tflite_compat,
     )
     with err_console.status(f"quantizing {model_file.name} ({scheme})"):
-        result = run_quantize(model_file, config, out_path, force=force)
+        result = run_quantize(model_file, config, out_path, force=force, beside=_ort_twin() if ort else None)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -81,6 +81,12 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
         click.echo(f"Error: {what} is {value:.4f} (a drop of {result.accuracy.drop:.4f}, above --max-drop "
                    f"{max_drop}): {out_path} not kept", err=True)
         sys.exit(1)
+
+
+def _ort_twin():
+    from ..converters.ort import OrtTwin
+
+    return OrtTwin()
 
 
 def _print(result) -> None:
@@ -105,9 +111,9 @@ def _print(result) -> None:
         ratio = result.size / result.parent_size if result.parent_size else 0.0
         console.print(f"wrote {result.out_path}: {fmt_bytes(result.size)} ({ratio:.2f}x of "
                       f"{fmt_bytes(result.parent_size)}) in {result.seconds:.1f}s; manifest {result.manifest_path}")
-        if result.ort_path is not None:
-            console.print(f"wrote {result.ort_path} ({fmt_bytes(result.ort_path.stat().st_size)}): its outputs are "
-                          f"{result.out_path.name}'s, each weight stored once")
+        if result.beside_path is not None:
+            console.print(f"wrote {result.beside_path} ({fmt_bytes(result.beside_path.stat().st_size)}): its outputs "
+                          f"are {result.out_path.name}'s, each weight stored once")
 
 
 COMMANDS = [quantize]

@@ -253,9 +253,9 @@ def test_quantize_writes_the_ort_twin_beside_the_int8_onnx(tmp_path):
     model = tiny_model(head="pretraining")
     out = tmp_path / "conv"
     convert(model, out, targets=("onnx",), seq_len=16)
-    result = quantize(out / "model.onnx", QuantizeConfig("int8-dynamic", ort=True))
+    result = quantize(out / "model.onnx", QuantizeConfig("int8-dynamic"), beside=ort_target.OrtTwin())
     twin = out / "model.int8-dynamic.ort"
-    assert result.ort_path == twin and twin.is_file()
+    assert result.beside_path == twin and twin.is_file()
     entry = manifest_io.read(out).file(twin.name)
     assert entry.precision == "int8-dynamic" and entry.format == "ort"
     assert all(v <= ort_target.TWIN_ATOL for v in entry.parity["twin_max_abs_diff"].values())
