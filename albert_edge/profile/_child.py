@@ -23,10 +23,10 @@ from ..errors import AlbertEdgeError, RuntimeUnavailable, first_line
 from ..formats import FORMATS
 from ..runtime import Session
 from ..runtime.engines import ENGINES, version_of
-from . import ops as ops_mod
+from ..runtime.mediapipe_tasks import MediaPipeTask
 from ..runtime.onnx_engine import file_takes_text
 from ..runtime.onnx_text import TEXT_INPUT
-from ..runtime.mediapipe_tasks import MediaPipeTask
+from . import ops as ops_mod
 from .inputs import (fixed_feeds, ids_counter, model_limits, packed_counter, sentence_feeds, text_feeds, text_of_length,
                      token_stats)
 from .record import Memory, ProfileRecord
