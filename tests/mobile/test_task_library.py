@@ -72,6 +72,6 @@ def test_bert_nl_classifier_answers_as_mediapipe(scheme, classifier_file, classi
     mediapipe = task_answers(path, "TextClassifier", texts)
     # Both run the same file's graph on the same ids (MediaPipe's tokenizer and the Task Library's are
     # one C++ SentencePiece front end), in two TFLite builds whose int8 kernels round the dynamically
-    # quantized activations apart: measured at most 1.2e-7 (fp32) and 1.6e-4 (int8) over 200 texts.
+    # quantized activations apart: measured at most 2.1e-7 (fp32) and 1.6e-4 (int8) over 200 texts.
     assert np.abs(library - mediapipe).max() <= (1e-5 if scheme == "fp32" else 1e-3)
     assert (library.argmax(1) == mediapipe.argmax(1)).mean() >= 0.99
