@@ -244,11 +244,11 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     text), and the tokenizer is put in front. The file must store each weight once, compute the
     tokenizer's ids (as its parent does) and give the int8 .onnx's outputs for them within
     :data:`TWIN_ATOL`. Returns its ConvertedFile."""
+    import onnxruntime
+
     from albert_edge.formats import manifest as manifest_io
     from albert_edge.formats.copies import weight_copies
     from albert_edge.formats.weights import analyze, read_file
-    import onnxruntime
-
     from albert_edge.quantize import QuantizeConfig, quantize
     from albert_edge.tokenizer import find_spiece
 
@@ -271,8 +271,9 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
         _with_tokenizer(result.out_path, spiece, model, path, scratch)
         t1 = time.perf_counter()
         # onnxruntime's defaults on both sides, as run_texts opens the text file: a session set up
-        # otherwise sums the float parts in another order, and the int8 activations quantized from
-        # them may round to the next step (measured: up to 0.015 in a logit, against 0 here).
+        # otherwise may run another graph (a fusion on, or off), sum the float parts in another
+        # order, and an int8 activation quantized from them round to the next step (measured up to
+        # 0.015 in a logit against Session's options, before the residuals were written as Sum).
         plain = onnxruntime.InferenceSession(str(result.out_path), providers=["CPUExecutionProvider"])
         names = [o.name for o in plain.get_outputs()]
         for _, ids, got in _checked_ids(path, model.config, spiece, problems):
@@ -292,7 +293,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
                               "computes (twin_max_abs_diff)",
                "twin_max_abs_diff": twin, "twin_atol": TWIN_ATOL, "weights_checked": len(copies),
                "backend": "onnxruntime+extensions", "ok": True}
-    entry = manifest_io.file_entry(path, TwinReport(contents, weights, figures))
+    report = TwinReport(contents, weights, figures)
+    entry = manifest_io.file_entry(path, report)
     entry.precision = scheme
-    return ConvertedFile(path.name, path, "onnx-text", t1 - t0, time.perf_counter() - t1,
-                         TwinReport(contents, weights, figures), entry)
+    return ConvertedFile(path.name, path, "onnx-text", t1 - t0, time.perf_counter() - t1, report, entry)
