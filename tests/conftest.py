@@ -71,6 +71,32 @@ def run_blocked():
     return run
 
 
+# ``albert-edge ARGS`` in a fresh interpreter where importing one package fails as Python fails
+# for a package that is not installed (ModuleNotFoundError naming it), whether it is installed or not.
+_WITHOUT = textwrap.dedent("""
+    import importlib.abc, sys
+
+    class Missing(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == sys.argv[1]:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, Missing())
+    from albert_edge.cli import main
+    main(sys.argv[2:])
+""")
+
+
+@pytest.fixture()
+def cli_without():
+    def run(package: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", _WITHOUT, package, *map(str, args)], capture_output=True,
+                              text=True, timeout=timeout)
+
+    return run
+
+
 @pytest.fixture()
 def interrupt_install(monkeypatch):
     """``interrupt_install(out, exchange, after)``: the next time albert_edge.files.install puts

@@ -36,31 +36,15 @@ def test_a_missing_or_broken_package_is_an_import_error(modules):
     assert optional_import("json") is sys.modules["json"]
 
 
-def test_a_missing_package_of_an_extra_names_the_extra(tmp_path):
+def test_a_missing_package_of_an_extra_names_the_extra(tmp_path, cli_without):
     """A device-side install (no torch) running a build-side command: one line naming the extra,
     exit 2, not an internal error."""
-    import subprocess
-    import textwrap
-
     assert user_message(ModuleNotFoundError("No module named 'torch'", name="torch")) == (
         "this command needs torch, which is not installed: pip install 'albert-edge[convert]'")
     assert user_message(ModuleNotFoundError("No module named 'something_else'", name="something_else")) is None
     # What Python raises for a package that is not installed, for torch alone.
-    code = textwrap.dedent("""
-        import importlib.abc, sys
-
-        class Missing(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] == "torch":
-                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-                return None
-
-        sys.meta_path.insert(0, Missing())
-        from albert_edge.cli import main
-        main(["convert", "no-such-checkpoint", "--out", sys.argv[1]])
-    """)
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=120)
+    done = cli_without("torch", "convert", "no-such-checkpoint", "--out", out, timeout=120)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "needs torch, which is not installed: pip install 'albert-edge[convert]'" in lines[0]

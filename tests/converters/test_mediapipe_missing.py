@@ -4,38 +4,18 @@ Runs in a fresh interpreter in which importing mediapipe fails, whether or not i
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import torch
 
 from albert_edge import checkpoints
 from albert_edge.config import AlbertConfig
 from albert_edge.model import build_model
 
-BLOCK_MEDIAPIPE = textwrap.dedent("""
-    import importlib.abc, sys
-
-    class Blocked(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "mediapipe":
-                raise ImportError(f"No module named {name!r}", name=name)
-            return None
-
-    sys.meta_path.insert(0, Blocked())
-    from albert_edge.cli import main
-    main(sys.argv[1:])
-""")
-
-
-def test_missing_mediapipe_names_the_extra(tmp_path, spiece_model):
+def test_missing_mediapipe_names_the_extra(tmp_path, spiece_model, cli_without):
     config = AlbertConfig.preset("tiny").replace(vocab_size=400, num_labels=2, label_names=("no", "yes"))
     torch.manual_seed(0)
     checkpoint = checkpoints.save(build_model(config, "classification"), tmp_path / "ckpt", spiece=spiece_model)
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-c", BLOCK_MEDIAPIPE, "convert", str(checkpoint), "--to", "mediapipe",
-                           "--out", str(out), "--seq-len", "16"], capture_output=True, text=True, timeout=300)
+    done = cli_without("mediapipe", "convert", checkpoint, "--to", "mediapipe", "--out", out, "--seq-len", "16")
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, done.stderr
     assert lines == ["Error: the mediapipe target needs MediaPipe's metadata writer (mediapipe did not import): "

@@ -207,25 +207,10 @@ def test_session_refuses_a_text_file_where_tensorflow_is_loaded(converted):
     assert done.returncode == 1 and "TensorFlow loaded" in done.stderr.strip().splitlines()[-1], done.stderr[-2000:]
 
 
-_NO_EXTENSIONS = """
-import importlib.abc, sys
-
-class Blocked(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "onnxruntime_extensions":
-            raise ImportError(f"No module named {name!r}")
-        return None
-
-sys.meta_path.insert(0, Blocked())
-from albert_edge.cli import main
-main()
-"""
-
-
-def test_without_onnxruntime_extensions_one_line_and_nothing_written(checkpoint, tmp_path):
+def test_without_onnxruntime_extensions_one_line_and_nothing_written(checkpoint, tmp_path, cli_without):
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_NO_EXTENSIONS), "convert", str(checkpoint),
-                           "--to", "onnx-text", "--out", str(out), "--seq-len", "16"], capture_output=True, text=True, timeout=300)
+    done = cli_without("onnxruntime_extensions", "convert", checkpoint, "--to", "onnx-text", "--out", out,
+                       "--seq-len", "16")
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "onnxruntime-extensions" in lines[0] and "albert-edge[onnx-text]" in lines[0], lines
