@@ -79,6 +79,7 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     if beside is not None:
         beside.check(recipe)
         check_new_file(beside.target(out), force)
+        check_not_input(beside.target(out), [source.path, *config.calibration, config.tokenizer])
     check_not_input(out, [*config.calibration, config.tokenizer])  # a text or tokenizer given as --out
     check_destination(out, source)
     seq_len = config.seq_len or source.seq_len

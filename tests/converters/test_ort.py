@@ -282,3 +282,19 @@ def test_quantize_ort_is_refused_where_it_cannot_apply(tmp_path):
     assert result.exit_code == 2 and "model.int8-dynamic.ort" in result.stderr, result.output
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.int8-dynamic.ort", "model.onnx"]
     assert (out / "model.int8-dynamic.ort").read_bytes() == b"an earlier file"
+
+
+def test_quantize_ort_never_writes_over_an_input(tmp_path):
+    """A calibration text named as the .ort twin would be is refused, even with force, and kept."""
+    from albert_edge.errors import AlbertEdgeError
+    from albert_edge.quantize import QuantizeConfig, quantize
+
+    out = tmp_path / "conv"
+    convert(tiny_model(), out, targets=("onnx",), seq_len=16)
+    text = out / "model.int8-dynamic.ort"
+    text.write_text("The wind is from the west. " * 20, encoding="utf-8")
+    with pytest.raises(AlbertEdgeError, match="model.int8-dynamic.ort"):
+        quantize(out / "model.onnx", QuantizeConfig("int8-dynamic", calibration=(str(text),)), force=True,
+                 beside=ort_target.OrtTwin())
+    assert text.read_text(encoding="utf-8").startswith("The wind")
+    assert not (out / "model.int8-dynamic.onnx").exists()
