@@ -237,11 +237,7 @@ def _ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | None) -> d
 def _tflite_ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | None) -> dict[str, Any]:
     if job["delegate"] != "xnnpack":
         return ops_mod.tflite_unavailable(ops_mod.TFLITE_NONE_NOTE)
-    from ..formats.tflite_reader import layer_form
     from .tflite_ops import tflite_breakdown
-
-    if layer_form(path) == "loop":
-        return ops_mod.tflite_unavailable(ops_mod.TFLITE_LOOP_NOTE)
 
     try:
         return tflite_breakdown(path, job["threads"], feeds, job["ops_runs"], latency_p50)

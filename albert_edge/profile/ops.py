@@ -38,9 +38,6 @@ TFLITE_NOTE = ("per-operator profiling of .tflite files needs ai-edge-litert 2.3
 TFLITE_NONE_NOTE = ("per-operator times come from LiteRT's CompiledModel, which always runs XNNPACK on the CPU; "
                     "the builtin kernels alone (--delegate none) cannot be profiled from Python: see the "
                     "xnnpack rows")
-TFLITE_LOOP_NOTE = ("the file holds its layers in a loop (convert --layers loop), and LiteRT's profiler does not "
-                    "record the operators its body runs; profile an unrolled file of the same model "
-                    "(convert --layers unrolled) for the per-operator times")
 
 # Where a kernel belongs: (depth, group, inner layer, application) inside the shared layers, or the
 # name of a part outside them.

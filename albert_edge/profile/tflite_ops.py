@@ -16,7 +16,9 @@ Connected (NC, QD8, F32, QC8W) GEMM"), in execution order.
 
 TFLite files carry no module path in their node names, so the time per shared-layer application
 comes from the execution order: the encoder's L layers run the same operators L times (see
-``layer_blocks``).
+``layer_blocks``). In a loop file (``convert --layers loop``) each application is one invocation
+of a WHILE body, which the profiler records like the main graph, tagged with its subgraph index
+(``event_metadata2``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ SOURCE = "LiteRT CompiledModel profiler (libLiteRt.so C API through ctypes)"
 _INVOKE_TAG = b"Invoke"
 _RESOLUTION_MS = 0.001  # LiteRT reports whole microseconds per operator
 _OPERATOR_EVENTS = (2, 4, 8)  # operator, delegate operator, delegate-profiled operator (tflite::Profiler::EventType)
+_CONTROL_FLOW = ("WHILE",)  # operators whose event spans the subgraphs they run
+_CONDITION = "condition"
+Event = tuple[bytes, int, int, int, int]  # tag, event type, microseconds, node index, subgraph index
+Kernel = tuple[str, str, float, "int | str | None"]  # node, op type, ms, where (see _per_call)
 
 
 class _Memory(C.Structure):
@@ -55,13 +61,13 @@ class _Event(C.Structure):  # ProfiledEventData (litert/c/litert_profiler_event.
 _PROFILING = (b"runtime_options_string", b"enable_profiling = true\n")
 
 
-def _events(session: runtime_memory.CompiledTFLite, profiler: C.c_void_p) -> list[tuple[bytes, int, int, int]]:
-    """(tag, event type, microseconds, node index) of every event since the last reset."""
+def _events(session: runtime_memory.CompiledTFLite, profiler: C.c_void_p) -> list[Event]:
+    """(tag, event type, microseconds, node index, subgraph index) of every event since the last reset."""
     count = C.c_int()
     session.call("LiteRtGetNumProfilerEvents", profiler, C.byref(count))
     events = (_Event * count.value)()
     session.call("LiteRtGetProfilerEvents", profiler, count, events)
-    return [(e.tag or b"?", e.event_type, e.elapsed_us, e.metadata1) for e in events]
+    return [(e.tag or b"?", e.event_type, e.elapsed_us, e.metadata1, e.metadata2) for e in events]
 
 
 def tflite_breakdown(path: str | os.PathLike, threads: int | None, feeds: dict[str, np.ndarray],
@@ -101,19 +107,44 @@ def _layer_config(path: Path) -> tuple[int, int] | None:
     return (layers, groups) if isinstance(layers, int) and isinstance(groups, int) and layers > 1 else None
 
 
-def _per_call(events: list[tuple[bytes, int, int, int]]) -> tuple[list[list[tuple[str, str, float]]], list[float]]:
-    """The operator events of each call as (node, op type, ms), split at each top-level Invoke, and
-    each call's Invoke time in ms."""
-    per_call: list[list[tuple[str, str, float]]] = []
+def _per_call(events: list[Event]) -> tuple[list[list[Kernel]], list[float]]:
+    """The operator events of each call, split at each Invoke of the main graph, and each call's
+    Invoke time in ms.
+
+    Each kernel is (node, op type, ms, where): where is None in the main graph, ``_CONDITION`` in
+    a WHILE's condition, and the body's invocation count within the call (0, 1, ...) in a WHILE's
+    body. LiteRT's profiler records the subgraphs a WHILE runs like the main graph, tagged with
+    their subgraph index, each invocation opened by an Invoke event of that subgraph. The WHILE's
+    own event spans its whole loop, so it is left out (its body's kernels are counted instead).
+    A WHILE evaluates its condition first: the first subgraph it invokes is the condition, the
+    others its body."""
+    per_call: list[list[Kernel]] = []
     invoke_ms: list[float] = []
-    for tag, kind, micros, node in events:
+    conditions: set[int] = set()
+    invocation, opened_loop, where = -1, False, None
+    for tag, kind, micros, node, subgraph in events:
         if tag == _INVOKE_TAG and kind == 1:
-            per_call.append([])
-            invoke_ms.append(micros / 1000.0)
+            if subgraph == 0:
+                per_call.append([])
+                invoke_ms.append(micros / 1000.0)
+                invocation, opened_loop, where = -1, False, None
+                continue
+            if opened_loop:
+                conditions.add(subgraph)
+                opened_loop = False
+            if subgraph in conditions:
+                where = _CONDITION
+            else:
+                invocation += 1
+                where = invocation
         elif kind in _OPERATOR_EVENTS and per_call:
             op = tag.decode(errors="replace")
-            name = f"{op} [node {node}]" if kind == 2 else f"{op} [XNNPACK op {node}]"
-            per_call[-1].append((name, op, micros / 1000.0))
+            if subgraph == 0 and op in _CONTROL_FLOW:
+                opened_loop = True
+                continue
+            at = f"node {node}" if kind == 2 else f"XNNPACK op {node}"
+            name = f"{op} [{at}]" if subgraph == 0 else f"{op} [subgraph {subgraph}, {at}]"
+            per_call[-1].append((name, op, micros / 1000.0, where if subgraph else None))
     kept = [i for i, c in enumerate(per_call) if c]
     return [per_call[i] for i in kept], [invoke_ms[i] for i in kept]
 
@@ -147,32 +178,51 @@ def layer_blocks(ops: list[str], layers: int) -> list[tuple[int, int]] | None:
     return None
 
 
-def summarize(events: list[tuple[bytes, int, int, int]], config: tuple[int, int] | None,
+def summarize(events: list[Event], config: tuple[int, int] | None,
               latency_p50: float | None = None) -> dict[str, Any]:
     """The breakdown (``ops.summarize_calls``) of LiteRT profiler events; ``config``: (L, G) to
-    find the layer applications with, ``latency_p50``: the latency timed without the profiler."""
+    find the layer applications with, ``latency_p50``: the latency timed without the profiler.
+
+    A loop file's applications are its WHILE bodies' invocations; an unrolled file's are found in
+    the execution order (:func:`layer_blocks`)."""
     calls, invoke_ms = _per_call(events)
     if not calls:
         return {"available": False, "source": SOURCE, "note": "LiteRT's profiler recorded no operator events"}
     # Calls run the same operators in the same order: position j of each call is one operator.
     width = min(len(c) for c in calls)
-    names = [calls[0][j][0] for j in range(width)]
-    kinds = [calls[0][j][1] for j in range(width)]
-    places: list[Place | None] = [None] * width
-    blocks = layer_blocks(kinds, config[0]) if config else None
-    if blocks:
-        count, groups = config
-        places[:blocks[0][0]] = ["before the layers (embeddings)"] * blocks[0][0]
-        places[blocks[-1][1]:] = ["after the layers (pooler, head)"] * (width - blocks[-1][1])
+    names, kinds, wheres = ([calls[0][j][k] for j in range(width)] for k in (0, 1, 3))
+    depth_of: list[int | None] = [w if isinstance(w, int) else None for w in wheres]
+    looped = [j for j in range(width) if depth_of[j] is not None]
+    layers_from = None
+    if looped:
+        if config and depth_of[looped[-1]] + 1 == config[0]:
+            layers_from = "the WHILE bodies' invocations: one per layer"
+    elif config and (blocks := layer_blocks(kinds, config[0])):
+        layers_from = "execution order: blocks of the same operators, one per layer"
         for depth, (a, b) in enumerate(blocks):
-            group = depth * groups // count  # the group whose weights this depth uses
-            first = next(d for d in range(count) if d * groups // count == group)
-            places[a:b] = [(depth, group, 0, depth - first)] * (b - a)
-            names[a:b] = [f"layer {depth}: {name}" for name in names[a:b]]
+            depth_of[a:b] = [depth] * (b - a)
+        looped = [j for j in range(width) if depth_of[j] is not None]
+    places: list[Place | None] = [None] * width
+    for j in range(width):
+        if wheres[j] == _CONDITION:
+            places[j] = "the layer loops' conditions (WHILE)"
+        elif depth_of[j] is not None:
+            if layers_from:  # else a body whose applications the manifest cannot place: no place
+                places[j] = _application(depth_of[j], *config)
+                names[j] = f"layer {depth_of[j]}: {names[j]}"
+        elif looped:
+            places[j] = "before the layers (embeddings)" if j < looped[0] else "after the layers (pooler, head)"
     nodes = {j: (names[j], kinds[j], places[j]) for j in range(width)}
     return {
         "source": SOURCE,
         **summarize_calls([{j: c[j][2] for j in range(width)} for c in calls], nodes, call_ms=invoke_ms,
                           latency_p50=latency_p50, resolution_ms=_RESOLUTION_MS),
-        "layers_from": "execution order: blocks of the same operators, one per layer" if blocks else None,
+        "layers_from": layers_from,
     }
+
+
+def _application(depth: int, count: int, groups: int) -> Place:
+    """(depth, group, inner layer, application) of the layer at ``depth`` of ``count`` over ``groups``."""
+    group = depth * groups // count  # the group whose weights this depth uses
+    first = next(d for d in range(count) if d * groups // count == group)
+    return depth, group, 0, depth - first

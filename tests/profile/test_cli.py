@@ -99,9 +99,9 @@ def test_ops_tflite_builtin_kernels_say_why_not(tflite_file):
     assert not record["ops"]["available"] and "always runs XNNPACK" in record["ops"]["note"]
 
 
-def test_ops_of_a_loop_file_say_why_not(tmp_path):
-    """LiteRT's profiler records no operator of a WHILE body: a loop file's breakdown says so and
-    names the unrolled form, where the timing still runs; the memory and latency are measured."""
+def test_ops_of_a_loop_file_time_each_application(tmp_path):
+    """A loop file's layers run as WHILE bodies; each invocation is one application, timed as the
+    unrolled file's layers are."""
     pytest.importorskip("tensorflow")
     from albert_edge.converters.tflite import export as export_tflite
 
@@ -109,8 +109,13 @@ def test_ops_of_a_loop_file_say_why_not(tmp_path):
     from .conftest import CONFIG
 
     path = export_tflite(tiny_model(CONFIG), tmp_path / "model.tflite", seq_len=16, layers="loop")
-    (record,) = profile_json(path, "--seq-len", "16", "--ops")
-    assert not record["ops"]["available"] and "convert --layers unrolled" in record["ops"]["note"]
+    (tmp_path / "manifest.json").write_text(json.dumps({"config": CONFIG.to_hf_dict()}))
+    (record,) = profile_json(path, "--seq-len", "16", "--ops", "--ops-runs", "5")
+    ops = record["ops"]
+    assert ops["available"] and "WHILE bodies" in ops["layers_from"], ops
+    assert [(o["group"], o["application"]) for o in ops["layers"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert any(o["op"].startswith("Fully Connected") for o in ops["op_types"])
+    assert "the layer loops' conditions (WHILE)" in {o["part"] for o in ops["outside_layers"]}
     assert record["latency"]["count"] >= 5 and record["memory"]["after_load_rss"] > 0
 
 

@@ -73,20 +73,54 @@ def test_union_of_intervals():
 
 
 def _litert_events(calls=5, invoke_us=200):
-    """(tag, event type, microseconds, node) as tflite_ops._events gives them: per call an Invoke,
-    a builtin GATHER, then four layers of XNNPACK operators (one Softmax each) and a head; in call
-    PREEMPTED the layer at depth 2 takes 1000 times as long."""
+    """(tag, event type, microseconds, node, subgraph) as tflite_ops._events gives them: per call an
+    Invoke, a builtin GATHER, then four layers of XNNPACK operators (one Softmax each) and a head; in
+    call PREEMPTED the layer at depth 2 takes 1000 times as long."""
     events = []
     for call in range(calls):
         slow = call == PREEMPTED
-        events.append((b"Invoke", 1, invoke_us + (6000 if slow else 0), 0))
-        events.append((b"GATHER", 2, 5, 1))
+        events.append((b"Invoke", 1, invoke_us + (6000 if slow else 0), 0, 0))
+        events.append((b"GATHER", 2, 5, 1, 0))
         for depth in range(4):
             scale = 1000 if slow and depth == 2 else 1
-            events += [(b"Fully Connected (NC, F32) GEMM", 8, 6 * scale, 0), (b"Softmax (NC, F32)", 8, 2 * scale, 1),
-                       (b"Add (ND)", 8, 0, 2)]
-        events.append((b"TANH", 2, 3, 40))
+            events += [(b"Fully Connected (NC, F32) GEMM", 8, 6 * scale, 0, 0),
+                       (b"Softmax (NC, F32)", 8, 2 * scale, 1, 0), (b"Add (ND)", 8, 0, 2, 0)]
+        events.append((b"TANH", 2, 3, 40, 0))
     return events
+
+
+def _litert_loop_events(calls=3):
+    """The same four layers as two WHILE loops of two applications (G=2), as LiteRT records a loop
+    file: the WHILE's event spans its loop; each invocation of the condition (subgraphs 1, 3) and the
+    body (2, 4) opens with an Invoke of that subgraph, whose kernels carry the subgraph's index."""
+    events = []
+    for _ in range(calls):
+        events += [(b"Invoke", 1, 200, 0, 0), (b"GATHER", 2, 5, 1, 0)]
+        for cond, body in ((1, 2), (3, 4)):
+            events += [(b"WHILE", 2, 50, 2, 0)]
+            for turn in range(3):  # condition, body, condition, body, condition
+                events += [(b"Invoke", 1, 2, 0, cond), (b"LESS", 2, 1, 0, cond)]
+                if turn < 2:
+                    events += [(b"Invoke", 1, 9, 0, body), (b"Fully Connected (NC, F32) GEMM", 8, 6, 0, body),
+                               (b"Softmax (NC, F32)", 8, 2, 1, body)]
+        events.append((b"TANH", 2, 3, 4, 0))
+    return events
+
+
+def test_tflite_loop_file_applications_are_the_body_invocations():
+    ops = summarize(_litert_loop_events(), (4, 2), latency_p50=0.15)
+    assert ops["available"] and ops["calls"] == 3 and "WHILE bodies" in ops["layers_from"]
+    assert [(row["depth"], row["group"], row["application"]) for row in ops["layers"]] == [
+        (0, 0, 0), (1, 0, 1), (2, 1, 0), (3, 1, 1)]
+    assert [row["ms"] for row in ops["layers"]] == pytest.approx([0.008] * 4)
+    assert {row["part"]: row["ms"] for row in ops["outside_layers"]} == pytest.approx(
+        {"before the layers (embeddings)": 0.005, "after the layers (pooler, head)": 0.003,
+         "the layer loops' conditions (WHILE)": 0.006})
+    assert "WHILE" not in {row["op"] for row in ops["op_types"]}  # its span is its body's kernels
+    assert ops["total_ms"] == pytest.approx(0.046)
+    assert any(row["node"] == "layer 3: Softmax (NC, F32) [subgraph 4, XNNPACK op 1]" for row in ops["top_nodes"])
+    unknown = summarize(_litert_loop_events(), (6, 2))  # a manifest whose depth the loops do not run
+    assert unknown["layers"] == [] and unknown["layers_from"] is None
 
 
 def test_tflite_medians_over_calls_ignore_a_preempted_call():
