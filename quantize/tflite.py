@@ -100,15 +100,16 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
 
     if recipe.representative and not calibration:
         raise ConversionError(f"tflite {recipe.scheme.value} needs calibration batches")
-    layers = layer_form(source.path)  # the quantized file keeps its parent's form
+    notes: list[str] = []
+    layers = layer_form(source.path)  # the quantized file keeps its parent's form where the scheme can
     if layers == "loop" and (recipe.float_islands or recipe.share_input_ranges):
-        raise ConversionError(f"{source.path.name} writes its shared layer as a loop (convert --layers loop), and "
-                              f"tflite {recipe.scheme.value} rewrites only the unrolled form; convert with "
-                              "--layers unrolled for this scheme (int8-dynamic and fp16 keep the loop)")
+        layers = "unrolled"
+        notes.append(f"written unrolled: the {recipe.scheme.value} rewrites (float islands, shared input ranges) "
+                     "read one graph, not a WHILE body, so an app's TFLite Interpreter packs the shared weights "
+                     "once per layer; int8-dynamic and fp16 keep the loop")
     parent = read_file(source.path)
     task = parent.metadata.get("task")
     model = rebuild_model(source, task)
-    notes: list[str] = []
 
     per_channel = config.per_channel
     if recipe.tied_per_tensor and "prediction_logits" in source.output_names:

@@ -252,10 +252,19 @@ def test_a_loop_file_stays_a_loop_and_keeps_its_accuracy(converted_loop, tmp_pat
         assert np.isfinite(session.run(feeds(seq=seq))["prediction_logits"]).all()
 
 
-def test_a_scheme_that_rewrites_the_layers_refuses_a_loop_file(converted_loop, tmp_path):
+def test_a_scheme_that_rewrites_the_layers_writes_them_unrolled(converted_loop, tmp_path):
+    """int8-full's rewrites read one graph: from a loop parent it writes the unrolled form, says so,
+    and keeps its accuracy."""
+    from albert_edge.formats.tflite_reader import layer_form
+
     from .conftest import copy_dir
 
     work = copy_dir(converted_loop, tmp_path / "model")
-    with pytest.raises(ConversionError, match="convert with --layers unrolled for this scheme"):
-        quantize(work / "model.tflite", QuantizeConfig("int8-full", **TEXT), work / "model.int8-full.tflite")
-    assert sorted(p.name for p in work.iterdir()) == ["manifest.json", "model.tflite"]
+    out = work / "model.int8-full.tflite"
+    result = quantize(work / "model.tflite", QuantizeConfig("int8-full", **TEXT), out)
+    assert result.kept and result.check.ok, result.check.problems
+    assert layer_form(out) == "unrolled" and "WHILE" not in read(out).ops
+    assert any(note.startswith("written unrolled: the int8-full rewrites") for note in result.notes), result.notes
+    min_cosine, min_agreement, _ = CASES["int8-full"]
+    logits = result.accuracy.outputs[0]
+    assert logits.cosine_mean >= min_cosine and logits.agreement >= min_agreement
