@@ -5,15 +5,25 @@ ratios to PyTorch eager and to the peers' files.
 Contestants (every file keeps the one output ``last_hidden_state``, so sizes compare like for like):
 
     pytorch eager fp32      albert_edge.model from the checkpoint
-    torch.onnx.export fp32  the peers' unquantized files below, on the same runtimes
-    tf TFLiteConverter fp32
+    torch.onnx.export fp32  the unquantized files of the peers below, on the same runtimes
+    optimum export fp32
+    TFAlbertModel + TFLiteConverter fp32
+    tf_albert graph + TFLiteConverter fp32
     ort quantize_dynamic    transformers' AlbertModel -> torch.onnx.export -> onnxruntime's
                             quant_pre_process -> quantize_dynamic(QInt8); run with onnxruntime's defaults
-    tf TFLiteConverter      TensorFlow's TFLiteConverter with Optimize.DEFAULT (dynamic-range int8)
-                            from a SavedModel of ALBERT in TensorFlow; transformers 5 ships no
-                            TFAlbertModel, so the graph is albert_edge.converters.tf_albert's (one
-                            variable per shared weight), converted without albert-edge's settings;
-                            run with ai-edge-litert's Interpreter (XNNPACK on)
+    optimum avx512_vnni     optimum's export (`optimum-cli export onnx --task feature-extraction`) ->
+                            ORTQuantizer with AutoQuantizationConfig.avx512_vnni(is_static=False),
+                            per-tensor as `optimum-cli onnxruntime quantize --avx512_vnni` gives
+    optimum O2 + avx512_vnni  the same export through ORTOptimizer at AutoOptimizationConfig.O2()
+                            first (fused attention, quantized to QAttention)
+    TFAlbertModel + TFLiteConverter  transformers 4's TFAlbertModel (weights from the PyTorch
+                            checkpoint) -> SavedModel (int32 inputs, last_hidden_state) ->
+                            TFLiteConverter with Optimize.DEFAULT (dynamic-range int8), every other
+                            setting its default; run with ai-edge-litert's Interpreter (XNNPACK on)
+    tf_albert graph + TFLiteConverter  the same converter settings on a SavedModel of
+                            albert_edge.converters.tf_albert's graph (one variable per shared weight,
+                            without albert-edge's converter settings): what the TFLite files are
+                            compared with when .venv-peers is missing
     executorch XNNPACK      transformers' AlbertModel -> torch.export (dynamic sequence axis, batch 1)
                             -> to_edge_transform_and_lower(XnnpackPartitioner()) -> .pte, as ExecuTorch's
                             docs show; its int8 through the same XNNPACKQuantizer (pt2e, per-channel
@@ -26,8 +36,15 @@ Contestants (every file keeps the one output ``last_hidden_state``, so sizes com
                             an app opens it (the runtime's own API with default options: the LiteRT
                             Interpreter, onnxruntime's InferenceSession, ExecuTorch's Module)
 
-The peers' files run as an app opens them. Each albert-edge file gets two ratios to its peer:
-through Session, and as an app opens it.
+optimum and transformers 4 (which has TFAlbertModel; 5 has no TensorFlow models) pin their own
+transformers and torch, so the optimum and TFAlbertModel peers are built in an environment of their
+own, .venv-peers (`benchmarks/peer_envs.sh` makes it; --peers-venv names another), by
+benchmarks/peer_tools.py; without it they are left out, saying so.
+
+The peers' files run as an app opens them. Each albert-edge file gets ratios to its peers: through
+Session, and as an app opens it. An ONNX file gets one to each onnxruntime peer and one to the best
+of them (per figure, the lowest of the peers' figures, naming whose it is); a TFLite file to the
+TFAlbertModel peer (the tf_albert graph peer without .venv-peers).
 
 Each (file, route) runs in a fresh process (benchmarks/memory.py's child), ``--rounds`` times,
 interleaved. Timings on a shared machine are noisy: repeat with more --rounds before quoting.
@@ -45,6 +62,7 @@ import json
 import logging
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import warnings
@@ -57,6 +75,7 @@ from quantize_speed import _config, add_model_options  # noqa: E402  (the model 
 
 log = logging.getLogger("peers")
 INPUTS = memory.INPUTS
+HERE = Path(__file__).resolve().parent
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -69,6 +88,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="Fresh children per contestant, interleaved.")
     p.add_argument("--work", help="Directory for the checkpoint and files (default: a temporary one); "
                                   "files already there are reused.")
+    p.add_argument("--peers-venv", default=os.environ.get("PEERS_VENV", str(HERE.parent / ".venv-peers")),
+                   help="The environment that builds the optimum and TFAlbertModel peers "
+                        "(default: $PEERS_VENV or .venv-peers; benchmarks/peer_envs.sh makes it).")
     p.add_argument("--json", action="store_true", help="Print the results as JSON.")
     return p.parse_args(argv)
 
@@ -162,8 +184,37 @@ def onnx_peer(ckpt: Path, work: Path) -> Path:
     return int8
 
 
+def _from_peers_venv(peer: str, ckpt: Path, out: Path, names: tuple[str, ...], venv: Path) -> tuple[Path, ...] | None:
+    """The files ``names`` that benchmarks/peer_tools.py PEER writes into ``out``, built by the
+    Python of ``venv`` unless all are there already; None, logged once, when the venv is missing."""
+    files = tuple(out / name for name in names)
+    if all(f.is_file() for f in files):
+        return files
+    python = venv / "bin" / "python"
+    if not python.is_file():
+        log.warning("%s peer left out: no %s (benchmarks/peer_envs.sh makes it)", peer, python)
+        return None
+    log.info("building the %s peer in %s", peer, venv)
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(python), str(HERE / "peer_tools.py"), peer, str(ckpt), str(out)], check=True,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    return files
+
+
+def optimum_peer(ckpt: Path, work: Path, venv: Path) -> tuple[Path, Path, Path] | None:
+    """optimum's export and quantizer: (fp32 export, avx512_vnni int8, O2 then avx512_vnni int8)."""
+    return _from_peers_venv("optimum", ckpt, work / "optimum-peer",
+                            ("model.onnx", "model.int8.onnx", "model.opt.int8.onnx"), venv)
+
+
+def tf_albert_model_peer(ckpt: Path, work: Path, venv: Path) -> tuple[Path, Path] | None:
+    """transformers 4's TFAlbertModel through TFLiteConverter's defaults: (fp32, dynamic-range int8)."""
+    return _from_peers_venv("tf-albert", ckpt, work / "tf-albert-peer", ("model.tflite", "model.int8.tflite"), venv)
+
+
 def tflite_peer(ckpt: Path, work: Path) -> tuple[Path, Path]:
-    """TensorFlow's TFLiteConverter with its default settings: (fp32 file, dynamic-range int8 file)."""
+    """TensorFlow's TFLiteConverter with its default settings on albert-edge's own TensorFlow graph
+    (converters.tf_albert): (fp32 file, dynamic-range int8 file)."""
     out, int8 = _peer_dir(work / "tf-peer", "model.int8.tflite")
     fp32 = out / "model.tflite"
     if int8.is_file() and fp32.is_file():
@@ -254,14 +305,19 @@ def run(args: argparse.Namespace, work: Path) -> dict:
     ckpt = _checkpoint(args, work)
     files = ours(ckpt, work, max(args.seq_lens))
     ort_int8 = onnx_peer(ckpt, work)
+    optimum = optimum_peer(ckpt, work, Path(args.peers_venv))
+    tf_albert_model = tf_albert_model_peer(ckpt, work, Path(args.peers_venv))
     tf_fp32, tf_int8 = tflite_peer(ckpt, work)
     et_fp32, et_int8 = executorch_peer(ckpt, work)
     contestants = {
         "pytorch eager fp32": (ckpt, "pytorch"),
         "torch.onnx.export fp32": (ort_int8.parent / "model.onnx", "onnx-plain"),
         "ort quantize_dynamic": (ort_int8, "onnx-plain"),
-        "tf TFLiteConverter fp32": (tf_fp32, "tflite-plain"),
-        "tf TFLiteConverter int8": (tf_int8, "tflite-plain"),
+        **({} if optimum is None else {name: (path, "onnx-plain") for name, path in zip(OPTIMUM, optimum)}),
+        **({} if tf_albert_model is None else
+           {name: (path, "tflite-plain") for name, path in zip(TF_ALBERT_MODEL, tf_albert_model)}),
+        "tf_albert graph + TFLiteConverter fp32": (tf_fp32, "tflite-plain"),
+        "tf_albert graph + TFLiteConverter int8": (tf_int8, "tflite-plain"),
         "executorch XNNPACK fp32": (et_fp32, "executorch-plain"),
         "executorch XNNPACK int8": (et_int8, "executorch-plain"),
         **{name: (path, "session") for name, path in sorted(files.items())},
@@ -272,34 +328,71 @@ def run(args: argparse.Namespace, work: Path) -> dict:
     measured = memory.measure(argparse.Namespace(**vars(args), child=None), plan=plan, reference=plan[0])
     rows = [{"name": name, **row, "delegate_blocks": delegate_blocks(path)}
             for name, row, (path, _) in zip(names, measured, plan)]
+    notes = [] if tf_albert_model else [
+        "TFLite ratios are against the tf_albert graph + TFLiteConverter peer: the TFAlbertModel peer "
+        f"was not built (no {args.peers_venv}; benchmarks/peer_envs.sh makes it)"]
+    if optimum is None:
+        notes.append(f"ONNX ratios leave out optimum's files (no {args.peers_venv}; benchmarks/peer_envs.sh makes it)")
     return {"setup": {k: v for k, v in vars(args).items()} | {"checkpoint": str(ckpt)}, "rows": rows,
-            "ratios": _ratios(rows, args.seq_lens)}
+            "ratios": _ratios(rows, args.seq_lens), "notes": notes}
+
+
+OPTIMUM = ("optimum export fp32", "optimum avx512_vnni", "optimum O2 + avx512_vnni")
+TF_ALBERT_MODEL = ("TFAlbertModel + TFLiteConverter fp32", "TFAlbertModel + TFLiteConverter int8")
+# Each albert-edge file's peers: ("each", names) for a ratio to every one present and, with more than
+# one, to the best of them; ("first", names) for one ratio, to the first present.
+PEERS = {"onnx int8": ("each", ("ort quantize_dynamic", *OPTIMUM[1:])),
+         "onnx fp32": ("each", ("torch.onnx.export fp32", OPTIMUM[0])),
+         **{f"{kind} {dtype}": ("first", (f"TFAlbertModel + TFLiteConverter {dtype}",
+                                          f"tf_albert graph + TFLiteConverter {dtype}"))
+            for kind in ("tflite", "tflite-loop") for dtype in ("int8", "fp32")},
+         "pte fp32": ("first", ("executorch XNNPACK fp32",)), "pte int8": ("first", ("executorch XNNPACK int8",))}
+BEST = {"onnx": "best onnxruntime peer"}
 
 
 def _ratios(rows: list[dict], seq_lens: list[int]) -> list[dict]:
-    """Each albert-edge file over PyTorch eager and over the peer on its runtime."""
+    """Each albert-edge file over PyTorch eager and over its peers on their runtimes (see PEERS)."""
     by = {r["name"]: r for r in rows}
-    peers = {"onnx int8": "ort quantize_dynamic", "tflite int8": "tf TFLiteConverter int8",
-             "tflite-loop int8": "tf TFLiteConverter int8", "onnx fp32": "torch.onnx.export fp32",
-             "tflite fp32": "tf TFLiteConverter fp32", "tflite-loop fp32": "tf TFLiteConverter fp32",
-             "pte fp32": "executorch XNNPACK fp32", "pte int8": "executorch XNNPACK int8"}
-    # Each albert-edge file through Session and as an app opens it, against the peer file as an
-    # app opens it.
+    # Each albert-edge file through Session and as an app opens it, against the peer files as an
+    # app opens them.
     suffix = {"onnx": ".onnx", "tflite": ".tflite", "tflite-loop": ".tflite", "pte": ".pte"}
-    peer_of = {f"albert-edge {name}{route}": peer for name, peer in peers.items()
-               for route in ("", f" ({APP_ROUTES[suffix[name.split()[0]]][1]})")}
     out = []
-    for mine, peer in peer_of.items():
-        for versus in ("pytorch eager fp32", peer):
-            a, b = by[mine], by[versus]
-            ratio = {"file": mine, "versus": versus,
-                     "peak_rss": round(a["peak_rss_mib"] / b["peak_rss_mib"], 3),
-                     "load": round(a["load_s"] / b["load_s"], 3) if b["load_s"] else None,
-                     "size": round(a["bytes"] / b["bytes"], 4) if b["bytes"] else None}
-            for T in seq_lens:
-                ratio[f"p50@{T}"] = round(a[f"p50_ms@{T}"] / b[f"p50_ms@{T}"], 3)
-            out.append(ratio)
+    for name, (how, candidates) in PEERS.items():
+        kind = name.split()[0]
+        present = [peer for peer in candidates if peer in by]
+        versus = present if how == "each" else present[:1]
+        for route in ("", f" ({APP_ROUTES[suffix[kind]][1]})"):
+            mine = by[f"albert-edge {name}{route}"]
+            for peer in ("pytorch eager fp32", *versus):
+                out.append({"file": mine["name"], "versus": peer, **_over(mine, by[peer], seq_lens)})
+            if len(versus) > 1:
+                best, whose = _best([by[peer] for peer in versus], seq_lens)
+                out.append({"file": mine["name"], "versus": BEST[kind], **_over(mine, best, seq_lens),
+                            "best_of": whose})
     return out
+
+
+_FIGURES = {"peak_rss": "peak_rss_mib", "load": "load_s", "size": "bytes"}
+
+
+def _over(a: dict, b: dict, seq_lens: list[int]) -> dict:
+    """a's figures over b's: peak RSS, load time, file size, p50 at each length."""
+    ratio = {"peak_rss": round(a["peak_rss_mib"] / b["peak_rss_mib"], 3),
+             "load": round(a["load_s"] / b["load_s"], 3) if b["load_s"] else None,
+             "size": round(a["bytes"] / b["bytes"], 4) if b["bytes"] else None}
+    for T in seq_lens:
+        ratio[f"p50@{T}"] = round(a[f"p50_ms@{T}"] / b[f"p50_ms@{T}"], 3)
+    return ratio
+
+
+def _best(peers: list[dict], seq_lens: list[int]) -> tuple[dict, dict[str, str]]:
+    """The lowest of the peers' figures, each on its own, and whose each one is (by ratio key)."""
+    keys = {**_FIGURES, **{f"p50@{T}": f"p50_ms@{T}" for T in seq_lens}}
+    best, whose = {}, {}
+    for key, field in keys.items():
+        winner = min(peers, key=lambda row: row[field])
+        best[field], whose[key] = winner[field], winner["name"]
+    return best, whose
 
 
 @contextlib.contextmanager
@@ -328,7 +421,12 @@ def main(argv: list[str] | None = None) -> int:
         print("  ".join(str(row[c]) for c in cols))
     print()
     for r in result["ratios"]:
-        print(f"{r['file']} / {r['versus']}: " + ", ".join(f"{k} {v}" for k, v in r.items() if k not in ("file", "versus")))
+        whose = r.get("best_of", {})
+        print(f"{r['file']} / {r['versus']}: " + ", ".join(
+            f"{k} {v}" + (f" ({whose[k]})" if k in whose else "") for k, v in r.items()
+            if k not in ("file", "versus", "best_of")))
+    for note in result["notes"]:
+        print(f"note: {note}")
     print(f"(medians over {args.rounds} fresh processes x {args.runs} calls; "
           f"spread of peak RSS: {statistics.mean(r['peak_rss_range'][1] - r['peak_rss_range'][0] for r in result['rows']):.1f} MiB)")
     return 0
