@@ -1,6 +1,7 @@
 """The peers benchmarks/peers.py cannot build in the build environment: run with the Python of
 .venv-peers (benchmarks/peer_envs.sh), which has optimum and transformers 4 with TensorFlow.
-Each writes its files into OUT under the names peers.py reads; nothing here imports albert_edge.
+Each writes its files into OUT under the names peers.py reads (FILES); nothing here imports
+albert_edge. peers.py calls ``files``, which runs this script in that environment.
 
     optimum     optimum's ONNX export of the checkpoint (`optimum-cli export onnx --task
                 feature-extraction`): model.onnx; its quantizer with the AVX-512 VNNI dynamic config
@@ -21,13 +22,35 @@ Each writes its files into OUT under the names peers.py reads; nothing here impo
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+log = logging.getLogger("peers")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+FILES = {"optimum": ("model.onnx", "model.int8.onnx", "model.opt.int8.onnx"),
+         "tf-albert": ("model.tflite", "model.int8.tflite")}
+
+
+def files(peer: str, ckpt: Path, out: Path, venv: Path) -> tuple[Path, ...] | None:
+    """PEER's files in ``out`` (FILES[peer]), built by this script run with the Python of ``venv``
+    unless all are there already; None, logged once, when ``venv`` is missing."""
+    paths = tuple(out / name for name in FILES[peer])
+    if all(p.is_file() for p in paths):
+        return paths
+    python = venv / "bin" / "python"
+    if not python.is_file():
+        log.warning("%s peer left out: no %s (benchmarks/peer_envs.sh makes it)", peer, python)
+        return None
+    log.info("building the %s peer in %s", peer, venv)
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(python), str(Path(__file__).resolve()), peer, str(ckpt), str(out)], check=True,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    return paths
 
 
 def optimum_files(ckpt: Path, out: Path) -> None:

@@ -62,7 +62,6 @@ import json
 import logging
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -71,11 +70,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measurement)
+import peer_tools  # noqa: E402  (benchmarks/peer_tools.py: the peers built in .venv-peers)
 from quantize_speed import _config, add_model_options  # noqa: E402  (the model options, read one way)
 
 log = logging.getLogger("peers")
 INPUTS = memory.INPUTS
-HERE = Path(__file__).resolve().parent
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -88,7 +87,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="Fresh children per contestant, interleaved.")
     p.add_argument("--work", help="Directory for the checkpoint and files (default: a temporary one); "
                                   "files already there are reused.")
-    p.add_argument("--peers-venv", default=os.environ.get("PEERS_VENV", str(HERE.parent / ".venv-peers")),
+    p.add_argument("--peers-venv", default=os.environ.get("PEERS_VENV", str(Path(__file__).resolve().parents[1] / ".venv-peers")),
                    help="The environment that builds the optimum and TFAlbertModel peers "
                         "(default: $PEERS_VENV or .venv-peers; benchmarks/peer_envs.sh makes it).")
     p.add_argument("--json", action="store_true", help="Print the results as JSON.")
@@ -184,34 +183,6 @@ def onnx_peer(ckpt: Path, work: Path) -> Path:
     return int8
 
 
-def _from_peers_venv(peer: str, ckpt: Path, out: Path, names: tuple[str, ...], venv: Path) -> tuple[Path, ...] | None:
-    """The files ``names`` that benchmarks/peer_tools.py PEER writes into ``out``, built by the
-    Python of ``venv`` unless all are there already; None, logged once, when the venv is missing."""
-    files = tuple(out / name for name in names)
-    if all(f.is_file() for f in files):
-        return files
-    python = venv / "bin" / "python"
-    if not python.is_file():
-        log.warning("%s peer left out: no %s (benchmarks/peer_envs.sh makes it)", peer, python)
-        return None
-    log.info("building the %s peer in %s", peer, venv)
-    out.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(python), str(HERE / "peer_tools.py"), peer, str(ckpt), str(out)], check=True,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    return files
-
-
-def optimum_peer(ckpt: Path, work: Path, venv: Path) -> tuple[Path, Path, Path] | None:
-    """optimum's export and quantizer: (fp32 export, avx512_vnni int8, O2 then avx512_vnni int8)."""
-    return _from_peers_venv("optimum", ckpt, work / "optimum-peer",
-                            ("model.onnx", "model.int8.onnx", "model.opt.int8.onnx"), venv)
-
-
-def tf_albert_model_peer(ckpt: Path, work: Path, venv: Path) -> tuple[Path, Path] | None:
-    """transformers 4's TFAlbertModel through TFLiteConverter's defaults: (fp32, dynamic-range int8)."""
-    return _from_peers_venv("tf-albert", ckpt, work / "tf-albert-peer", ("model.tflite", "model.int8.tflite"), venv)
-
-
 def tflite_peer(ckpt: Path, work: Path) -> tuple[Path, Path]:
     """TensorFlow's TFLiteConverter with its default settings on albert-edge's own TensorFlow graph
     (converters.tf_albert): (fp32 file, dynamic-range int8 file)."""
@@ -305,8 +276,10 @@ def run(args: argparse.Namespace, work: Path) -> dict:
     ckpt = _checkpoint(args, work)
     files = ours(ckpt, work, max(args.seq_lens))
     ort_int8 = onnx_peer(ckpt, work)
-    optimum = optimum_peer(ckpt, work, Path(args.peers_venv))
-    tf_albert_model = tf_albert_model_peer(ckpt, work, Path(args.peers_venv))
+    # Built in .venv-peers by benchmarks/peer_tools.py: (fp32 export, avx512_vnni int8, O2 then
+    # avx512_vnni int8) and (fp32, dynamic-range int8); None without that environment.
+    optimum = peer_tools.files("optimum", ckpt, work / "optimum-peer", Path(args.peers_venv))
+    tf_albert_model = peer_tools.files("tf-albert", ckpt, work / "tf-albert-peer", Path(args.peers_venv))
     tf_fp32, tf_int8 = tflite_peer(ckpt, work)
     et_fp32, et_int8 = executorch_peer(ckpt, work)
     contestants = {
