@@ -14,7 +14,7 @@
 # constraints.txt; the others are the versions pip resolved for them with those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=../.ci/common.sh
+# shellcheck source-path=SCRIPTDIR/..
 . .ci/common.sh
 venv=${PEERS_VENV:-.venv-peers}
 torch_index=${TORCH_INDEX-https://download.pytorch.org/whl/cpu}
