@@ -15,7 +15,8 @@ Contestants (every file keeps the one output ``last_hidden_state``, so sizes com
                             ORTQuantizer with AutoQuantizationConfig.avx512_vnni(is_static=False),
                             per-tensor as `optimum-cli onnxruntime quantize --avx512_vnni` gives
     optimum O2 + avx512_vnni  the same export through ORTOptimizer at AutoOptimizationConfig.O2()
-                            first (fused attention, quantized to QAttention)
+                            first (fused attention, quantized to QAttention; onnxruntime's symbolic
+                            shape inference in between, without which the quantizer fails on it)
     TFAlbertModel + TFLiteConverter  transformers 4's TFAlbertModel (weights from the PyTorch
                             checkpoint) -> SavedModel (int32 inputs, last_hidden_state) ->
                             TFLiteConverter with Optimize.DEFAULT (dynamic-range int8), every other
@@ -87,7 +88,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="Fresh children per contestant, interleaved.")
     p.add_argument("--work", help="Directory for the checkpoint and files (default: a temporary one); "
                                   "files already there are reused.")
-    p.add_argument("--peers-venv", default=os.environ.get("PEERS_VENV", str(Path(__file__).resolve().parents[1] / ".venv-peers")),
+    p.add_argument("--peers-venv",
+                   default=os.environ.get("PEERS_VENV", str(Path(__file__).resolve().parents[1] / ".venv-peers")),
                    help="The environment that builds the optimum and TFAlbertModel peers "
                         "(default: $PEERS_VENV or .venv-peers; benchmarks/peer_envs.sh makes it).")
     p.add_argument("--json", action="store_true", help="Print the results as JSON.")
