@@ -110,7 +110,7 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     plain = out_path.with_name(f".{out_path.name}.{os.getpid()}.plain.tmp")
     staged = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp.tflite")  # Session goes by the suffix
     try:
-        tflite.export(inner, plain, seq_len=seq_len)
+        tflite.export(inner, plain, seq_len=seq_len, layers="unrolled")  # the text tasks take one subgraph
         buffer = _fixed_length(bytearray(plain.read_bytes()), seq_len)
         plain.unlink()
         with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as tmp:

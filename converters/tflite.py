@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from albert_edge.children import child_env, python
 from albert_edge.errors import ConversionError, optional_import
 
-from albert_edge.formats.graph import INPUT_NAMES, LAYER_FORMS
+from albert_edge.formats.graph import DEFAULT_LAYER_FORM, INPUT_NAMES, LAYER_FORMS
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
 from albert_edge.formats.weights import model_param_bytes
 
@@ -60,7 +60,8 @@ _BUFFER_OFFSET_ABOVE = 1 << 30
 _EXPORT_BUFFER_OFFSET_ABOVE = 256 << 20
 
 
-def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128, layers: str = "unrolled") -> Path:
+def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128,
+           layers: str = DEFAULT_LAYER_FORM) -> Path:
     """Convert ``model`` (any head of albert_edge.model) to a .tflite file at ``out_path``;
     ``layers`` is how the shared layer applications are written (``LAYER_FORMS``: "loop" writes
     each run of one weight group as a WHILE operator over one body subgraph).
@@ -222,7 +223,8 @@ def _raise_for(code: int, message: str) -> None:
 
 
 def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None = None,
-            run_converter=None, runtime: str | None = TFLITE_RUNTIME_LAST, layers: str = "unrolled") -> bytearray:
+            run_converter=None, runtime: str | None = TFLITE_RUNTIME_LAST,
+            layers: str = DEFAULT_LAYER_FORM) -> bytearray:
     """The .tflite flatbuffer for ``model``, checked: builtin ops only, the expected signature,
     and operator versions that TFLite ``runtime`` loads (None: any; the default is
     tflite-runtime 2.14, the last tflite-runtime release, on Raspberry Pi OS bookworm).
@@ -239,7 +241,7 @@ def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None 
 
 
 def _converted(model: nn.Module, buffer_offset: bool | None = None, run_converter=None,
-               layers: str = "unrolled") -> bytes:
+               layers: str = DEFAULT_LAYER_FORM) -> bytes:
     """The converter's flatbuffer for ``model``, as it returned it."""
     with _private_tempdir() as private:
         saved = os.path.join(private, "saved_model")
@@ -251,7 +253,7 @@ def _buffer_offset(model: nn.Module, asked: bool | None) -> bool:
     return asked if asked is not None else model_param_bytes(model, 4) > _BUFFER_OFFSET_ABOVE
 
 
-def _save(model: nn.Module, saved: str, layers: str = "unrolled") -> None:
+def _save(model: nn.Module, saved: str, layers: str = DEFAULT_LAYER_FORM) -> None:
     """``model`` as a SavedModel in ``saved``: its weights are variables, which the converter
     freezes once each; weights captured as graph constants cost several times the memory and time."""
     tf = _import_tensorflow()

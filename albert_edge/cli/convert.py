@@ -56,13 +56,14 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
                    "allocates them at load (ALBERT-base: 2.3 MiB at 512 tokens, 0.6 MiB at 128); a longer input "
                    "is refused.")
 @click.option("--layers", type=click.Choice(LAYER_FORMS), default=None,
-              help="tflite only: how the shared layer's applications are written (default unrolled). loop writes "
+              help="tflite only: how the shared layer's applications are written (default loop). loop writes "
                    "each run of one weight group as a WHILE operator over one body subgraph: the TFLite "
                    "Interpreter with default options (as an Android or iOS app opens a file) then packs the shared "
                    "weights for XNNPACK once, not once per layer (ALBERT-base int8: 72 MiB peak RSS against 145 MiB, "
-                   "and 0.73x / 0.88x the time at 32 / 128 tokens). `profile --ops` needs the unrolled form."
-                   " `quantize` keeps the form for int8-dynamic and fp16. MediaPipe's "
-                   "text tasks take single-subgraph files only, so the mediapipe target stays unrolled.")
+                   "and 0.73x / 0.88x the time at 32 / 128 tokens). unrolled writes every application's operators "
+                   "in sequence, one subgraph, as TensorFlow's converter does. `quantize` keeps the form for "
+                   "int8-dynamic and fp16 and writes int8-full and int16x8 unrolled. MediaPipe's text tasks take "
+                   "single-subgraph files only, so the mediapipe target is always unrolled.")
 @click.option("--force", is_flag=True, help="Write into an output directory that already holds files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str | None, seq_len: int,

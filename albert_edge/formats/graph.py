@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["TensorSpec", "StoredTensor", "GraphContents", "INPUT_NAMES", "LAYER_FORMS"]
+__all__ = ["TensorSpec", "StoredTensor", "GraphContents", "INPUT_NAMES", "LAYER_FORMS", "DEFAULT_LAYER_FORM"]
 
 # The inputs of every albert-edge model file, in the order the PyTorch model takes them.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -21,6 +21,10 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 # once per application (ALBERT-base int8 in ai-edge-litert 2.3's Interpreter: 72 MiB peak RSS
 # against 146 MiB; benchmarks/peers.py). tflite_reader.layer_form tells a file's.
 LAYER_FORMS = ("unrolled", "loop")
+# What `convert --to tflite` writes unless told: what an app's Interpreter runs leanest. The
+# mediapipe target stays unrolled (MediaPipe's text tasks take one subgraph), and so do
+# quantize's int8-full and int16x8 (their rewrites read one graph).
+DEFAULT_LAYER_FORM = "loop"
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ _PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"
 _LOOP_NOTE = ("its layers are one WHILE body, so the Interpreter with default options packs each shared weight "
               "once")
 _UNROLLED_NOTE = ("with default options the Interpreter packs the shared layer once per layer application "
-                  "(ALBERT-base int8: 145 MiB peak RSS; 72 MiB written with convert --layers loop)")
+                  "(ALBERT-base int8: 145 MiB peak RSS; 72 MiB in the loop form, convert's default: "
+                  "convert --layers loop)")
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ def mlm():
 
 @pytest.fixture(scope="module")
 def mlm_file(mlm, tmp_path_factory):
-    return tflite.export(mlm, tmp_path_factory.mktemp("reader") / "mlm.tflite", seq_len=12)
+    # unrolled: the op counts below are one per layer application (a loop file holds its body once)
+    return tflite.export(mlm, tmp_path_factory.mktemp("reader") / "mlm.tflite", seq_len=12, layers="unrolled")
 
 
 def _summary(contents) -> dict:
@@ -118,7 +119,7 @@ def test_tensors_sharing_a_buffer_are_one_stored_tensor(mlm_file, tmp_path):
 def test_weights_stored_by_offset_read_the_same(mlm, mlm_file, tmp_path):
     """The layout the converter uses past 2 GiB: buffers after the flatbuffer, by offset."""
     path = tmp_path / "offset.tflite"
-    path.write_bytes(tflite.convert(mlm, seq_len=12, buffer_offset=True))
+    path.write_bytes(tflite.convert(mlm, seq_len=12, buffer_offset=True, layers="unrolled"))
     model = schema.Model.GetRootAs(path.read_bytes(), 0)
     assert any(model.Buffers(i).Offset() > 1 for i in range(model.BuffersLength()))
     by_offset, inline = _summary(read(path)), _summary(read(mlm_file))
@@ -186,7 +187,7 @@ def any_layout(request, mlm, mlm_file, tmp_path):
     if request.param == "inline":
         return mlm_file
     path = tmp_path / "offset.tflite"
-    path.write_bytes(tflite.convert(mlm, seq_len=12, buffer_offset=True))
+    path.write_bytes(tflite.convert(mlm, seq_len=12, buffer_offset=True, layers="unrolled"))
     return path
 
 

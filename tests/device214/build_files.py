@@ -4,10 +4,10 @@ outputs ai-edge-litert gives for them. Runs in the main (build) environment:
     python tests/device214/build_files.py OUT_DIR
 
 OUT_DIR gets a small ALBERT (the quantization tests' config: G=2 < L=4, every weight at least
-1024 elements so the dynamic-range quantizer quantizes all of them) converted to fp32 TFLite and
-quantized with every TFLite scheme as albert-edge writes it by default, plus one
-``--tflite-compat latest`` file that 2.14 must refuse, and the loop form (``--layers loop``) as
-it is and int8-dynamic; ``index.json`` says what each file is,
+1024 elements so the dynamic-range quantizer quantizes all of them) converted to fp32 TFLite in
+the unrolled form and quantized with every TFLite scheme as albert-edge writes it by default,
+plus one ``--tflite-compat latest`` file that 2.14 must refuse, and the loop form (convert's
+default) as it is and int8-dynamic; ``index.json`` says what each file is,
 ``references.npz`` holds the feeds and the reference outputs.
 """
 
@@ -74,7 +74,7 @@ def build(out: Path) -> None:
     torch.manual_seed(0)
     checkpoint = checkpoints.save(build_model(config, "mlm").eval(), out / "checkpoint", spiece=spiece)
     models = out / "files"
-    convert(checkpoint, models, targets=("tflite",), seq_len=SEQ)
+    convert(checkpoint, models, targets=("tflite",), seq_len=SEQ, layers="unrolled")
 
     loop = out / "loop"
     convert(checkpoint, loop, targets=("tflite",), seq_len=SEQ, layers="loop")

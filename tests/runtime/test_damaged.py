@@ -77,7 +77,7 @@ def _graph(raw: bytes):
 def _largest_constant(raw: bytes):
     model, graph = _graph(raw)
     tensors = [graph.Tensors(i) for i in range(graph.TensorsLength())]
-    return model, max(tensors, key=lambda t: model.Buffers(t.Buffer())._length(0))
+    return model, max(tensors, key=lambda t: model.Buffers(t.Buffer())._length(0, 1))  # data: a byte vector
 
 
 def _op_with_code(raw: bytes):
