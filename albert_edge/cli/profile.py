@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import AlbertEdgeError
+from ..profile.record import APP
 from ..profile.remote import DEFAULT_PYTHON, DEFAULT_REMOTE_DIR
 from ..runtime import PROVIDERS
 from ._output import console, err_console, print_json, print_table
@@ -84,6 +85,12 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
                    "TextClassifier / TextEmbedder, the text in, as an app runs it: each call times the tokenizer "
                    "and the model, at a text of each --seq-len's tokens (MediaPipe pads it to the file's length) "
                    "and on --text; MediaPipe picks its own threads. Needs albert-edge[mobile].")
+@click.option("--as-app", is_flag=True,
+              help="Also measure every setting with each file opened as an app opens it: the runtime's own API "
+                   "with its default options, the thread count the only setting (the TFLite Interpreter with its "
+                   "default XNNPACK delegate; onnxruntime's InferenceSession by path; ExecuTorch without its weights "
+                   "cache), beside albert-edge's settings (runtime.Session: weights packed once, mapped). The "
+                   "table marks those rows 'app'.")
 @click.option("--ops", is_flag=True, help="Per-operator breakdown after the timed calls, so they are not slowed "
                                           "by it: time per op type, top nodes, time per shared-layer application "
                                           "(ONNX: onnxruntime's profiler; TFLite with xnnpack: LiteRT's profiler).")
@@ -133,7 +140,7 @@ def _estimate_devices(ctx: click.Context, param: click.Parameter, value: str | N
 def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: str, delegate: str, provider: str,
             runs: int, min_seconds: float, ci_target: float, max_seconds: float, wait_quiet: float, warmup: int,
             mlperf: bool, text: str | None, tokenizer: Path | None, max_sentences: int, fixed: bool,
-            mediapipe: bool, ops: bool,
+            mediapipe: bool, as_app: bool, ops: bool,
             ops_runs: int, baseline: Path | None, threshold: float, fail_on_regression: bool,
             as_json: bool, csv_path: Path | None, append_path: Path | None, force: bool, remote: tuple[str, ...],
             ssh_config: Path | None, remote_dir: str, remote_python: str, estimate_devices: list | None,
@@ -154,7 +161,7 @@ def profile(model_files: tuple[Path, ...], seq_len: str, batch: str, threads: st
         threads=_int_list(threads, "--threads"), delegates=_name_list(delegate), providers=_name_list(provider),
         runs=runs, min_seconds=min_seconds, warmup=warmup, text=text, tokenizer=tokenizer,
         max_sentences=max_sentences, ops=ops, ops_runs=ops_runs, fixed=fixed, ci_target=ci_target,
-        max_seconds=max(max_seconds, min_seconds), wait_quiet=wait_quiet, mediapipe=mediapipe)
+        max_seconds=max(max_seconds, min_seconds), wait_quiet=wait_quiet, mediapipe=mediapipe, as_app=as_app)
     if fail_on_regression and baseline is None:
         raise click.UsageError("--fail-on-regression needs --baseline")
     old = load_records(baseline) if baseline else None
@@ -286,7 +293,8 @@ _SHORT_RUNTIME = {"onnxruntime": "ort", "ai_edge_litert": "litert", "tflite_runt
 
 def _runs_on(record: dict) -> str:
     provider = {full: short for short, full in PROVIDERS.items()}.get(record["provider"], record["provider"])
-    return f"{_SHORT_RUNTIME.get(record['runtime'], record['runtime'])}:{provider}"
+    app = " app" if record.get("opened_as") == APP else ""
+    return f"{_SHORT_RUNTIME.get(record['runtime'], record['runtime'])}:{provider}{app}"
 
 
 def _print(records: list[dict], comparisons: list, baseline: Path | None) -> None:
@@ -317,6 +325,9 @@ def _print(records: list[dict], comparisons: list, baseline: Path | None) -> Non
     console.print(table)
     for note in notes:
         console.print(note)
+    if any(r.get("opened_as") == APP for r in records):
+        console.print("app: opened as an app opens the file, the runtime's own API with its default options (the "
+                      "other rows: albert-edge's settings, runtime.Session)")
     if any((r.get("latency") or {}).get("quality") not in (None, "good") for r in records):
         console.print("timing: 'good' = the p50's interval met --ci-target on a quiet machine; 'noisy' = other work, "
                       "drift or held-up calls (the note says which): compare such figures with care; 'unusable' = too "

@@ -29,7 +29,7 @@ from ..runtime.onnx_text import TEXT_INPUT
 from . import ops as ops_mod
 from .inputs import (fixed_feeds, ids_counter, model_limits, packed_counter, sentence_feeds, text_feeds, text_of_length,
                      token_stats)
-from .record import Memory, ProfileRecord
+from .record import APP, Memory, ProfileRecord
 from .stats import BLOCKS, judge, latency, spread, time_until
 
 
@@ -61,8 +61,10 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     memory.before_load_rss, memory.peak_before_load = _memory()
 
     start = time.perf_counter()
+    app = job.get("engine") == APP
     session = (MediaPipeTask(path, job["task"]) if mediapipe else
-               Session(path, num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"]))
+               Session(path, num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"],
+                       app_defaults=app))
     load_ms = (time.perf_counter() - start) * 1e3
     memory.after_load_rss, memory.peak_after_load = _memory()
     shape = job["input_shape"] if mediapipe else None if text_in else session.inputs[0].shape if session.inputs else None
@@ -132,7 +134,7 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
         load_ms=load_ms, first_call_ms=first_ms, latency=lat, memory=memory,
         device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
         text=text_stats, ops=ops, warnings=warnings, model=limits.to_dict(),
-        input_kind="text" if text_in else "token ids",
+        input_kind="text" if text_in else "token ids", opened_as=APP if app else None,
         machine={"before": job.get("machine_before"), "during": during},
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
@@ -222,7 +224,8 @@ def _ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | None) -> d
     if FORMATS.get(path.suffix.lower()) == "executorch":
         return ops_mod.tflite_unavailable(ops_mod.PTE_NOTE)
     prefix = Path(job["workdir"]) / "ort-trace"
-    session = Session(path, num_threads=job["threads"], provider=job["provider"], ops_trace=prefix)
+    session = Session(path, num_threads=job["threads"], provider=job["provider"], ops_trace=prefix,
+                      app_defaults=job.get("engine") == APP)  # the graph onnxruntime's defaults make of it
     try:
         call = session.prepare(feeds)
         for _ in range(job["ops_runs"] + 1):  # onnxruntime traces the first call too; the breakdown drops it
@@ -240,7 +243,11 @@ def _tflite_ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | Non
     from .tflite_ops import tflite_breakdown
 
     try:
-        return tflite_breakdown(path, job["threads"], feeds, job["ops_runs"], latency_p50)
+        ops = tflite_breakdown(path, job["threads"], feeds, job["ops_runs"], latency_p50)
+        if job.get("engine") == APP and ops.get("available"):
+            ops["note"] = ("profiled through LiteRT's CompiledModel, which runs the same XNNPACK operators: the "
+                           "Interpreter's Python API has no profiler")
+        return ops
     except RuntimeUnavailable as exc:
         from ..runtime.compiled import cpu_runs_compiled_model, unavailable_reason
 

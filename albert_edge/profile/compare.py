@@ -61,7 +61,9 @@ class Comparison:
 def setting_key(record: dict[str, Any]) -> tuple:
     # A call fed the text (its tokenizer timed too) is another setting than one fed the same file's
     # ids; records from before input_kind was kept were all fed ids.
-    return tuple(record.get(k) for k in _SETTING) + (record.get("host"), record.get("input_kind") == "text")
+    # A file opened as an app opens it (opened_as) is another setting than the same file in Session.
+    return tuple(record.get(k) for k in _SETTING) + (record.get("host"), record.get("input_kind") == "text",
+                                                     record.get("opened_as"))
 
 
 def compare(records: list[dict[str, Any]], baseline: list[dict[str, Any]],

@@ -13,9 +13,10 @@ import typing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SCHEMA", "ProfileRecord", "Latency", "Memory", "record_problem", "records_problem"]
+__all__ = ["SCHEMA", "APP", "ProfileRecord", "Latency", "Memory", "record_problem", "records_problem"]
 
 SCHEMA = "albert-edge.profile/1"
+APP = "app"  # ProfileRecord.opened_as of a file opened as an app opens it (profile --as-app)
 
 
 @dataclass
@@ -91,6 +92,9 @@ class ProfileRecord:
     # What a call is fed: "token ids", or "text" for a file that takes the text (convert --to
     # onnx-text), where each call times its tokenizer and the model; None in older records.
     input_kind: str | None = None
+    # How the file was opened: APP ("app") as an app opens it, the runtime's own API with its
+    # default options (profile --as-app); None with albert-edge's settings (runtime.Session).
+    opened_as: str | None = None
     ops: dict[str, Any] | None = None  # --ops breakdown
     weights_once: bool | None = None  # TFLite: run by LiteRT's CompiledModel with one packed copy per shared weight
     model: dict[str, Any] | None = None  # what the file takes: max_seq_len (and its source), vocab, input shape, dynamic

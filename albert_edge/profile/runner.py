@@ -26,7 +26,7 @@ from ..formats import format_of
 from ..runtime.engines import install_hint, packages
 from ..runtime.onnx_engine import file_takes_text, ort_providers
 from .inputs import model_limits
-from .record import ProfileRecord
+from .record import APP, ProfileRecord
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,8 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                 shapes = [(b, n) for b in settings.batches for n in settings.seq_lens] if settings.fixed else []
                 if settings.text is not None:
                     shapes.append((1, None))
-                jobs += [{**common, **acc, "threads": threads, "batch": b, "seq_len": n} for b, n in shapes]
+                jobs += [{**common, **acc, "threads": threads, "batch": b, "seq_len": n, **engine}
+                         for engine in ({}, *([{"engine": APP}] if settings.as_app else [])) for b, n in shapes]
         task = _mediapipe_task(path) if settings.mediapipe and fmt == "tflite" else None
         if task is not None:  # as an app runs it: one text per call, MediaPipe's own threads
             shapes = [(1, n) for n in settings.seq_lens] if settings.fixed else []
@@ -147,6 +148,7 @@ def _watch(wait: float, progress: Callable[[str], None] | None) -> dict[str, Any
 
 def describe_job(job: dict[str, Any]) -> str:
     acc = f"mediapipe {job['task']}" if job.get("engine") == "mediapipe" else job["provider"] or f"delegate={job['delegate']}"
+    acc += " as an app opens it (runtime defaults)" if job.get("engine") == APP else ""
     shape = f"seq={job['seq_len']}" if job["seq_len"] is not None else "real text"
     return f"{Path(job['file_as_given']).name} {acc} threads={job['threads']} batch={job['batch']} {shape}"
 

@@ -31,7 +31,9 @@ class ProfileSettings:
     file; a file that takes token ids needs ``tokenizer`` (a spiece.model or a directory holding one),
     one that takes the text (``convert --to onnx-text``) is fed the sentences as they are. With
     ``mediapipe``, a file with MediaPipe metadata (``convert --to mediapipe``) is also run through
-    MediaPipe Tasks' TextClassifier / TextEmbedder, the text in, once per shape (batch 1).
+    MediaPipe Tasks' TextClassifier / TextEmbedder, the text in, once per shape (batch 1). With
+    ``as_app``, every setting is also measured with the file opened as an app opens it: the
+    runtime's own API with its default options (``Session(app_defaults=True)``).
     """
 
     seq_lens: tuple[int, ...] = (16, 32, 64, 128)
@@ -52,6 +54,7 @@ class ProfileSettings:
     max_seconds: float = 5.0
     wait_quiet: float = 0.0
     mediapipe: bool = False  # files with MediaPipe metadata also through MediaPipe Tasks, the text in
+    as_app: bool = False  # every setting also as an app opens the file: the runtime's defaults
 
     def __post_init__(self) -> None:
         for name in ("seq_lens", "batches", "threads"):
@@ -99,4 +102,6 @@ def forward_args(settings: ProfileSettings) -> list[str]:
         args.append("--no-fixed")
     if settings.mediapipe:
         args.append("--mediapipe")
+    if settings.as_app:
+        args.append("--as-app")
     return args

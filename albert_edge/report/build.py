@@ -131,7 +131,7 @@ def profile_rows(records: list[dict], files: list[dict]) -> list[dict[str, Any]]
             "scheme": r.get("scheme") or schemes.get(r["sha256"]),
             "runtime": r.get("runtime"), "provider": r.get("provider"), "threads": r.get("threads"),
             "batch": r.get("batch"), "seq_len": r.get("seq_len"), "input_mode": r.get("input_mode"),
-            "input_kind": r.get("input_kind"),
+            "input_kind": r.get("input_kind"), "opened_as": r.get("opened_as"),
             "estimated": bool(r["estimated"]),
             "device": (estimate.get("device_title") or estimate.get("device") or device_label(r.get("device")))
             if r["estimated"] else device_label(r.get("device")),

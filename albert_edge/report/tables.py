@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..profile.record import APP
 from ..profile.stats import interval_text
 
 __all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK"]
@@ -148,13 +149,17 @@ def _profile(data) -> Table | None:
             warned.append(f"[{len(warned) + 1}] {r['file_name']}, seq len {seq}: {'; '.join(r['warnings'])}")
             mark = f" [{len(warned)}]"
         runs_on = ("MediaPipe Tasks, own threads" if r.get("runtime") == "mediapipe" else
-                   f"{r['provider']}, {r['threads']} thr") + (", text in" if r.get("input_kind") == "text" else "")
+                   f"{r['provider']}, {r['threads']} thr") + (", text in" if r.get("input_kind") == "text" else "") \
+            + (", app defaults" if r.get("opened_as") == APP else "")
         rows.append((r["file_name"], r["scheme"] or "", r["device"], runs_on,
                      str(r["batch"]), seq, kind + mark, QUALITY_MARK.get(r.get("quality"), "") + _ms(r["p50_ms"]),
                      _interval(r), r.get("quality") or ("range" if r.get("ms_range") else ""), _ms(r["p90_ms"]),
                      _ms(r["load_ms"]), fmt_bytes(r["peak_rss"])))
     notes = ["estimates are computed for a device nobody ran on; they are never shown as measurements"] \
         if any(r["estimated"] for r in records) else []
+    if any(r.get("opened_as") == APP for r in records):
+        notes.append("app defaults: the file opened as an app opens it, the runtime's own API with its default options "
+                     "(profile --as-app); the other rows ran with albert-edge's settings (runtime.Session)")
     if any(r.get("input_kind") == "text" for r in records):
         notes.append("text in: the file was fed the text, as an app feeds it, so the time is its tokenizer's and the "
                      "model's (seq len: the tokens the text comes to)")

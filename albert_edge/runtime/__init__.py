@@ -24,6 +24,7 @@ from ..formats import FORMATS, format_of
 from ..formats.graph import TensorSpec
 from ..formats.ort_reader import check_ort
 from ..formats.tflite_check import check_tflite
+from ..formats.tflite_reader import layer_form
 from . import compiled
 from .litert import DELEGATES, InterpreterBackend
 from .onnx_engine import PROVIDERS, OnnxBackend
@@ -53,20 +54,29 @@ class Session:
     ExecuTorch (albert_edge.runtime.pte_engine). ``self.weights_once`` says whether each shared
     weight is held once. A .pte's inputs are int64 (batch, sequence), sequence up to the bound it
     was exported with; it runs the delegates it was lowered for (``delegate`` "xnnpack" only).
+
+    ``app_defaults`` opens the file as an app does: the runtime's own API with its default
+    options, the thread count the only setting (what `profile --as-app` measures). A .tflite then
+    runs in the classic ``Interpreter`` with its default XNNPACK delegate, which packs weights per
+    operator (each shared weight once only from a loop file, ``convert``'s default form); an
+    .onnx/.ort in ``InferenceSession`` by path, onnxruntime's optimizers and memory pattern on and
+    the weights read from the file rather than mapped; a .pte without XNNPACK's weights cache.
     """
 
     def __init__(self, path: str | os.PathLike, num_threads: int | None = None, provider: str | None = None,
                  delegate: str = "xnnpack", ops_trace: str | os.PathLike | None = None,
-                 weights_once: bool = True):
+                 weights_once: bool = True, app_defaults: bool = False):
         self.path = Path(path)
         if not self.path.is_file():
             raise RuntimeUnavailable(f"{self.path}: no such model file")
         self.format = format_of(self.path)
         self.num_threads = num_threads
+        self.app_defaults = app_defaults
+        weights_once = weights_once and not app_defaults
         if self.format in ("onnx", "ort"):
             if self.format == "ort":
                 check_ort(self.path)  # damaged: one line here, not a retry announced on stdout by onnxruntime
-            self._backend = OnnxBackend(self.path, num_threads, provider, ops_trace)
+            self._backend = OnnxBackend(self.path, num_threads, provider, ops_trace, app_defaults=app_defaults)
         elif self.format == "executorch":
             if ops_trace is not None:
                 raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
@@ -80,6 +90,8 @@ class Session:
                 self._backend = compiled.open_tflite(self.path, num_threads)
             if self._backend is None:
                 self._backend = InterpreterBackend(self.path, num_threads, delegate)
+                # XNNPACK packs per operator: once per shared weight where the layers are one WHILE body
+                self._backend.weights_once = delegate == "xnnpack" and layer_form(self.path) == "loop"
         self.weights_once: bool = getattr(self._backend, "weights_once",
                                           isinstance(self._backend, compiled.CompiledTFLite))
         self.inputs: list[TensorSpec] = self._backend.inputs

@@ -315,20 +315,35 @@ def session_options(ort, path: str | os.PathLike, num_threads: int | None = None
     return options
 
 
+def app_session_options(ort, num_threads: int | None = None, ops_trace: str | os.PathLike | None = None):
+    """``ort.SessionOptions`` as an app sets them: onnxruntime's defaults (all optimizers, memory
+    pattern on), the thread count the only setting."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if num_threads:
+        options.intra_op_num_threads = int(num_threads)
+    if ops_trace is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = str(ops_trace)
+    return options
+
+
 class OnnxBackend:
-    """An .onnx file in onnxruntime, opened with :func:`session_options` and :func:`inference_session`."""
+    """An .onnx file in onnxruntime, opened with :func:`session_options` and :func:`inference_session`;
+    with ``app_defaults``, by path with :func:`app_session_options`, as an app opens it."""
 
     name = "onnxruntime"
 
     def __init__(self, path: Path, num_threads: int | None, provider: str | None = None,
-                 ops_trace: str | os.PathLike | None = None):
+                 ops_trace: str | os.PathLike | None = None, app_defaults: bool = False):
         try:
             ort = optional_import("onnxruntime")
         except ImportError:
             raise RuntimeUnavailable(
                 "running .onnx files needs onnxruntime (pip install 'albert-edge[onnx]')"
             ) from None
-        options = session_options(ort, path, num_threads, provider, ops_trace)
+        options = (app_session_options(ort, num_threads, ops_trace) if app_defaults
+                   else session_options(ort, path, num_threads, provider, ops_trace))
         if file_takes_text(path):  # its tokenizer is an extensions node
             options.register_custom_ops_library(onnx_text.extensions_library())
         providers = ort_providers(provider, ort.get_available_providers())
@@ -338,7 +353,8 @@ class OnnxBackend:
             # A load that fails with ValueError or RuntimeError is retried on the fallback provider,
             # and onnxruntime announces it with print(): stdout is for results (--json).
             with contextlib.redirect_stdout(announced):
-                self._session = inference_session(ort, path, options, providers)
+                self._session = (ort.InferenceSession(str(path), options, providers=providers) if app_defaults
+                                 else inference_session(ort, path, options, providers))
         except Exception as exc:  # onnxruntime raises its own exception types
             raise RuntimeUnavailable(f"{path}: onnxruntime cannot load it: {first_line(exc)}") from None
         finally:

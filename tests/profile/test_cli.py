@@ -89,6 +89,23 @@ def test_ops_breakdown_per_layer_application(onnx_file, tflite_file):
             assert inside <= ops["call_ms"] and ops["outside_kernels_ms"] >= 0
 
 
+def test_as_app_measures_each_setting_also_with_the_runtimes_defaults(onnx_file, tflite_file):
+    """--as-app adds, per setting, the file opened as an app opens it: a record of its own (its
+    setting differs from Session's), the same outputs; the TFLite Interpreter with XNNPACK holds a
+    loop file's shared weights once."""
+    records = profile_json(onnx_file, tflite_file, "--seq-len", "16", "--as-app", "--ops", "--ops-runs", "3")
+    assert [(r["format"], r["opened_as"]) for r in records] == [
+        ("onnx", None), ("onnx", "app"), ("tflite", None), ("tflite", "app")]
+    onnx, onnx_app, tflite, tflite_app = records
+    assert tflite["weights_once"] and tflite_app["weights_once"]  # convert's loop form: once in the Interpreter too
+    assert "Python API has no profiler" in tflite_app["ops"]["note"] and onnx_app["ops"]["available"]
+    from albert_edge.profile.compare import setting_key
+
+    assert setting_key(onnx) != setting_key(onnx_app) and setting_key(tflite) != setting_key(tflite_app)
+    result = CliRunner().invoke(main, ["profile", str(onnx_file), "--seq-len", "16", "--as-app", *FAST])
+    assert result.exit_code == 0 and "ort:cpu app" in result.output and "app: opened as an app" in result.output
+
+
 @pytest.mark.parametrize("value", ["0", "-3"])
 def test_ops_runs_must_be_positive(onnx_file, value):
     result = CliRunner().invoke(main, ["profile", str(onnx_file), "--ops", "--ops-runs", value])

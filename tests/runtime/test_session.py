@@ -201,3 +201,22 @@ def test_runtime_runs_onnx_and_tflite_without_torch_or_tensorflow(onnx_file, tfl
     """)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "ran" in result.stdout
+
+
+def test_app_defaults_open_files_with_the_runtimes_own_options(onnx_file, tflite_file):
+    """app_defaults: onnxruntime's InferenceSession by path with its defaults (memory pattern on, all
+    optimizers, SkipLayerNormalization fusion not turned off), the TFLite Interpreter with its
+    default XNNPACK and no weight cache; the same outputs as Session's settings."""
+    ours, app = Session(onnx_file, num_threads=1), Session(onnx_file, num_threads=1, app_defaults=True)
+    ours_options, app_options = (s._backend._session.get_session_options() for s in (ours, app))
+    assert not ours_options.enable_mem_pattern and app_options.enable_mem_pattern
+    assert app_options.intra_op_num_threads == 1 and app.app_defaults and not ours.app_defaults
+    batch = feeds(2, 9)
+    for name, value in ours.run(batch).items():
+        np.testing.assert_allclose(app.run(batch)[name], value, rtol=0, atol=1e-5)
+    tfl_ours, tfl_app = Session(tflite_file), Session(tflite_file, app_defaults=True)
+    assert type(tfl_app._backend).__name__ == "InterpreterBackend" and not tfl_app.weights_once  # one subgraph
+    assert tfl_ours.weights_once == (type(tfl_ours._backend).__name__ == "CompiledTFLite")
+    batch = feeds(2, 7, np.int32)
+    for name, value in tfl_ours.run(batch).items():
+        np.testing.assert_allclose(tfl_app.run(batch)[name], value, rtol=0, atol=1e-5)
