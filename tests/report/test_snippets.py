@@ -78,6 +78,16 @@ def test_files_with_the_same_facts_share_one_block(report):
         assert sorted(only[1]) == ["model.int8-dynamic.onnx", "model.onnx"]
 
 
+def test_onnx_blocks_set_the_memory_option_albert_edge_sets_where_the_api_has_it(report):
+    """Session opens .onnx files with the memory pattern off; an app gets the same where its API
+    exposes the switch (Java/Kotlin, JS) and is told where it does not (onnxruntime-objc)."""
+    onnx = next(g for g in report.data["snippets"] if g["key"] == "onnxruntime")
+    code = onnx["files"][0]["code"]
+    assert "options.setMemoryPatternOptimization(false)" in code["kotlin"]
+    assert "env.createSession(modelBytes, options)" in code["kotlin"]
+    assert "{ enableMemPattern: false }" in code["js"] and "no switch for the memory pattern" in code["swift"]
+
+
 def test_markdown_html_and_json_carry_the_section(report):
     md = (report.out_dir / "report.md").read_text()
     page = (report.out_dir / "report.html").read_text()
