@@ -18,6 +18,8 @@ so every process reads its model cold. Routes:
     onnx                 onnxruntime, as albert_edge.runtime opens it (runtime.onnx_engine: weights mapped from the file)
     onnx-no-prepack      the same with session.disable_prepacking=1
     onnx-plain           onnxruntime with its default optimizations (how a peer's file is run)
+    onnx-plain-nomp      the same with the memory pattern off, the one option the report's Kotlin and
+                         JS snippets set
     executorch-plain     ExecuTorch's Python runtime with its defaults (how an app's Module runs a .pte)
     session              albert_edge.runtime.Session with its defaults (what a user gets)
     pytorch              PyTorch eager fp32 (FILE is a checkpoint directory)
@@ -46,7 +48,8 @@ import numpy as np
 
 ROUTES = {
     ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-wrapper", "tflite-no-xnnpack", "tflite-plain", "session"),
-    ".onnx": ("onnx", "onnx-no-prepack", "onnx-plain", "session"),
+    ".onnx": ("onnx", "onnx-no-prepack", "onnx-plain", "onnx-plain-nomp", "session"),
+    ".ort": ("onnx-plain", "onnx-plain-nomp", "session"),  # ONNX Runtime's own format, as Mobile loads it
     ".pte": ("executorch-plain", "session"),
     "": ("pytorch",),  # a checkpoint directory
 }
@@ -132,9 +135,10 @@ def _open(route: str, path: Path, threads: int):
     from albert_edge.runtime import onnx_engine as runtime_onnx
 
     providers = ["CPUExecutionProvider"]
-    if route == "onnx-plain":  # onnxruntime's defaults, loaded by path: how a peer's file is run
+    if route in ("onnx-plain", "onnx-plain-nomp"):  # onnxruntime's defaults, by path: how a peer's file is run
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        options.enable_mem_pattern = route == "onnx-plain"
         session = ort.InferenceSession(str(path), options, providers=providers)
     else:  # as albert_edge.runtime opens it (weights mapped from the file, memory pattern off)
         options = runtime_onnx.session_options(ort, path, threads)
