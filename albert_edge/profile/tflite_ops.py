@@ -192,16 +192,16 @@ def summarize(events: list[Event], config: tuple[int, int] | None,
     width = min(len(c) for c in calls)
     names, kinds, wheres = ([calls[0][j][k] for j in range(width)] for k in (0, 1, 3))
     depth_of: list[int | None] = [w if isinstance(w, int) else None for w in wheres]
-    looped = [j for j in range(width) if depth_of[j] is not None]
+    inside = [j for j in range(width) if depth_of[j] is not None]
     layers_from = None
-    if looped:
-        if config and depth_of[looped[-1]] + 1 == config[0]:
+    if inside:
+        if config and depth_of[inside[-1]] + 1 == config[0]:
             layers_from = "the WHILE bodies' invocations: one per layer"
     elif config and (blocks := layer_blocks(kinds, config[0])):
         layers_from = "execution order: blocks of the same operators, one per layer"
         for depth, (a, b) in enumerate(blocks):
             depth_of[a:b] = [depth] * (b - a)
-        looped = [j for j in range(width) if depth_of[j] is not None]
+        inside = [j for j in range(width) if depth_of[j] is not None]
     places: list[Place | None] = [None] * width
     for j in range(width):
         if wheres[j] == _CONDITION:
@@ -210,8 +210,8 @@ def summarize(events: list[Event], config: tuple[int, int] | None,
             if layers_from:  # else a body whose applications the manifest cannot place: no place
                 places[j] = _application(depth_of[j], *config)
                 names[j] = f"layer {depth_of[j]}: {names[j]}"
-        elif looped:
-            places[j] = "before the layers (embeddings)" if j < looped[0] else "after the layers (pooler, head)"
+        elif inside:
+            places[j] = "before the layers (embeddings)" if j < inside[0] else "after the layers (pooler, head)"
     nodes = {j: (names[j], kinds[j], places[j]) for j in range(width)}
     return {
         "source": SOURCE,
