@@ -31,7 +31,8 @@ Contestants (every file keeps the one output ``last_hidden_state``, so sizes com
                             weights, dynamic activations); no mask code (one unpadded sentence); run
                             with ExecuTorch's runtime defaults
     albert-edge             `convert --outputs last_hidden_state` + `quantize --scheme int8-dynamic`,
-                            ONNX and TFLite (the TFLite also `--layers loop`: tflite-loop);
+                            ONNX and TFLite (the TFLite in both forms: tflite is `--layers unrolled`,
+                            tflite-loop the loop form `convert` writes by default);
                             `convert --to executorch --scheme int8-dynamic` for the .pte files; every
                             file run both ways: through albert_edge.runtime.Session's defaults, and as
                             an app opens it (the runtime's own API with default options: the LiteRT
@@ -123,10 +124,10 @@ def ours(ckpt: Path, work: Path, seq_len: int) -> dict[str, Path]:
     out = work / "albert-edge"
     if not (out / "manifest.json").is_file():
         convert(ckpt, out, targets=("onnx", "tflite", "executorch"), head="base", seq_len=seq_len,
-                outputs=["last_hidden_state"], force=True, scheme="int8-dynamic")
+                outputs=["last_hidden_state"], force=True, scheme="int8-dynamic", layers="unrolled")
     files = {f"albert-edge {fmt} fp32": out / f"model.{fmt}" for fmt in ("onnx", "tflite", "pte")}
     files["albert-edge pte int8"] = out / "model.int8-dynamic.pte"
-    loop = work / "albert-edge-loop"  # convert --to tflite --layers loop
+    loop = work / "albert-edge-loop"  # convert --to tflite as it writes by default (--layers loop)
     if not (loop / "manifest.json").is_file():
         convert(ckpt, loop, targets=("tflite",), head="base", seq_len=seq_len, outputs=["last_hidden_state"],
                 force=True, layers="loop")
