@@ -5,6 +5,8 @@ weight in float, and stays close to its parent on held-out text."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -138,7 +140,8 @@ def test_int16x8_without_float_layernorm_does_not_run(workdir, trained_checkpoin
         return converter.convert()
 
     naive = workdir / "naive.tflite"
-    naive.write_bytes(exporter.convert(model, seq_len=32, run_converter=int16x8, runtime=None))
+    naive.write_bytes(exporter.convert(model, seq_len=32, run_converter=int16x8, runtime=None,
+                                          layers="unrolled"))  # as int8-full and int16x8 write it
     check = check_quantized(naive, workdir / "model.tflite", {}, feeds(1))
     assert any("does not run" in p for p in check.problems)
 
@@ -201,10 +204,14 @@ def _softmax_outputs(path, feeds_):
 
 
 @pytest.mark.parametrize("scheme", ["int8-full", "int16x8"])
-def test_attention_survives_integer_activations(workdir, scheme):
+def test_attention_survives_integer_activations(converted_unrolled, tmp_path, scheme):
     """The converter gives the scaled attention scores the range of the sum they feed, -10000
     mask included: in int8 every score rounds to zero and attention turns uniform. The float
-    island keeps them, the mask and the softmax in float."""
+    island keeps them, the mask and the softmax in float. (From an unrolled parent: every
+    application's softmax is a tensor of the main graph.)"""
+    from .conftest import copy_dir
+
+    workdir = copy_dir(converted_unrolled, tmp_path / "model")
     out = workdir / f"{scheme}.tflite"
     quantize(workdir / "model.tflite", QuantizeConfig(scheme, **TEXT), out)
     batch = feeds(1, seed=3)
@@ -215,16 +222,26 @@ def test_attention_survives_integer_activations(workdir, scheme):
         assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) > 0.99, name
 
 
-@pytest.fixture(scope="module")
-def converted_loop(tmp_path_factory, trained_checkpoint):
-    """The trained MLM as model.tflite in the loop form (convert --layers loop)."""
+def _converted_as(tmp_path_factory, checkpoint, layers: str) -> Path:
     from albert_edge.converters.export import convert
 
     from .conftest import SEQ
 
-    out = tmp_path_factory.mktemp("loop") / "fp32"
-    convert(trained_checkpoint, out, targets=("tflite",), seq_len=SEQ, layers="loop")
+    out = tmp_path_factory.mktemp(layers) / "fp32"
+    convert(checkpoint, out, targets=("tflite",), seq_len=SEQ, layers=layers)
     return out
+
+
+@pytest.fixture(scope="module")
+def converted_loop(tmp_path_factory, trained_checkpoint):
+    """The trained MLM as model.tflite in the loop form (convert's default, --layers loop)."""
+    return _converted_as(tmp_path_factory, trained_checkpoint, "loop")
+
+
+@pytest.fixture(scope="module")
+def converted_unrolled(tmp_path_factory, trained_checkpoint):
+    """The trained MLM as model.tflite unrolled (convert --layers unrolled)."""
+    return _converted_as(tmp_path_factory, trained_checkpoint, "unrolled")
 
 
 @pytest.mark.parametrize("scheme", ["int8-dynamic", "fp16"])

@@ -36,13 +36,15 @@ WIDTH, N_USES = 1024, 16
 
 @pytest.fixture(scope="module")
 def albert_file(tmp_path_factory) -> Path:
-    """A tiny ALBERT (4 layers over 2 shared groups) exported to TFLite."""
+    """A tiny ALBERT (4 layers over 2 shared groups) exported to TFLite unrolled: the form whose
+    shared weights the Interpreter packs per layer, and only the weight cache once."""
     _needs_the_route()
     from albert_edge.converters import tflite
 
     from ..converters.conftest import tiny_model
 
-    return tflite.export(tiny_model(), tmp_path_factory.mktemp("mem") / "model.tflite", seq_len=16)
+    return tflite.export(tiny_model(), tmp_path_factory.mktemp("mem") / "model.tflite", seq_len=16,
+                         layers="unrolled")
 
 
 @pytest.fixture(scope="module")
