@@ -45,7 +45,7 @@ _DTYPES: dict[str, np.dtype] = {
 _RAW = np.dtype(np.uint8)
 
 
-def _schema():
+def schema_module():
     try:
         from ai_edge_litert import schema_py_generated as schema
     except ImportError:
@@ -65,7 +65,7 @@ def layer_form(path: str | os.PathLike) -> str:
     """How the .tflite at ``path`` writes its layers (``graph.LAYER_FORMS``): "loop" when it has
     a WHILE operator (``convert --layers loop``), else "unrolled". Reads the operator codes from
     the file mapped, not its weights."""
-    schema = _schema()
+    schema = schema_module()
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
         model = schema.Model.GetRootAs(view, 0)
         codes = (model.OperatorCodes(i) for i in range(model.OperatorCodesLength()))
@@ -75,7 +75,7 @@ def layer_form(path: str | os.PathLike) -> str:
 
 def read(path: str | os.PathLike) -> GraphContents:
     """What the .tflite file at ``path`` holds. Raises ValueError if it is not a TFLite model."""
-    schema = _schema()
+    schema = schema_module()
     raw = Path(path).read_bytes()
     if len(raw) < 8 or raw[4:8] != b"TFL3":
         raise ValueError(f"{path} is not a TFLite model (no TFL3 identifier)")

@@ -201,7 +201,7 @@ def test_the_standard_library_schema_reads_what_the_bindings_read(any_layout, mo
     assert all(getattr(schema.BuiltinOperator, k) == v
                for k, v in vars(tflite_schema.BuiltinOperator).items() if not k.startswith("_"))
     bindings = read(any_layout)
-    monkeypatch.setattr(tflite_reader, "_schema", lambda: tflite_schema)
+    monkeypatch.setattr(tflite_reader, "schema_module", lambda: tflite_schema)
     stand_in = read(any_layout)
     assert stand_in.inputs == bindings.inputs and stand_in.outputs == bindings.outputs
     assert stand_in.ops == bindings.ops and stand_in.metadata == bindings.metadata
@@ -214,7 +214,7 @@ def test_the_standard_library_schema_reads_what_the_bindings_read(any_layout, mo
 def test_the_standard_library_schema_refuses_a_cut_file(mlm_file, tmp_path, monkeypatch, cut):
     from albert_edge.formats import tflite_reader, tflite_schema
 
-    monkeypatch.setattr(tflite_reader, "_schema", lambda: tflite_schema)
+    monkeypatch.setattr(tflite_reader, "schema_module", lambda: tflite_schema)
     path = tmp_path / "cut.tflite"
     path.write_bytes(mlm_file.read_bytes()[:cut])
     with pytest.raises(ValueError, match="cut.tflite"):
