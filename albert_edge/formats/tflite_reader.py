@@ -46,6 +46,8 @@ _RAW = np.dtype(np.uint8)
 
 
 def schema_module():
+    """ai-edge-litert's generated flatbuffer bindings, or the standard-library stand-in
+    (``tflite_schema``) on a device that has only tflite-runtime."""
     try:
         from ai_edge_litert import schema_py_generated as schema
     except ImportError:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .flatbuffer import Table as _Table
 
-__all__ = ["Model", "TensorType", "BuiltinOperator"]
+__all__ = ["Model", "TensorType", "BuiltinOperator", "WhileOptions"]
 
 
 class TensorType:
@@ -77,6 +77,14 @@ class Tensor(_Table):
         return self._at(7) == 0
 
 
+class _Union:
+    """What a union field's accessor returns in the generated bindings: the buffer and the position
+    of the table it points at, for the option type's ``Init``."""
+
+    def __init__(self, buf: bytes, pos: int):
+        self.Bytes, self.Pos = buf, pos
+
+
 class Operator(_Table):
     def OpcodeIndex(self) -> int:
         return self._scalar(0, "<I")
@@ -86,6 +94,29 @@ class Operator(_Table):
 
     def OutputsAsNumpy(self):
         return self._numpy(2, np.int32)
+
+    def BuiltinOptionsType(self) -> int:
+        return self._scalar(3, "<B")
+
+    def BuiltinOptions(self) -> _Union | None:
+        at = self._target(4)
+        return _Union(self._buf, at) if at else None
+
+
+class WhileOptions(_Table):
+    """A WHILE operator's options (``BuiltinOptions`` read with ``Init``, as the bindings do)."""
+
+    def __init__(self):  # empty until Init, as in the bindings
+        pass
+
+    def Init(self, buf: bytes, pos: int) -> None:
+        super().__init__(buf, pos)
+
+    def CondSubgraphIndex(self) -> int:
+        return self._scalar(0, "<i")
+
+    def BodySubgraphIndex(self) -> int:
+        return self._scalar(1, "<i")
 
 
 class SubGraph(_Table):
@@ -103,6 +134,9 @@ class SubGraph(_Table):
 class Buffer(_Table):
     def DataAsNumpy(self):
         return self._numpy(0, np.uint8)
+
+    def DataLength(self) -> int:
+        return self._length(0, 1)
 
     def Offset(self) -> int:
         return self._scalar(1, "<Q")

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RuntimeUnavailable, optional_import
-from ..formats import format_of
+from ..formats import format_of, tflite_reader
 
 __all__ = ["OpCost", "GraphCount", "count"]
 
@@ -287,10 +287,7 @@ def _loops(path: Path, interp) -> list[tuple[list[_Node], int]]:
     unreadable = RuntimeUnavailable(f"{path.name} holds its layers in a loop whose body or trip count this "
                                     "operator count cannot read; count an unrolled file of the same model "
                                     "(convert --layers unrolled)")
-    try:
-        from ai_edge_litert import schema_py_generated as schema
-    except ImportError:
-        raise unreadable from None
+    schema = tflite_reader.schema_module()  # ai-edge-litert's bindings, or the standard-library stand-in
     model = schema.Model.GetRootAs(path.read_bytes(), 0)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     wrapper = interp._interpreter

@@ -210,6 +210,27 @@ def test_the_standard_library_schema_reads_what_the_bindings_read(any_layout, mo
     assert all(np.array_equal(a.data, b.data) for a, b in zip(stand_in.weights, bindings.weights))
 
 
+def test_the_standard_library_schema_reads_while_options_as_the_bindings_do(mlm, tmp_path):
+    """A loop file's WHILE operators: their condition and body subgraphs, and the buffers' sizes."""
+    from albert_edge.formats import tflite_schema
+
+    raw = tflite.convert(mlm, seq_len=12, layers="loop")
+
+    def loops(module) -> list[tuple[int, int, int]]:
+        model = module.Model.GetRootAs(bytes(raw), 0)
+        main, found = model.Subgraphs(0), []
+        for op in map(main.Operators, range(main.OperatorsLength())):
+            options = module.WhileOptions()
+            table = op.BuiltinOptions()
+            if table is not None and op.BuiltinOptionsType() == schema.BuiltinOptions.WhileOptions:
+                options.Init(table.Bytes, table.Pos)
+                found.append((options.CondSubgraphIndex(), options.BodySubgraphIndex(), op.BuiltinOptionsType()))
+        return found + [(model.Buffers(i).DataLength(), 0, 0) for i in range(model.BuffersLength())]
+
+    found = loops(tflite_schema)
+    assert found == loops(schema) and sum(1 for c, b, t in found if t) == 2  # G=2: a WHILE per group
+
+
 @pytest.mark.parametrize("cut", [12, 100, 1000])
 def test_the_standard_library_schema_refuses_a_cut_file(mlm_file, tmp_path, monkeypatch, cut):
     from albert_edge.formats import tflite_reader, tflite_schema

@@ -50,24 +50,25 @@ def matmul_bias_bytes() -> int:
 
 
 @pytest.fixture(scope="module")
-def loop_file(tmp_path_factory):
-    """The profile models' checkpoint as a loop file (convert --layers loop): a WHILE per group."""
+def unrolled_file(tmp_path_factory):
+    """The profile models' checkpoint as an unrolled file (convert --layers unrolled); model.tflite
+    is the loop form convert writes by default, a WHILE per group."""
     pytest.importorskip("tensorflow")
     from albert_edge.converters.tflite import export as export_tflite
 
     from ..converters.conftest import tiny_model
 
-    return export_tflite(tiny_model(CONFIG), tmp_path_factory.mktemp("loop") / "model.tflite", seq_len=16,
-                         layers="loop")
+    return export_tflite(tiny_model(CONFIG), tmp_path_factory.mktemp("unrolled") / "model.tflite", seq_len=16,
+                         layers="unrolled")
 
 
-@pytest.mark.parametrize("fmt", ["onnx", "tflite", "tflite-loop"])
+@pytest.mark.parametrize("fmt", ["onnx", "tflite", "tflite-unrolled"])
 @pytest.mark.parametrize(("batch", "seq"), [(1, 16), (2, 10)])
 def test_macs_match_the_config_with_every_layer_application(model_dir, fmt, batch, seq, request):
     """Every layer application counted, whatever the file form: a loop file's body (which the
     interpreter's operator list leaves out) once per iteration."""
     assert L // G == 2  # the tiny config really shares: each group's weights serve two depths
-    path = request.getfixturevalue("loop_file") if fmt == "tflite-loop" else model_dir / f"model.{fmt}"
+    path = request.getfixturevalue("unrolled_file") if fmt == "tflite-unrolled" else model_dir / f"model.{fmt}"
     counted = count(path, batch, seq)
     assert counted.macs == hand_macs(batch, seq)
     assert set(counted.by_precision()) <= {"fp32", "int"}
@@ -77,6 +78,22 @@ def test_macs_match_the_config_with_every_layer_application(model_dir, fmt, batc
     assert sum(row["macs"] for row in counted.by_op().values()) == counted.macs
     batched = [o for o in counted.ops if o.macs and o.weight_bytes == 0]
     assert len(batched) == 2 * L and sum(o.macs for o in batched) == batch * L * 2 * seq * seq * H
+
+
+def test_a_loop_file_is_counted_where_only_tflite_runtime_is_installed(model_dir, monkeypatch):
+    """A device with tflite-runtime alone has no ai-edge-litert flatbuffer bindings: the WHILE
+    bodies are read through the standard-library schema, to the same count."""
+    import sys
+
+    import ai_edge_litert
+
+    with_bindings = count(model_dir / "model.tflite", 1, 16)
+    monkeypatch.delattr(ai_edge_litert, "schema_py_generated", raising=False)
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.schema_py_generated", None)  # import fails
+    stand_in = count(model_dir / "model.tflite", 1, 16)
+    assert stand_in.macs == with_bindings.macs == hand_macs(1, 16)
+    assert [(o.op, o.macs, o.weight_bytes) for o in stand_in.ops] == [
+        (o.op, o.macs, o.weight_bytes) for o in with_bindings.ops]
 
 
 def test_int8_onnx_with_fused_attention_counts_the_same_macs(tmp_path):
