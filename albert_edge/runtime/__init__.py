@@ -24,7 +24,6 @@ from ..formats import FORMATS, format_of
 from ..formats.graph import TensorSpec
 from ..formats.ort_reader import check_ort
 from ..formats.tflite_check import check_tflite
-from ..formats.tflite_reader import layer_form
 from . import compiled
 from .litert import DELEGATES, InterpreterBackend
 from .onnx_engine import PROVIDERS, OnnxBackend
@@ -90,8 +89,6 @@ class Session:
                 self._backend = compiled.open_tflite(self.path, num_threads)
             if self._backend is None:
                 self._backend = InterpreterBackend(self.path, num_threads, delegate)
-                # XNNPACK packs per operator: once per shared weight where the layers are one WHILE body
-                self._backend.weights_once = delegate == "xnnpack" and layer_form(self.path) == "loop"
         self.weights_once: bool = getattr(self._backend, "weights_once",
                                           isinstance(self._backend, compiled.CompiledTFLite))
         self.inputs: list[TensorSpec] = self._backend.inputs

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import RuntimeUnavailable, first_line, optional_import
 from ..formats.graph import TensorSpec
+from ..formats.tflite_reader import layer_form
 from .engines import ENGINES
 
 __all__ = ["InterpreterBackend", "DELEGATES", "tflite_interpreter"]
@@ -35,6 +36,8 @@ class InterpreterBackend:
             raise RuntimeUnavailable(f"unknown TFLite delegate {delegate!r}; expected one of {', '.join(DELEGATES)}")
         interpreter_cls, self.name = tflite_interpreter()
         self.accelerator = delegate
+        # XNNPACK packs weights per operator: each shared weight once where the layers are one WHILE body
+        self.weights_once = delegate == "xnnpack" and layer_form(path) == "loop"
         extra = {}
         if delegate == "none":
             resolver = importlib.import_module(interpreter_cls.__module__).OpResolverType
