@@ -59,8 +59,8 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
               help="tflite only: how the shared layer's applications are written (default loop). loop writes "
                    "each run of one weight group as a WHILE operator over one body subgraph: the TFLite "
                    "Interpreter with default options (as an Android or iOS app opens a file) then packs the shared "
-                   "weights for XNNPACK once, not once per layer (ALBERT-base int8: 72 MiB peak RSS against 145 MiB, "
-                   "and 0.73x / 0.88x the time at 32 / 128 tokens). unrolled writes every application's operators "
+                   "weights for XNNPACK once, not once per layer (ALBERT-base int8: 72 MiB peak RSS against 150 MiB for "
+                   "TFAlbertModel's converted file, 0.65x / 0.81x its time at 32 / 128 tokens). unrolled writes every application's operators "
                    "in sequence, one subgraph, as TensorFlow's converter does. `quantize` keeps the form for "
                    "int8-dynamic and fp16 and writes int8-full and int16x8 unrolled. MediaPipe's text tasks take "
                    "single-subgraph files only, so the mediapipe target is always unrolled.")
