@@ -1,5 +1,7 @@
 """The layout keeps standing: the device side never reaches the build side, not even in an import
-inside a function, and no two modules import each other (directly or around a longer circle).
+inside a function or through a module name in a string; no two modules import each other (directly
+or around a longer circle), and no two packages do either (the build packages point one way:
+converters may call quantize, quantize never imports converters).
 
 Reads the installed package's source with ``ast`` (only packages are imported, to find their
 folders), so it checks the wheel's modules when the suite runs against an installed wheel.
@@ -98,6 +100,11 @@ def circles(found: dict[str, Path]) -> list[list[str]]:
                                                       path.name == "__init__.py", known)
                            if i.target in known and i.target != name})
              for name, path in found.items()}
+    return strongly_connected(graph)
+
+
+def strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
+    """The strongly connected components of two or more nodes of ``graph`` (node -> the nodes it points to)."""
     index, low, stack, on_stack, groups = {}, {}, [], set(), []
 
     def visit(v: str) -> None:  # Tarjan's algorithm
@@ -127,6 +134,66 @@ def circles(found: dict[str, Path]) -> list[list[str]]:
     return groups
 
 
+# Calls that import the module their first argument names, and the engines table's entries (the
+# module an engine is imported from): a string there is an import the walk above cannot see.
+_IMPORTING_CALLS = ("import_module", "optional_import", "__import__", "find_spec", "Engine")
+# The documented fallbacks that name a build-side library on the device side, each with its reason.
+# Anything else found by string_imports() fails the test.
+FALLBACKS = {
+    ("albert_edge.runtime.engines", "tensorflow.lite"):
+        "the workstation fallback interpreter for .tflite files, after ai-edge-litert and tflite-runtime",
+    ("albert_edge.runtime.engines", "executorch.extension.pybindings._C"):
+        "executorch's own bindings, the only .pte runtime before CPython 3.12; they take torch tensors",
+    ("albert_edge.runtime.pte_engine", "torch"):
+        "the same executorch bindings: their inputs are torch tensors, imported only when those bindings run",
+    ("albert_edge.runtime.pte_engine", "executorch"):
+        "the same executorch bindings: where their native library lies (found, not imported)",
+}
+
+
+def string_imports(found: dict[str, Path]) -> list[str]:
+    """Each module name on the build side that a device-side module imports through a string
+    (importlib, find_spec, optional_import, an engine's module), as 'module:line -> name', less the
+    documented FALLBACKS."""
+    bad = []
+    for name, path in sorted(found.items()):
+        if not _within(name, DEVICE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)):
+                continue
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            target = node.args[0].value
+            if called in _IMPORTING_CALLS and _within(target, BUILD) and (name, target) not in FALLBACKS:
+                bad.append(f"{name}:{node.lineno} -> {target}")
+    return bad
+
+
+def _package_of(module: str, found: dict[str, Path]) -> str:
+    """The package a module belongs to: albert_edge.converters for albert_edge.converters.onnx; a
+    module directly under albert_edge (albert_edge.model) stands for itself."""
+    parts = module.split(".")
+    if len(parts) > 2 and found.get(".".join(parts[:2]), Path()).name == "__init__.py":
+        return ".".join(parts[:2])
+    if len(parts) == 2 and found[module].name == "__init__.py":
+        return module
+    return module
+
+
+def package_circles(found: dict[str, Path]) -> list[list[str]]:
+    """Groups of packages that import one another, at any depth of any module: converters importing
+    quantize while quantize imports converters is one, whichever modules the imports are in."""
+    known = set(found)
+    edges: dict[str, set[str]] = {}
+    for name, path in found.items():
+        mine = _package_of(name, found)
+        for imp in imports(name, path.read_text(encoding="utf-8"), path.name == "__init__.py", known):
+            if imp.target in known and _package_of(imp.target, found) != mine:
+                edges.setdefault(mine, set()).add(_package_of(imp.target, found))
+    return strongly_connected({p: sorted(edges.get(p, ())) for p in {_package_of(n, found) for n in found}})
+
+
 def test_the_device_side_never_reaches_the_build_side():
     assert build_side_reached(modules()) == []
 
@@ -135,6 +202,14 @@ def test_no_module_imports_one_that_imports_it_back():
     # A package may import its own modules (re-exports) and they may read its constants, but the
     # circle closes only when the package imports the module at its top: listed as a circle too.
     assert circles(modules()) == []
+
+
+def test_no_device_module_imports_the_build_side_by_name():
+    assert string_imports(modules()) == []
+
+
+def test_no_package_imports_one_that_imports_it_back():
+    assert package_circles(modules()) == []
 
 
 def test_the_walk_sees_the_whole_package():
@@ -170,3 +245,30 @@ def test_a_circle_is_found(tmp_path):
     found["albert_edge.formats.graph"] = bad
     assert ["albert_edge.formats.graph", "albert_edge.formats.weights"] in [
         [m for m in group if m in ("albert_edge.formats.graph", "albert_edge.formats.weights")] for group in circles(found)]
+
+
+@pytest.mark.parametrize("statement", [
+    'importlib.import_module("albert_edge.converters.onnx")',
+    'optional_import("torch")',
+    'importlib.util.find_spec("tensorflow")',
+])
+def test_a_string_import_of_the_build_side_is_found(tmp_path, statement):
+    found = modules()
+    bad = tmp_path / "bad.py"
+    bad.write_text(found["albert_edge.formats.graph"].read_text(encoding="utf-8")
+                   + f"\ndef later():\n    return {statement}\n")
+    found["albert_edge.formats.graph"] = bad
+    reached = string_imports(found)
+    assert len(reached) == 1 and reached[0].startswith("albert_edge.formats.graph:")
+
+
+def test_a_package_circle_is_found(tmp_path):
+    """quantize importing converters inside a function, with converters importing quantize: the
+    circle the build side had (quantize.onnx read converters.onnx_fuse) is found again."""
+    found = modules()
+    bad = tmp_path / "bad.py"
+    bad.write_text(found["albert_edge.quantize.result"].read_text(encoding="utf-8")
+                   + "\ndef later():\n    from albert_edge.converters.export import convert\n")
+    found["albert_edge.quantize.result"] = bad
+    assert ["albert_edge.converters", "albert_edge.quantize"] in [
+        [p for p in group if p in ("albert_edge.converters", "albert_edge.quantize")] for group in package_circles(found)]
