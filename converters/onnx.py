@@ -31,6 +31,7 @@ from albert_edge.errors import ConversionError
 
 from albert_edge.formats.graph import INPUT_NAMES, StoredTensor
 from albert_edge.formats.weights import find_duplicates
+from albert_edge.rewrite.initializers import drop_unused_initializers, graph_outputs, remove_initializers
 
 __all__ = ["export", "deduplicate_weights", "drop_unused_initializers", "INPUT_NAMES", "MIN_OPSET", "DEFAULT_OPSET", "EXTERNAL_DATA_THRESHOLD"]
 
@@ -205,17 +206,13 @@ def deduplicate_weights(proto: onnx.ModelProto, inplace: bool = False) -> onnx.M
     return model
 
 
-def _graph_outputs(graph) -> set[str]:
-    return {o.name for o in graph.output}
-
-
 def _inline_identities(graph) -> None:
     """Identity(initializer) -> the initializer itself, so tools that look for a weight as a
     node's direct input (quantizers, fusions) find it."""
     initializers = {t.name for t in graph.initializer}
     keep, renames = [], {}
     for node in graph.node:
-        if node.op_type == "Identity" and node.input[0] in initializers and node.output[0] not in _graph_outputs(graph):
+        if node.op_type == "Identity" and node.input[0] in initializers and node.output[0] not in graph_outputs(graph):
             renames[node.output[0]] = node.input[0]
         else:
             keep.append(node)
@@ -246,11 +243,6 @@ def _rewrite_inputs(graph, renames: dict[str, str]) -> None:
         for i, name in enumerate(node.input):
             if name in renames:
                 node.input[i] = renames[name]
-
-
-def drop_unused_initializers(graph) -> None:
-    used = {name for node in graph.node for name in node.input} | _graph_outputs(graph)
-    _remove_initializers(graph, {t.name for t in graph.initializer} - used)
 
 
 def _add_const(graph, name: str, values: list[int]) -> str:
@@ -326,14 +318,4 @@ def _permutation(kept: np.ndarray, dup: np.ndarray) -> tuple[int, ...] | None:
 
 
 def _remove_initializer(graph, name: str) -> None:
-    _remove_initializers(graph, {name})
-
-
-def _remove_initializers(graph, names: set[str]) -> None:
-    """Drop these initializers (and their graph inputs, which files of IR version < 4 carry).
-    Deleted by index: rebuilding the list would copy every weight."""
-    if not names:
-        return
-    for field in (graph.initializer, graph.input):
-        for i in reversed([i for i, v in enumerate(field) if v.name in names]):
-            del field[i]
+    remove_initializers(graph, {name})

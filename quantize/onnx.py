@@ -9,7 +9,7 @@ and by the tied MLM decoder, is quantized here (onnx_graph.quantize_tied_table) 
 onnxruntime sees the graph, and its readers are kept away from onnxruntime's quantizer.
 
 int8-dynamic files run each self-attention as one MultiHeadAttention node
-(albert_edge.converters.onnx_fuse), and compute its Q, K and V as one int8 product over the
+(albert_edge.rewrite.onnx_fuse), and compute its Q, K and V as one int8 product over the
 three int8 weights, concatenated at load (onnx_graph.pack_attention_inputs): every weight stays
 stored once, under its own name.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from albert_edge.converters.onnx_fuse import fuse_attention, residuals_as_sum
+from albert_edge.rewrite.onnx_fuse import fuse_attention, residuals_as_sum
 from albert_edge.errors import ConversionError
 
 from .calibration import Batch

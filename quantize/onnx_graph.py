@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from albert_edge.converters.onnx_fuse import GraphIndex
+from albert_edge.rewrite.onnx_fuse import GraphIndex
 from albert_edge.errors import ConversionError
 
 __all__ = ["TiedTable", "find_word_embeddings", "find_lookup_tables", "quantize_tied_table", "float_tied_decoder", "check_gemm_weights",

@@ -29,7 +29,7 @@ DEVICE = ("albert_edge.config", "albert_edge.params", "albert_edge.errors", "alb
           "albert_edge.formats", "albert_edge.runtime", "albert_edge.profile", "albert_edge.report",
           "albert_edge.demo")
 # The build side (and the libraries only it may use).
-BUILD = ("albert_edge.converters", "albert_edge.quantize", "albert_edge.train", "albert_edge.model",
+BUILD = ("albert_edge.converters", "albert_edge.quantize", "albert_edge.rewrite", "albert_edge.train", "albert_edge.model",
          "albert_edge.checkpoints", "albert_edge.pipeline", "torch", "tensorflow", "tf_keras", "transformers",
          "executorch", "safetensors")
 

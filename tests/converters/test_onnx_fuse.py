@@ -15,7 +15,7 @@ import torch
 from onnx import numpy_helper
 
 from albert_edge.converters import onnx as onnx_export
-from albert_edge.converters.onnx_fuse import MS_DOMAIN, fuse_attention
+from albert_edge.rewrite.onnx_fuse import MS_DOMAIN, fuse_attention
 
 from .conftest import TINY, tiny_model
 

@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.formats.graph import INPUT_NAMES
-from .onnx import drop_unused_initializers
+from .initializers import drop_unused_initializers
 
 __all__ = ["fuse_attention", "residuals_as_sum", "GraphIndex", "MS_DOMAIN"]
 
