@@ -397,14 +397,14 @@ class _QuantizedReport:
 def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
                    max_seq_len: int | None = None):
     """Write ``model`` with ``scheme`` beside its verified fp32 .pte ``parent`` (a
-    converters.export.ConvertedFile) in ``tmp``, check that it stores each weight once, and
+    converters.result.ConvertedFile) in ``tmp``, check that it stores each weight once, and
     measure it against the parent, both run in ExecuTorch, on held-out real text (the builtin
     corpus, with ``tokenizer``; random ids without one). Raises ConversionError when the mean
     cosine of an output is under MIN_COSINE. Returns its ConvertedFile."""
     from albert_edge.formats import manifest as manifest_io
     from albert_edge.formats.weights import analyze
 
-    from .export import ConvertedFile
+    from .result import ConvertedFile
 
     recipe = SCHEMES.get(scheme)
     if scheme is None or recipe is None:
@@ -462,6 +462,6 @@ def _accuracy(model, parent: Path, path: Path, tokenizer, seq_len: int):
 
 
 def _head_name(model) -> str:
-    from .export import head_of
+    from .outputs import head_of
 
     return head_of(model)

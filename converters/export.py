@@ -4,7 +4,6 @@ name, verify it against PyTorch, and only when all passed move them in place and
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -12,7 +11,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,9 @@ from albert_edge.errors import ConversionError, optional_import, user_message
 from albert_edge.files import check_not_input, install, missing_root, write_failure
 
 from albert_edge.formats import manifest as manifest_io
-from .verify import VerifyReport, verify
+from .outputs import head_of, select_outputs
+from .result import ConversionResult, ConvertedFile
+from .verify import verify
 
 __all__ = ["convert", "ConversionResult", "ConvertedFile", "TARGETS", "Target", "check_out_dir", "head_of", "select_outputs"]
 
@@ -58,53 +59,6 @@ Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps i
 # Work in progress lives in a hidden directory inside the output directory (same file system,
 # so the final moves are renames); a killed conversion leaves only this behind.
 TMP_PREFIX = ".albert-edge-convert-"
-
-
-@dataclass
-class ConvertedFile:
-    name: str
-    path: Path
-    format: str
-    export_seconds: float
-    verify_seconds: float
-    report: VerifyReport
-    entry: manifest_io.FileEntry
-
-
-@dataclass
-class ConversionResult:
-    out_dir: Path
-    files: list[ConvertedFile] = field(default_factory=list)
-    manifest_path: Path | None = None
-    head: str = "base"
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "out_dir": str(self.out_dir),
-            "manifest": str(self.manifest_path) if self.manifest_path else None,
-            "head": self.head,
-            "seconds": round(self.seconds, 3),
-            "files": [
-                {**asdict(f.entry), "path": str(f.path),
-                 "export_seconds": round(f.export_seconds, 3), "verify_seconds": round(f.verify_seconds, 3)}
-                for f in self.files
-            ],
-        }
-
-
-def head_of(model) -> str:
-    """The --head name of a model object."""
-    from albert_edge.model import CHOICE_HEADS, HEADS
-
-    for name, cls in HEADS.items():
-        if isinstance(model, cls):
-            return name
-    for name, cls in CHOICE_HEADS.items():
-        if isinstance(model, cls):
-            raise ConversionError(f"the {name} head (inputs of shape batch x choices x sequence) cannot be "
-                                  "converted yet; it loads and runs in PyTorch")
-    raise ConversionError(f"{type(model).__name__} is not an albert-edge model")
 
 
 def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[str] = ("onnx",),
@@ -289,42 +243,6 @@ def _load(checkpoint_or_model, head: str | None) -> tuple[Any, dict[str, Any]]:
     if head is not None and head != own:
         raise ConversionError(f"the model given is a {own!r} model, not {head!r}")
     return model.eval(), {"checkpoint": None, "format": "model", "head": own}
-
-
-# Outputs a file may leave out, and the submodule only that output reads: leaving the output
-# out leaves that submodule's weights out of the file too.
-_DROPPABLE = {"pooler_output": "pooler"}
-
-
-def select_outputs(model, outputs: Sequence[str] | None):
-    """``model`` with only ``outputs`` (None or all of them: ``model`` itself). An output can be
-    left out when the weights only it reads can go with it: ``pooler_output`` of the base head
-    (its 590,592 parameters in ALBERT-base). The model given is not changed: the result is a
-    shallow copy sharing its parameters, without the dropped submodules."""
-    if outputs is None:
-        return model
-    wanted = tuple(dict.fromkeys(outputs))
-    have = tuple(model.output_names)
-    unknown = [o for o in wanted if o not in have]
-    if not wanted or unknown:
-        raise ConversionError(f"--outputs {', '.join(unknown or ['(none)'])}: the {head_of(model)!r} head has "
-                              f"outputs {', '.join(have)}")
-    if set(wanted) == set(have):
-        return model
-    dropped = [o for o in have if o not in wanted]
-    kept = [o for o in have if o in wanted]
-    # Outputs come out in the head's own order; only a trailing output whose weights go with it can go.
-    if kept != list(have[:len(kept)]) or any(o not in _DROPPABLE or getattr(model, _DROPPABLE[o], None) is None
-                                             for o in dropped):
-        leavable = [o for o in have if o in _DROPPABLE and getattr(model, _DROPPABLE[o], None) is not None]
-        raise ConversionError(f"the {head_of(model)!r} head cannot leave out {', '.join(dropped)}; "
-                              f"outputs it can leave out: {', '.join(leavable) or 'none'}")
-    lean = copy.copy(model)
-    lean._modules = dict(model._modules)  # noqa: SLF001 (nn.Module keeps submodules there)
-    for name in dropped:
-        setattr(lean, _DROPPABLE[name], None)
-    lean.output_names = tuple(kept)
-    return lean
 
 
 def _checkpoint_tokenizer(path: Path) -> Path | None:

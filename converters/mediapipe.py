@@ -64,7 +64,7 @@ def task_of(model) -> TaskFile:
         return TaskFile("TextClassifier", tuple(str(name) for name in labels))
     if isinstance(model, AlbertModel):
         return TaskFile("TextEmbedder")
-    from .export import head_of
+    from .outputs import head_of
 
     raise ConversionError(f"the mediapipe target carries a 'classification' head (TextClassifier) or the 'base' "
                           f"model (TextEmbedder), not the {head_of(model)!r} head")

@@ -239,7 +239,7 @@ TWIN_ATOL = 1e-5
 def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
                    opset: int | None = None):
     """Write the ``scheme`` twin of the verified fp32 text file ``parent`` (a
-    converters.export.ConvertedFile) in ``tmp``: the fp32 token-id .onnx is quantized by
+    converters.result.ConvertedFile) in ``tmp``: the fp32 token-id .onnx is quantized by
     albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
     text), and the tokenizer is put in front. The file must store each weight once, compute the
     tokenizer's ids (as its parent does) and give the int8 .onnx's outputs for them within
@@ -252,7 +252,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     from albert_edge.quantize import QuantizeConfig, quantize
     from albert_edge.tokenizer import find_spiece
 
-    from .export import ConvertedFile
+    from .result import ConvertedFile
     from .twin import TwinReport, check_twin, verified_onnx
 
     if scheme not in SCHEMES:

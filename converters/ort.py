@@ -292,7 +292,7 @@ def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
 def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
                    opset: int | None = None):
     """Write the ``scheme`` twin of the verified fp32 .ort ``parent`` (a
-    converters.export.ConvertedFile) in ``tmp``: the fp32 .onnx (in ``opset``) is quantized by
+    converters.result.ConvertedFile) in ``tmp``: the fp32 .onnx (in ``opset``) is quantized by
     albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
     text, with ``tokenizer``; random ids without one), then converted and checked
     (:func:`ort_twin`). Returns its ConvertedFile."""
@@ -300,7 +300,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     from albert_edge.formats.weights import model_param_bytes
     from albert_edge.quantize import QuantizeConfig, quantize
 
-    from .export import ConvertedFile
+    from .result import ConvertedFile
     from .twin import verified_onnx
 
     if scheme not in SCHEMES:

@@ -30,7 +30,7 @@ def verified_onnx(model, scratch: Path, seq_len: int, tokenizer, opset: int | No
     from albert_edge.formats import manifest as manifest_io
 
     from . import onnx as onnx_export
-    from .export import head_of
+    from .outputs import head_of
     from .verify import verify
 
     path = onnx_export.export(model, scratch / "model.onnx", seq_len=seq_len, opset=opset or onnx_export.DEFAULT_OPSET)
