@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AlbertEdgeError
-from ..files import atomic_write, check_new_file
+from ..files import atomic_write, check_new_file, check_not_input
 from .record import records_problem
 
-__all__ = ["flat", "write_csv", "append_jsonl", "load_records", "CSV_COLUMNS"]
+__all__ = ["flat", "write_csv", "append_jsonl", "load_records", "check_outputs", "CSV_COLUMNS"]
 
 _LATENCY = ("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "max", "block_spread")
 _MEMORY = ("before_load_rss", "peak_before_load", "after_load_rss", "peak_after_load", "after_first_call_rss",
@@ -82,3 +82,25 @@ def load_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     if problem:
         raise AlbertEdgeError(f"{path}: {problem}: not profile results as `albert-edge profile --json` writes them")
     return records
+
+
+def check_outputs(csv_path: Path | None, append_path: Path | None, calibration: Path | None, force: bool,
+                  inputs: list) -> None:
+    """Refuse outputs that cannot be written before anything is measured: one that is an input
+    (a model file, the baseline, --force or not), a --csv that exists (without --force) or lies
+    under a file, an --append file that holds something other than profile records (appending to
+    it would bury them in a file nothing reads), a --calibration file that is not one."""
+    from .calibration import check_calibration
+
+    for path, option in ((csv_path, "--csv"), (append_path, "--append"), (calibration, "--calibration")):
+        if path:
+            check_new_file(path, force=True, option=option)  # a directory or a path under a file first
+            check_not_input(path, inputs, option=option)
+    if calibration:
+        check_calibration(calibration)
+    if csv_path:
+        check_new_file(csv_path, force=force, option="--csv")
+    if append_path:
+        check_new_file(append_path, force=True, option="--append")
+        if append_path.exists() and append_path.stat().st_size:
+            load_records(append_path)

@@ -200,12 +200,12 @@ def test_baseline_flags_an_injected_slowdown(onnx_file, tmp_path):
 
 
 def test_comparisons_print_their_interval_and_verdict(capsys):
-    from albert_edge.cli.profile import _print_comparisons
+    from albert_edge.cli._profile_print import print_comparisons
     from albert_edge.profile.compare import Comparison
 
     setting = {"format": "onnx", "provider": "CPUExecutionProvider", "threads": 1, "batch": 1, "seq_len": 8,
                "input_mode": "fixed"}
-    _print_comparisons([Comparison("m.onnx", setting, 1.31, 1.4, 1.0, "slower", "slower beyond 5% (p = 1e-09)",
+    print_comparisons([Comparison("m.onnx", setting, 1.31, 1.4, 1.0, "slower", "slower beyond 5% (p = 1e-09)",
                                    (1.28, 1.34), 1e-9),
                         Comparison("m.onnx", setting, 1.3, 1.3, 1.0, "inconclusive", "the new record's timing is noisy")],
                        Path("old.json"))

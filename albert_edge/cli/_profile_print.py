@@ -1,0 +1,177 @@
+"""The tables and lines `albert-edge profile` prints: measured records, estimates, baseline
+comparisons and per-operator breakdowns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..profile.record import APP
+from ..runtime import PROVIDERS
+from ._output import console, print_table
+
+
+def print_estimates(records: list[dict]) -> None:
+    from ..profile.estimate import ESTIMATE_COLUMNS, estimate_rows
+    from ..profile.record import ProfileRecord
+
+    print_table("estimate (roofline x efficiency measured here; NOT measured on the device): p50 ms",
+                ESTIMATE_COLUMNS, estimate_rows(ProfileRecord.from_dict(r) for r in records),
+                right=tuple(range(2, len(ESTIMATE_COLUMNS))))
+    console.print("range: the estimate -/+ the calibration's leave-one-out error (each host measurement predicted "
+                  "from the others); host fit: how far the calibration misses this machine's own robust time at the "
+                  "setting; calibration: the quality and number of host measurements it rests on (a quiet one "
+                  "outranks a noisy one); efficiency * above 1: the host ran faster than its roofline (the file fits "
+                  "in its caches)")
+
+
+def _mib(value) -> str:
+    return f"{value / 2**20:.1f}" if value else "-"
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.3f}" if value < 10 else f"{value:.1f}"
+
+
+_SHORT_RUNTIME = {"onnxruntime": "ort", "ai_edge_litert": "litert", "tflite_runtime": "tflite-rt", "tensorflow": "tf"}
+
+
+def _runs_on(record: dict) -> str:
+    provider = {full: short for short, full in PROVIDERS.items()}.get(record["provider"], record["provider"])
+    app = " app" if record.get("opened_as") == APP else ""
+    return f"{_SHORT_RUNTIME.get(record['runtime'], record['runtime'])}:{provider}{app}"
+
+
+def print_measured(records: list[dict], comparisons: list, baseline: Path | None) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from ..profile.stats import interval_text
+
+    table = Table(title="latency in ms (p90 is the headline); peak resident memory of the measuring process",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for i, col in enumerate(["file", "scheme", "runs on", "thr", "shape", "load", "first", "p50", "±95%", "p90",
+                             "p99", "MiB", "timing", "note"]):
+        table.add_column(col, justify="right" if 3 <= i <= 11 else "left", no_wrap=True)
+    notes = []
+    for r in records:
+        lat, mem = r.get("latency") or {}, r.get("memory") or {}
+        seq = r["seq_len"] if r["input_mode"] == "fixed" else "text"
+        shape = f"{r['batch']}x{seq}" if r["input_mode"] == "fixed" else "text"
+        warnings = ["estimate"] if r.get("estimated") else list(r.get("warnings") or [])
+        if warnings:
+            notes.append(f"[{len(notes) + 1}] {r['file_name']} {_runs_on(r)} threads={r['threads']} seq={seq}: "
+                         + "; ".join(warnings))
+        table.add_row(*(str(v) for v in (
+            r["file_name"] + (f" @{r['host']}" if r.get("host") else ""), r.get("scheme") or "-",
+            _runs_on(r), r["threads"], shape, _ms(r.get("load_ms")), _ms(r.get("first_call_ms")),
+            _ms(lat.get("p50")), interval_text(lat) or "-", _ms(lat.get("p90")), _ms(lat.get("p99")),
+            _mib(mem.get("peak_after_timed")), lat.get("quality") or "-", f"[{len(notes)}]" if warnings else "")))
+    console.print(table)
+    for note in notes:
+        console.print(note)
+    if any(r.get("opened_as") == APP for r in records):
+        console.print("app: opened as an app opens the file, the runtime's own API with its default options (the "
+                      "other rows: albert-edge's settings, runtime.Session)")
+    if any((r.get("latency") or {}).get("quality") not in (None, "good") for r in records):
+        console.print("timing: 'good' = the p50's interval met --ci-target on a quiet machine; 'noisy' = other work, "
+                      "drift or held-up calls (the note says which): compare such figures with care; 'unusable' = too "
+                      "few calls or too much spread to say anything")
+    versions = sorted({f"{r['runtime']} {r.get('runtime_version')}" for r in records})
+    dev = records[0].get("device") or {} if records else {}
+    console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
+                  + (f", {dev['board']}" if dev.get("board") else "") + f", {dev.get('os')}")
+    for (name, runtime), r in {(r["file_name"], r["runtime"]): r for r in records}.items():
+        through = " through MediaPipe Tasks" if runtime == "mediapipe" else ""
+        console.print(f"{name}{through}: {_supports(r.get('model') or {}, r.get('input_kind'))}")
+    for r in records:
+        if r.get("text"):
+            t = r["text"]
+            again = t.get("same_shape_again") or {}
+            console.print(f"real text ({r['file_name']}, {r['provider']}, {r['threads']} threads): "
+                          f"{t['sentences']} sentences from {t['source']}, tokens p50 {t['tokens']['p50']:.0f} "
+                          f"p90 {t['tokens']['p90']:.0f} max {t['tokens']['max']}; a shape change costs "
+                          f"{_ms(again.get('shape_change_cost_p50_ms'))} ms per call (p50)")
+        if r.get("ops"):
+            _print_ops(r)
+    if comparisons:
+        print_comparisons(comparisons, baseline)
+    elif baseline is not None:
+        console.print(f"no record in {baseline} matches these files and settings")
+
+
+def print_comparisons(comparisons: list, baseline: Path) -> None:
+    threshold = comparisons[0].threshold
+    print_table(f"against {baseline} (p50 new/old with its 95% interval; Mann-Whitney p; threshold "
+                f"{threshold:.0%})",
+                ["file", "provider", "thr", "batch", "seq", "p50 new/old", "95% interval", "p", "p90 new/old",
+                 "peak mem", "verdict"],
+                [(c.file_name, c.setting["provider"], c.setting["threads"], c.setting["batch"],
+                  c.setting["seq_len"] if c.setting["input_mode"] == "fixed" else "text", f"{c.p50_ratio:.3f}",
+                  f"{c.ratio_ci[0]:.3f}-{c.ratio_ci[1]:.3f}" if c.ratio_ci else "-",
+                  "-" if c.p_value is None else f"{c.p_value:.2g}", f"{c.p90_ratio:.3f}",
+                  "-" if c.memory_ratio is None else f"{c.memory_ratio:.3f}",
+                  ("REGRESSION: " if c.regression else "") + c.verdict
+                  + (f" (peak memory {c.memory_ratio:.2f}x)" if c.memory_grew else ""))
+                 for c in comparisons], right=(2, 3, 5, 6, 7, 8, 9))
+    for c in comparisons:
+        if c.verdict != "no change":
+            console.print(f"{c.file_name} threads={c.setting['threads']} seq={c.setting['seq_len'] or 'text'}: "
+                          f"{c.verdict}: {c.why}")
+
+
+def _supports(model: dict, input_kind: str | None = None) -> str:
+    """What a file takes, in words: declared input shape, whether it is dynamic, the longest input."""
+    shape = model.get("input_shape")
+    kind = ("batch and sequence length dynamic" if model.get("dynamic") else
+            "fixed shape" if model.get("dynamic") is False else "shape unknown")
+    longest = (f"at most {model['max_seq_len']} tokens (from its {model['max_seq_len_source']})"
+               if model.get("max_seq_len") else "maximum length unknown (no manifest beside it)")
+    if input_kind == "text":
+        return f"one text per call, its tokenizer inside (each call times the tokenizer and the model), {longest}"
+    return f"inputs {shape} ({kind}), {longest}"
+
+
+def _print_ops(r: dict) -> None:
+    ops = r["ops"]
+    label = f"{r['file_name']} {r['provider']} threads={r['threads']} seq={r['seq_len'] or 'text'}"
+    if not ops.get("available"):
+        console.print(f"ops ({label}): {ops.get('note')}")
+        return
+    spread = ops.get("spread") or f"{ops.get('calls')} calls"
+    print_table(f"time per op type, {label} ({ops['total_ms']:.3f} ms of kernels per call; median, {spread})",
+                ["op", "ms per call", "p10-p90", "share", "nodes"],
+                [(o["op"], f"{o['ms']:.4f}", _band(o), f"{o['share']:.1%}", o["nodes"])
+                 for o in ops["op_types"][:12]], right=(1, 2, 3, 4))
+    print_table(f"top nodes, {label}", ["node", "op", "ms per call", "p10-p90", "share"],
+                [(o["node"], o["op"], f"{o['ms']:.4f}", _band(o), f"{o['share']:.1%}")
+                 for o in ops["top_nodes"][:10]], right=(2, 3, 4))
+    if ops["layers"]:
+        print_table(f"shared layers per application, {label}", ["depth", "group", "inner", "application",
+                                                                 "ms per call", "p10-p90", "share"],
+                    [(o["depth"], o["group"], o["inner"], o["application"], f"{o['ms']:.4f}", _band(o),
+                      f"{o['share']:.1%}") for o in ops["layers"]], right=(0, 1, 2, 3, 4, 5, 6))
+    for line in _reconcile_lines(ops):
+        console.print(line)
+
+
+def _band(row: dict) -> str:
+    return f"{row['ms_low']:.4f}-{row['ms_high']:.4f}" if row.get("ms_low") is not None else "-"
+
+
+def _reconcile_lines(ops: dict) -> list[str]:
+    """Where the profiled call's time went: kernels, outside them, the profiler, in ms per call."""
+    if ops.get("call_ms") is None:  # a record written before these figures were kept
+        return []
+    union = ops.get("kernels_union_ms")
+    kernels = f"kernels {ops['total_ms']:.3f} ms (sum, median)" + (
+        f", {union:.3f} ms with some kernel running" if union is not None else "")
+    outside, overhead = ops.get("outside_kernels_ms"), ops.get("profiler_overhead_ms")
+    lines = [f"{kernels}; profiled call {ops['call_ms']:.3f} ms (median, {ops['call_ms_low']:.3f}-"
+             f"{ops['call_ms_high']:.3f})" + (f"; unprofiled p50 {ops['latency_p50_ms']:.3f} ms"
+                                              if ops.get("latency_p50_ms") is not None else ""),
+             f"outside kernels {_ms(outside)} ms (profiled call - kernels: framework work between kernels, such as "
+             f"input copies, allocation, scheduling, and the profiler's own records); profiler overhead "
+             f"{_ms(overhead)} ms (profiled call - unprofiled p50)"]
+    if ops.get("reconcile_note"):
+        lines.append(f"note: {ops['reconcile_note']}")
+    return lines
