@@ -1,17 +1,29 @@
 """Writing files so that a reader never sees half of one, and no command replaces what a user
 has without being told to. Standard library only (device side).
 
-- :func:`atomic_write`: one file, through a temporary name in the same directory.
-- :func:`check_new_file` / :func:`check_output_dir`: refuse an output that exists (unless
-  ``force``), is of the wrong kind, or lies under a file, before any work is done;
-  :func:`check_not_input`: refuse, with or without ``force``, an output that is, holds or lies
-  inside something the command reads (``--force`` replaces our earlier output, never an input).
-- :func:`staged_dir`: a whole output directory assembled under a temporary name and put in
-  place at the end with :func:`install`, so a failure (a full disk, an interrupt) leaves the old
-  output as it was.
+- :func:`staged`: the one way to write an output, a file or a whole directory::
+
+      with staged(out) as tmp:                  # a file: tmp is a name beside out, not created
+          write(tmp)
+      with staged(out, directory=True) as tmp:  # a directory: tmp is an empty directory beside out
+          write_into(tmp)
+
+  The block writes under a temporary name in ``out``'s own directory; when it ends normally the
+  result is checked (``verify``) and put in place of ``out`` in one step (:func:`install`). When
+  it raises (a full disk, Ctrl-C, SIGTERM, a failed check), the temporary name and any parent
+  directory made for it are removed and ``out`` is as it was.
+- :func:`atomic_write`: one file from bytes, text or a writer function, through :func:`staged`.
+- :func:`staged_dir`: a whole output directory through :func:`staged` (``directory=True``).
 - :func:`install`: new files or directories put in place of old ones as one step: after an
   interrupt at any point, every destination holds either its old version or its new one, never a
-  mix of the two. Every command that writes an output goes through it.
+  mix of the two. :func:`staged` goes through it; so does a command that puts several outputs in
+  place together.
+- :func:`check_new_file` / :func:`check_output_dir` / :func:`check_not_input`: the one place for
+  the ``--force`` rules, called before any work is done. The first two refuse an output that
+  exists (unless ``force``), is of the wrong kind, or lies under a file; :func:`check_not_input`
+  refuses, with or without ``force``, an output that is, holds or lies inside something the
+  command reads (``--force`` replaces our earlier output, never an input). :func:`staged` itself
+  replaces whatever is at ``out``: a writer checks first.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import errno
 import functools
 import glob
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,8 +42,8 @@ from pathlib import Path
 
 from .errors import OutputError, user_message
 
-__all__ = ["atomic_write", "cache_root", "check_new_file", "check_output_dir", "check_not_input", "staged_dir", "install",
-           "write_failure", "missing_root", "STAGING_MARK"]
+__all__ = ["staged", "atomic_write", "cache_root", "check_new_file", "check_output_dir", "check_not_input", "staged_dir",
+           "install", "write_failure", "missing_root", "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.
 STAGING_MARK = ".albert-edge-tmp"
@@ -43,31 +56,15 @@ def cache_root() -> Path:
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str | Callable[[str], object]) -> Path:
-    """Write ``data`` to ``path`` atomically. ``data`` is bytes, text (UTF-8), or a function that
-    writes the file at the temporary path it is given (for writers that want a file name).
-    The file gets the usual permissions (0666 less the umask), not mkstemp's private 0600."""
-    path = Path(path)
-    made = missing_root(path.parent)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
+    """Write ``data`` to ``path`` atomically (:func:`staged`). ``data`` is bytes, text (UTF-8), or a
+    function that writes the file at the temporary path it is given (for writers that want a file
+    name). The file gets the usual permissions (0666 less the umask)."""
+    with staged(path) as tmp:
         if callable(data):
-            os.close(fd)
-            data(tmp)
+            data(str(tmp))
         else:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        reason = write_failure(exc, path.parent)
-        Path(tmp).unlink(missing_ok=True)
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
-        if reason is None:
-            raise
-        raise OutputError(f"cannot write {path}: {reason}") from exc
-    return path
+            tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return Path(path)
 
 
 def missing_root(path: str | os.PathLike) -> Path | None:
@@ -186,36 +183,93 @@ def _input_paths(path: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def staged_dir(out: str | os.PathLike, keep: bool = True) -> Iterator[Path]:
-    """Yield an empty temporary directory beside ``out`` to write the whole output into. When the
-    block ends normally, ``out`` becomes it in one step (:func:`install`); with ``keep``, what
-    ``out`` held that was not written again is carried over (hard links, no copies). When it
-    raises (an interrupt too), the temporary directory and any parent directory made for it are
-    removed and ``out`` is as it was."""
+def staged(out: str | os.PathLike, *, directory: bool = False, keep: bool = True,
+           verify: Callable[[Path], None] | None = None) -> Iterator[Path]:
+    """Write ``out`` under a temporary name beside it and put it in place when the block ends.
+
+    Yields, in ``out``'s own directory (made if missing, so on its file system), a name carrying
+    :data:`STAGING_MARK`: for a file, a path not yet created that ends in ``out``'s suffixes
+    (``.model.tflite.<random>.albert-edge-tmp.tflite``: some writers pick the format by them);
+    with ``directory``, an empty directory to write the whole output into.
+
+    When the block ends normally: with ``directory`` and ``keep``, what ``out`` held that was not
+    written again is carried over (hard links, no copies); ``verify(tmp)`` is called if given; the
+    new file or directory gets the usual permissions (0666 or 0777 less the umask) and takes
+    ``out``'s place in one step (:func:`install`).
+
+    When it raises (an interrupt or ``verify`` too), the temporary file or directory and any parent
+    directory made for it are removed and ``out`` is as it was. A full disk or a read-only file
+    system becomes one OutputError ("cannot write OUT: the disk is full: ... (OUT was left as it
+    was)"); an OutputError raised inside names ``out``, not the temporary name."""
     out = Path(out)
-    _recover(out)
-    made = missing_root(out.parent)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=STAGING_MARK, dir=out.parent))
+    tmp: Path | None = None
+    made = None
     try:
-        yield tmp
-        os.chmod(tmp, 0o777 & ~_umask())
-        if keep and out.is_dir():
-            for item in out.iterdir():
-                if STAGING_MARK not in item.name and not os.path.lexists(tmp / item.name):
-                    _link(item, tmp / item.name)
-        install([(tmp, out)])
+        _recover(out)
+        made = missing_root(out.parent)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=STAGING_MARK, dir=out.parent)) if directory \
+            else _temporary_name(out)
     except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        what = (f"cannot create {out.parent}: " if not out.parent.is_dir()
+                else f"cannot create a temporary directory in {out.parent}: " if directory else "")
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
-        if isinstance(exc, OutputError):  # name the output the user asked for, not our temporary name
-            raise OutputError(f"{str(exc).replace(str(tmp), str(out))} ({out} was left as it was)") from exc
-        reason = write_failure(exc, out.parent)
-        if reason is None:
-            raise
-        raise OutputError(f"cannot write {out}: {reason} ({out} was left as it was)") from exc
-    shutil.rmtree(tmp, ignore_errors=True)
+        _raise_named(exc, out, None, what)
+    try:
+        yield tmp
+        if directory:
+            os.chmod(tmp, 0o777 & ~_umask())
+            if keep and out.is_dir():
+                for item in out.iterdir():
+                    if STAGING_MARK not in item.name and not os.path.lexists(tmp / item.name):
+                        _link(item, tmp / item.name)
+        elif not os.path.lexists(tmp):
+            raise RuntimeError(f"the writer of {out} wrote nothing at {tmp}")
+        if verify is not None:
+            verify(tmp)
+        if not directory:
+            os.chmod(tmp, 0o666 & ~_umask())
+        install([(tmp, out)])
+    except BaseException as exc:
+        _remove(tmp)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        _raise_named(exc, out, tmp)
+    if os.path.lexists(tmp):  # install removed the old version; this is only in case
+        _remove(tmp)
+
+
+def _temporary_name(out: Path) -> Path:
+    """A name beside ``out`` that no one uses, ending in ``out``'s suffixes (within NAME_MAX)."""
+    tail = f".{os.getpid()}-{secrets.token_hex(4)}{STAGING_MARK}{''.join(out.suffixes)}"
+    return out.with_name(f".{out.name[:max(8, 250 - len(tail))]}{tail}")
+
+
+def _raise_named(exc: BaseException, out: Path, tmp: Path | None, what: str = "") -> None:
+    """Raise what :func:`staged` raises for ``exc`` (the exception being handled): one OutputError
+    naming ``out`` for an error the user can fix, ``exc`` itself for anything else (an interrupt,
+    a bug). An output inside another one's staging directory leaves "was left as it was" to the
+    outer one, which names the final path."""
+    left = "" if any(STAGING_MARK in part for part in out.parent.parts) else f" ({out} was left as it was)"
+    if isinstance(exc, OutputError):
+        message = str(exc) if tmp is None else str(exc).replace(str(tmp), str(out))
+        raise OutputError(message if message.endswith(" was left as it was)") else message + left) from exc
+    reason = write_failure(exc, out.parent)
+    if reason is None:
+        raise exc
+    if tmp is not None:
+        reason = reason.replace(str(tmp), str(out))
+    raise OutputError(f"cannot write {out}: {what}{reason}{left}") from exc
+
+
+def staged_dir(out: str | os.PathLike, keep: bool = True) -> contextlib.AbstractContextManager[Path]:
+    """Yield an empty temporary directory beside ``out`` to write the whole output into; it takes
+    ``out``'s place when the block ends normally (:func:`staged` with ``directory=True``). With
+    ``keep``, what ``out`` held that was not written again is carried over (hard links, no copies).
+    When it raises (an interrupt too), the temporary directory and any parent directory made for it
+    are removed and ``out`` is as it was."""
+    return staged(out, directory=True, keep=keep)
 
 
 def install(moves: Sequence[tuple[str | os.PathLike, str | os.PathLike]]) -> None:
@@ -279,7 +333,9 @@ def _mark(path: Path) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _remove(path: Path) -> None:
+def _remove(path: Path | None) -> None:
+    if path is None:
+        return
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:

@@ -1,16 +1,18 @@
-"""One way to put an output in place (albert_edge.files.install / staged_dir): interrupted at any
-step, every destination holds either its old version or its new one, never a mix, and nothing
-of ours is left behind."""
+"""One way to put an output in place (albert_edge.files.staged, and install under it): interrupted
+at any step, every destination holds either its old version or its new one, never a mix, and
+nothing of ours is left behind."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
 from albert_edge import files
-from albert_edge.files import STAGING_MARK, install, staged_dir
+from albert_edge.errors import OutputError
+from albert_edge.files import STAGING_MARK, atomic_write, install, staged, staged_dir
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -139,3 +141,137 @@ def test_staged_dir_interrupted_while_putting_in_place_keeps_the_old_directory(t
     monkeypatch.undo()
     assert _tree(out) == {"labels.json": '["old"]'}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+
+
+# ------------------------------------------------------------------------------------ staged
+@pytest.fixture
+def umask():
+    """Set the process's umask for one test."""
+    before = os.umask(0o022)
+    yield lambda mask: os.umask(mask)
+    os.umask(before)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_staged_file_is_written_beside_out_under_a_marked_name_with_its_suffixes(tmp_path, umask, mask):
+    umask(mask)
+    out = tmp_path / "model.int8-dynamic.tflite"
+    out.write_text("old")
+    with staged(out) as tmp:
+        assert tmp.parent == tmp_path and not tmp.exists()
+        assert STAGING_MARK in tmp.name and tmp.name.startswith(".model.int8-dynamic.tflite.")
+        assert tmp.name.endswith(".int8-dynamic.tflite")
+        tmp.write_text("new")
+        assert out.read_text() == "old"
+    assert out.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_staged_directory_replaces_out_whole_with_the_usual_permissions(tmp_path, umask, mask):
+    umask(mask)
+    out = tmp_path / "files"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    with staged(out, directory=True, keep=False) as tmp:
+        assert tmp.is_dir() and not any(tmp.iterdir()) and tmp.parent == tmp_path and STAGING_MARK in tmp.name
+        (tmp / "new.txt").write_text("new")
+    assert _tree(out) == {"new.txt": "new"} and sorted(p.name for p in tmp_path.iterdir()) == ["files"]
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask
+
+
+@pytest.mark.parametrize("directory", [False, True], ids=["file", "directory"])
+def test_staged_verify_sees_the_new_output_before_it_is_in_place(tmp_path, directory):
+    out = tmp_path / ("files" if directory else "model.onnx")
+    seen = []
+
+    def verify(path: Path) -> None:
+        seen.append((_tree(path), out.exists()))
+
+    with staged(out, directory=directory, verify=verify) as tmp:
+        (tmp / "a.txt" if directory else tmp).write_text("new")
+    assert seen == [({"a.txt": "new"} if directory else {".": "new"}, False)]
+    assert _tree(out) == seen[0][0]
+
+
+@pytest.mark.parametrize("directory", [False, True], ids=["file", "directory"])
+def test_staged_verify_that_fails_leaves_the_old_output_and_nothing_else(tmp_path, directory):
+    out = tmp_path / ("files" if directory else "model.onnx")
+    if directory:
+        out.mkdir()
+        (out / "a.txt").write_text("old")
+    else:
+        out.write_text("old")
+    before = _tree(out)
+
+    def verify(path: Path) -> None:
+        raise ValueError(f"{path} does not agree with PyTorch")
+
+    with pytest.raises(ValueError, match="does not agree"), staged(out, directory=directory, verify=verify) as tmp:
+        (tmp / "a.txt" if directory else tmp).write_text("new")
+    assert _tree(out) == before and sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+@pytest.mark.parametrize("directory", [False, True], ids=["file", "directory"])
+@pytest.mark.parametrize("exists", [False, True], ids=["new", "existing"])
+def test_staged_interrupted_leaves_nothing_behind(tmp_path, directory, exists):
+    """Ctrl-C in the middle of writing: the old output as it was; a new one's parents made for it gone."""
+    out = (tmp_path / "out" if exists else tmp_path / "new" / "deeper" / "out") / ("files" if directory else "m.onnx")
+    if exists:
+        atomic_write(out / "a.txt" if directory else out, "old")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    with pytest.raises(KeyboardInterrupt), staged(out, directory=directory) as tmp:
+        (tmp / "a.txt" if directory else tmp).write_text("half")
+        raise KeyboardInterrupt
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    if exists:
+        assert _tree(out) == ({"a.txt": "old"} if directory else {".": "old"})
+
+
+@pytest.mark.parametrize("directory", [False, True], ids=["file", "directory"])
+def test_staged_full_disk_is_one_line_naming_out(tmp_path, directory):
+    out = tmp_path / "out" / ("files" if directory else "m.onnx")
+    with pytest.raises(OutputError) as raised, staged(out, directory=directory) as tmp:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+    message = str(raised.value)
+    assert message.startswith(f"cannot write {out}: {out}: the disk is full")
+    assert message.endswith(f"({out} was left as it was)") and STAGING_MARK not in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_staged_output_error_inside_names_out_once(tmp_path):
+    """A file written inside a staging directory fails: the message names the final path, and says
+    once that it was left as it was."""
+    out = tmp_path / "checkpoint"
+    with pytest.raises(OutputError) as raised, staged(out, directory=True) as tmp:
+        def full(path: str) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        atomic_write(tmp / "optimizer.pt", full)
+    message = str(raised.value)
+    assert message.startswith(f"cannot write {out / 'optimizer.pt'}: {out / 'optimizer.pt'}: the disk is full")
+    assert message.endswith(f"({out} was left as it was)") and message.count("was left as it was") == 1 and STAGING_MARK not in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_staged_start_that_fails_removes_the_parents_it_made(tmp_path, monkeypatch):
+    import tempfile
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_space)
+    out = tmp_path / "new" / "deeper" / "files"
+    with pytest.raises(OutputError, match="cannot create a temporary directory in .*the disk is full"), \
+            staged(out, directory=True):
+        pass  # never reached
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("data", [b"\x00bytes", "text \u00e9", lambda path: Path(path).write_bytes(b"by a writer")],
+                         ids=["bytes", "text", "writer"])
+def test_atomic_write_goes_through_staged(tmp_path, umask, data):
+    umask(0o027)
+    out = atomic_write(tmp_path / "sub" / "f.json", data)
+    expected = {bytes: b"\x00bytes", str: "text \u00e9".encode()}.get(type(data), b"by a writer")
+    assert out.read_bytes() == expected and out.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["f.json"]

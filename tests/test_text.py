@@ -19,6 +19,7 @@ from albert_edge.text import (
     split_sentences,
 )
 from albert_edge.errors import DataError
+from albert_edge.files import STAGING_MARK
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -69,7 +70,7 @@ def test_builtin_corpus_is_real_prose(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     path = resolve_corpus([BUILTIN])[0]  # built from scratch into an empty cache
     assert path == builtin_corpus_path() and path.parent == tmp_path / "albert-edge"
-    assert not list(path.parent.glob(".*.tmp"))
+    assert not [p for p in path.parent.iterdir() if STAGING_MARK in p.name]
     docs = [sentences for _, sentences in iter_documents([path])]
     sentences = sum(len(d) for d in docs)
     megabytes = path.stat().st_size / 1e6
