@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from torch import nn
 
 from .. import checkpoints
 from ..errors import CheckpointError
-from ..files import atomic_write, install
+from ..files import atomic_write, staged
 
 __all__ = [
     "TRAINER_STATE", "OPTIMIZER_STATE", "save_training_checkpoint", "find_checkpoint",
@@ -53,19 +52,12 @@ def save_training_checkpoint(out_dir: str | os.PathLike, step: int, model: nn.Mo
                              trainer_state: dict[str, Any], keep: int = 2) -> Path:
     """Write ``out_dir/checkpoint-{step}`` atomically and keep only the newest ``keep``."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     final = out / f"checkpoint-{step:07d}"
-    tmp = Path(tempfile.mkdtemp(prefix=".checkpoint-", suffix=".tmp", dir=out))
-    try:
+    with staged(final, directory=True, keep=False) as tmp:  # a rerun of the same step replaces it whole
         export_model(model, tmp, spiece)
         state = {"optimizer": optimizer.state_dict()}
         atomic_write(tmp / OPTIMIZER_STATE, lambda path: torch.save(state, path))  # a full disk: one clear line
         atomic_write(tmp / TRAINER_STATE, json.dumps(trainer_state, indent=2) + "\n")
-        os.chmod(tmp, 0o755)
-        install([(tmp, final)])  # a rerun of the same step replaces it whole
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     _prune(out, keep)
     return final
 
