@@ -99,7 +99,8 @@ def _checkpoint(args, work: Path) -> tuple[Path, str]:
 def _files(args, ckpt: Path, head: str, work: Path) -> list[tuple[str, str, Path]]:
     """(format, scheme, path) of the fp32 files and of each quantized file."""
     from albert_edge.converters.export import convert
-    from albert_edge.quantize import QuantizeConfig, quantize, recipe_for, schemes_for
+    from albert_edge.converters.quantized import quantize_file
+    from albert_edge.quantize import QuantizeConfig, recipe_for, schemes_for
 
     fp32 = work / "fp32"
     if not (fp32 / "manifest.json").is_file():
@@ -122,7 +123,7 @@ def _files(args, ckpt: Path, head: str, work: Path) -> list[tuple[str, str, Path
             out = fp32 / f"model{recipe.suffix}"
             if not out.is_file():
                 start = time.perf_counter()
-                result = quantize(parent, config, out)
+                result = quantize_file(parent, config, out)
                 value, what = result.accuracy.headline
                 log.info("%s %s: %.1fs, %s %.4f", fmt, scheme.value, time.perf_counter() - start, what, value)
             files.append((fmt, scheme.value, out))

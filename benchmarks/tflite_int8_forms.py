@@ -81,7 +81,7 @@ def build(directory: Path, tokenizer: str | None, calibration: str, samples: int
     from albert_edge.quantize.calibration import prepare
     from albert_edge.quantize.source import open_model_file
     from albert_edge.quantize.tflite import Form
-    from albert_edge.quantize.tflite import build as build_tflite
+    from albert_edge.converters.tflite_quantized import build as build_tflite
 
     source = open_model_file(directory / "model.tflite")
     candidates = {

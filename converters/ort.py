@@ -327,7 +327,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
 
 
 class OrtTwin:
-    """``albert_edge.quantize.quantize(..., beside=OrtTwin())`` (``quantize --ort``): the .ort twin of
+    """The :class:`albert_edge.quantize.Companion` of ``quantize --ort`` (converters.quantized): the .ort twin of
     an int8-dynamic .onnx, made from the checked file before either is put in place
     (:func:`ort_twin`), then the operator configurations of the directory written again."""
 

@@ -6,13 +6,17 @@ One entry point::
     from albert_edge.quantize import QuantizeConfig, quantize
     result = quantize("out/model.onnx", QuantizeConfig("int8-dynamic", tokenizer="spiece.model"))
 
+A .tflite file cannot be quantized in place: its graph is converted again from the model, which
+the converters own. ``quantize()`` takes that builder as ``build=``;
+:func:`albert_edge.converters.quantized.quantize_file` (what ``albert-edge quantize`` runs) passes
+it, and is the one call for any format.
+
 The schemes and their recipes are in :mod:`.schemes`; ``describe`` (for ``albert-edge
 inspect``) says which weights a file keeps in float and why.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import time
@@ -24,18 +28,27 @@ from albert_edge.runtime import Session
 
 from .accuracy import AccuracyReport
 from .checks import describe, float_weights
-from .result import QuantizeResult
+from .result import Builder, Companion, QuantizeResult
 from .schemes import RECIPES, CalibrationMethod, QuantizeConfig, Recipe, Scheme, recipe_for, schemes_for
 
 __all__ = [
     "quantize", "QuantizeConfig", "QuantizeResult", "Scheme", "CalibrationMethod", "Recipe", "RECIPES",
-    "recipe_for", "schemes_for", "describe", "float_weights", "AccuracyReport", "default_out_path",
+    "recipe_for", "schemes_for", "describe", "float_weights", "AccuracyReport", "default_out_path", "Builder",
+    "Companion",
 ]
 
 log = logging.getLogger(__name__)
 
-# Builders by format: each module's build(source, out, recipe, config, calibration) -> Built.
-_BUILDERS = {"onnx": "albert_edge.quantize.onnx", "tflite": "albert_edge.quantize.tflite"}
+
+
+def _build_onnx(*args, **kwargs):
+    from .onnx import build  # onnx is imported only when an ONNX file is quantized
+
+    return build(*args, **kwargs)
+
+
+# The builders quantize() has of its own, by format; a .tflite's comes from the converters (build=).
+_BUILDERS: dict[str, Builder] = {"onnx": _build_onnx}
 
 
 def default_out_path(model_path: str | os.PathLike, recipe: Recipe) -> Path:
@@ -45,7 +58,8 @@ def default_out_path(model_path: str | os.PathLike, recipe: Recipe) -> Path:
 
 
 def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
-             out_path: str | os.PathLike | None = None, *, force: bool = False, beside=None) -> QuantizeResult:
+             out_path: str | os.PathLike | None = None, *, force: bool = False, build: Builder | None = None,
+             beside: Companion | None = None) -> QuantizeResult:
     """Quantize the fp32 file ``model_path`` (an .onnx or .tflite albert-edge converted) with
     ``config.scheme`` into ``out_path`` (default: beside it, named by the scheme).
 
@@ -57,10 +71,11 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     files, a scheme the format lacks, text or tokenizer that do not fit) raises an
     AlbertEdgeError before anything is written.
 
-    ``beside`` makes one more file from the checked one before anything is put in place (the CLI's
-    ``--ort``: albert_edge.converters.ort.OrtTwin): ``check(recipe)``, ``target(out)``, ``make(staged,
-    staged_twin, out, source, recipe, figures)`` returning its manifest entry, and ``after(directory)``.
-    Its file and entry are installed with the quantized file's, or neither (``result.beside_path``).
+    ``build`` writes the quantized file (:class:`Builder`); by default quantize's own builder for the
+    format (ONNX). A .tflite needs the converters' (:func:`albert_edge.converters.quantized.quantize_file`
+    passes it). ``beside`` (a :class:`Companion`) makes one more file from the checked one before
+    anything is put in place (the CLI's ``--ort``: albert_edge.converters.ort.OrtTwin); its file and
+    entry are installed with the quantized file's, or neither (``result.beside_path``).
     """
     from .accuracy import measure
     from .calibration import prepare
@@ -74,6 +89,10 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     source = open_model_file(model_path)
     recipe = recipe_for(source.format, config.scheme)
     config.check_against(recipe)
+    build = build or _BUILDERS.get(recipe.format)
+    if build is None:
+        raise ConfigError(f"{source.path.name}: a {recipe.format} file is converted again from its model to quantize it: "
+                          "use albert_edge.converters.quantized.quantize_file (what `albert-edge quantize` runs)")
     out = Path(out_path) if out_path is not None else default_out_path(source.path, recipe)
     _check_out(out, source.path, recipe, force)
     if beside is not None:
@@ -90,8 +109,7 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
 
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp{source.path.suffix}")
     try:
-        builder = importlib.import_module(_BUILDERS[recipe.format])
-        built = builder.build(source, tmp, recipe, config, text.calibration)
+        built = build(source, tmp, recipe, config, text.calibration)
         notes = ([recipe.notes] if recipe.notes and recipe.notes not in built.notes else []) + built.notes
         sample = {k: v[:1] for k, v in text.evaluation[0].feeds.items()}
         check = check_quantized(tmp, source.path, built.kept_float, sample, float16=recipe.weights == "float16",

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .accuracy import AccuracyReport
 from .checks import QuantCheck
 
-__all__ = ["Built", "QuantizeResult"]
+if TYPE_CHECKING:
+    from albert_edge.formats.manifest import FileEntry
+
+    from .calibration import Batch
+    from .schemes import QuantizeConfig, Recipe
+    from .source import ModelFile
+
+__all__ = ["Built", "Builder", "Companion", "QuantizeResult"]
 
 
 @dataclass
@@ -20,6 +28,33 @@ class Built:
     path: Path
     kept_float: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+
+class Builder(Protocol):
+    """Writes ``recipe``'s quantized file of the fp32 file ``source`` at ``out`` (calibrated on
+    ``calibration``): quantize.onnx.build, converters.tflite_quantized.build."""
+
+    def __call__(self, source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
+                 calibration: Sequence[Batch]) -> Built: ...
+
+
+class Companion(Protocol):
+    """One more file made from a quantized file once it passed its checks, and installed with it
+    or not at all (``quantize --ort``: converters.ort.OrtTwin, the .ort twin of an int8 .onnx)."""
+
+    def check(self, recipe: Recipe) -> None:
+        """Refuse, before any work, a scheme this companion cannot follow."""
+
+    def target(self, out: Path) -> Path:
+        """Where the companion of the quantized file ``out`` goes."""
+
+    def make(self, staged_quantized: Path, staged: Path, out: Path, source: ModelFile, recipe: Recipe,
+             figures: dict[str, Any]) -> FileEntry:
+        """Write the companion of ``staged_quantized`` (to be installed as ``out``) at ``staged``;
+        its manifest entry."""
+
+    def after(self, directory: Path) -> None:
+        """Anything written once both are in place (the reduced build's operator configs)."""
 
 
 @dataclass

@@ -1,8 +1,7 @@
-"""TFLite schemes. A .tflite file cannot be quantized again, so the graph is rebuilt: the
-manifest beside the fp32 file names the source checkpoint, head and sequence length; the
-model is loaded from it and converted through the converters' TensorFlow re-statement with
-the recipe's converter settings (optimizations, supported ops and types, a representative
-dataset of real text). The result is then rewritten where the converter falls short
+"""TFLite schemes. A .tflite file cannot be quantized again, so the graph is converted again from
+the model (converters.tflite_quantized loads it from the checkpoint the manifest names, and runs
+the TFLite exporter with :meth:`Plan.run`): this module gives the recipe's converter settings
+(optimizations, supported ops and types, a representative dataset of real text). The result is then rewritten where the converter falls short
 (tflite_islands: LayerNorm, the attention mask and, in the default ``Form``, the attention
 products and GELU in float; tflite_sharing: shared weights and biases stored once, one range per
 shared weight), and goes through the exporter's own checks (builtin ops only, the serving
@@ -24,7 +23,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -34,14 +32,13 @@ from albert_edge.formats.weights import read_file
 from albert_edge.errors import ConversionError
 
 from .calibration import Batch
-from .result import Built
 from .schemes import QuantizeConfig, Recipe
 from .source import ModelFile
 from .tflite_islands import drop_unused, float_islands, run_in_float
 from albert_edge.formats.tflite_model import Model, load, op_inputs, pack
 from .tflite_sharing import full_range_tables, share_input_ranges, share_tied_table
 
-__all__ = ["build", "rebuild_model", "Form"]
+__all__ = ["plan", "Plan", "Form"]
 
 log = logging.getLogger(__name__)
 
@@ -49,29 +46,6 @@ log = logging.getLogger(__name__)
 # first inputs. An int16 GELU, and an int16 FULLY_CONNECTED reading int16 weights (the tied MLM
 # decoder reading the int16 embedding table).
 _MISSING_IN_214 = {"GELU": ("INT16",), "FULLY_CONNECTED": ("INT16", "INT16")}
-
-
-def rebuild_model(source: ModelFile, task: dict | None = None):
-    """The PyTorch model the fp32 file was converted from, loaded again from its checkpoint;
-    ``task`` is the file's TFLite metadata as the reader gives it (a MediaPipe task file), if any."""
-    from albert_edge import checkpoints
-
-    if source.checkpoint is None:
-        raise ConversionError(f"{source.path.name}: its manifest records no source checkpoint, and a TFLite "
-                              "scheme rebuilds the graph from it; convert from a checkpoint directory")
-    if not source.checkpoint.exists():
-        raise ConversionError(f"{source.path.name} was converted from {source.checkpoint}, which no longer exists")
-    config, model = checkpoints.load_model(source.checkpoint, source.head)
-    if config.to_hf_dict() != source.config.to_hf_dict():
-        raise ConversionError(f"{source.checkpoint} no longer has the config recorded in the manifest "
-                              f"of {source.path.name}")
-    if task is not None:  # a MediaPipe task file: its one output is the task's
-        from albert_edge.converters.mediapipe import file_model
-
-        return file_model(model)
-    from albert_edge.converters.export import select_outputs
-
-    return select_outputs(model, source.output_names)  # the outputs the parent was converted with
 
 
 @dataclass(frozen=True)
@@ -94,10 +68,38 @@ class Form:
     gelu_in_float: bool = True
 
 
-def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
-          calibration: Sequence[Batch] = (), form: Form = Form()) -> Built:
-    from albert_edge.converters import tflite as exporter
+@dataclass
+class Plan:
+    """How the TFLite converter writes a scheme's file from the model: the settings it is run with
+    and the rewrites after it (:meth:`run`, the converter's ``run_converter``), the form of the
+    layers, the runtime whose operator versions the file must keep, and notes on what was done.
+    Made without the model: converters.tflite_quantized rebuilds the model and runs the plan."""
 
+    recipe: Recipe
+    per_channel: bool
+    compat: bool
+    layers: str
+    seq_len: int
+    task: dict | None
+    calibration: Sequence[Batch]
+    originals: list[np.ndarray]
+    form: Form
+    notes: list[str]
+
+    @property
+    def runtime(self) -> str | None:
+        """The oldest runtime the file must load in (None: the newest)."""
+        return TFLITE_RUNTIME_LAST if self.compat else None
+
+    def run(self, converter) -> bytes:
+        """Configure ``converter`` (a TFLiteConverter of the model), convert, and rewrite the result."""
+        _configure(converter, self.recipe, self.per_channel, self.calibration)
+        return _rewrite(converter.convert(), self.recipe, self.notes, self.originals, self.compat, self.form)
+
+
+def plan(source: ModelFile, recipe: Recipe, config: QuantizeConfig, calibration: Sequence[Batch] = (),
+         form: Form = Form()) -> Plan:
+    """The :class:`Plan` for ``recipe`` of the fp32 file ``source``."""
     if recipe.representative and not calibration:
         raise ConversionError(f"tflite {recipe.scheme.value} needs calibration batches")
     notes: list[str] = []
@@ -109,7 +111,6 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
                      "once per layer; int8-dynamic and fp16 keep the loop")
     parent = read_file(source.path)
     task = parent.metadata.get("task")
-    model = rebuild_model(source, task)
 
     per_channel = config.per_channel
     if recipe.tied_per_tensor and "prediction_logits" in source.output_names:
@@ -121,25 +122,9 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
         notes.append(f"weights scaled per tensor, so tflite-runtime {config.tflite_compat} loads the file: per-channel "
                      "scales with float activations need FULLY_CONNECTED version 12 (runtime 2.17); "
                      "--tflite-compat latest keeps them")
-
     originals = [w.data for w in parent.weights]  # the parent's fp32 weights
-    del parent
-
-    def run(converter) -> bytes:
-        _configure(converter, recipe, per_channel, calibration)
-        flatbuffer = converter.convert()
-        return _rewrite(flatbuffer, recipe, notes, originals, compat, form)
-
-    seq_len = config.seq_len or source.seq_len
-    flatbuffer = exporter.convert(model, seq_len=seq_len, run_converter=run,
-                                  runtime=TFLITE_RUNTIME_LAST if compat else None, layers=layers)
-    if task is not None:  # the app reads the task, tokenizer and labels from it
-        from albert_edge.converters.mediapipe import with_parent_metadata
-
-        flatbuffer = with_parent_metadata(flatbuffer, source.path, seq_len)
-        notes.append("TFLite metadata (task, tokenizer, labels) copied from the fp32 file")
-    out.write_bytes(flatbuffer)
-    return Built(out, {}, notes)
+    return Plan(recipe, per_channel, compat, layers, config.seq_len or source.seq_len, task, calibration,
+                originals, form, notes)
 
 
 def _configure(converter, recipe: Recipe, per_channel: bool, calibration: Sequence[Batch]) -> None:

@@ -62,8 +62,8 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
     --out. The file is loaded in its real runtime, checked to store every weight once and to
     keep no matrix-product weight in float unasked, compared with MODEL_FILE on held-out real
     text, and only then put in place and added to the manifest beside it."""
+    from ..converters.quantized import quantize_file
     from ..quantize import QuantizeConfig
-    from ..quantize import quantize as run_quantize
 
     config = QuantizeConfig(
         scheme=scheme, calibration=tuple(calibration), tokenizer=tokenizer, calibration_method=method,
@@ -71,7 +71,7 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
         max_drop=max_drop, seq_len=seq_len, num_threads=threads, tflite_compat=tflite_compat,
     )
     with err_console.status(f"quantizing {model_file.name} ({scheme})"):
-        result = run_quantize(model_file, config, out_path, force=force, beside=_ort_twin() if ort else None)
+        result = quantize_file(model_file, config, out_path, force=force, ort=ort)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -81,12 +81,6 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
         click.echo(f"Error: {what} is {value:.4f} (a drop of {result.accuracy.drop:.4f}, above --max-drop "
                    f"{max_drop}): {out_path} not kept", err=True)
         sys.exit(1)
-
-
-def _ort_twin():
-    from ..converters.ort import OrtTwin
-
-    return OrtTwin()
 
 
 def _print(result) -> None:

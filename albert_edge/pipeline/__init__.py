@@ -302,7 +302,8 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
 
 def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
     from ..converters.export import TARGETS
-    from ..quantize import QuantizeConfig, quantize
+    from ..converters.quantized import quantize_file
+    from ..quantize import QuantizeConfig
 
     parents = _fp32_files(model)
     if not parents:
@@ -320,7 +321,7 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
             config = QuantizeConfig(scheme, calibration=("builtin",) if tokenizer.is_file() else (),
                                     tokenizer=tokenizer if tokenizer.is_file() else None,
                                     eval_samples=8 if model.random_weights else 64, num_threads=options.threads)
-            result = quantize(parent, config, force=True)  # the files directory is the pipeline's own
+            result = quantize_file(parent, config, force=True)  # the files directory is the pipeline's own
             made.append(result.out_path)
     return made, f"{len(made)} files", {}
 

@@ -162,7 +162,8 @@ def _build(opts: BundleOptions, state: State, report: Callable[[Progress], None]
     """Steps 1-7 in ``state.root``: each reused when its record says it was made from the same
     inputs and its outputs are intact, else made from scratch and recorded."""
     from albert_edge.converters.export import convert
-    from albert_edge.quantize import QuantizeConfig, quantize
+    from albert_edge.converters.quantized import quantize_file
+    from albert_edge.quantize import QuantizeConfig
     from albert_edge.tokenizer import SPIECE_NAME
     from albert_edge.train.finetune import FinetuneOptions, finetune
     from albert_edge.train.labelled import TOPICS, write_topic_dataset
@@ -222,7 +223,7 @@ def _build(opts: BundleOptions, state: State, report: Callable[[Progress], None]
         agreement = {}
         for task in TASK_DIRS:
             for fmt, scheme in SCHEME.items():
-                result = quantize(bundle / TASK_DIRS[task] / f"model.{fmt}",
+                result = quantize_file(bundle / TASK_DIRS[task] / f"model.{fmt}",
                                   QuantizeConfig(scheme, tokenizer=spiece, calibration=("builtin",), num_samples=32,
                                                  eval_samples=32), force=True)  # the bundle's own file
                 agreement[f"{task}/{result.out_path.name}"] = {

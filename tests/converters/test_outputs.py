@@ -85,11 +85,12 @@ def test_cli_outputs(tmp_path):
 @pytest.mark.parametrize("fmt", ["onnx", "tflite"])
 def test_quantized_files_keep_the_chosen_outputs(tmp_path, fmt):
     """A TFLite scheme rebuilds the graph from the checkpoint: with the parent's outputs."""
-    from albert_edge.quantize import QuantizeConfig, quantize
+    from albert_edge.converters.quantized import quantize_file
+    from albert_edge.quantize import QuantizeConfig
 
     ckpt = checkpoints.save(tiny_model(), tmp_path / "ckpt")
     convert(ckpt, tmp_path / "lean", targets=(fmt,), seq_len=8, outputs=["last_hidden_state"])
     out = tmp_path / "lean" / f"model.int8.{fmt}"
-    result = quantize(tmp_path / "lean" / f"model.{fmt}", QuantizeConfig("int8-dynamic", num_samples=4, eval_samples=4), out)
+    result = quantize_file(tmp_path / "lean" / f"model.{fmt}", QuantizeConfig("int8-dynamic", num_samples=4, eval_samples=4), out)
     assert result.check.ok
     assert Session(out).output_names == ["last_hidden_state"]

@@ -63,7 +63,8 @@ def build(out: Path) -> None:
     from albert_edge.converters.export import convert
     from albert_edge.formats.op_versions import min_runtime, op_versions
     from albert_edge.model import build_model
-    from albert_edge.quantize import QuantizeConfig, quantize
+    from albert_edge.converters.quantized import quantize_file
+    from albert_edge.quantize import QuantizeConfig
     from albert_edge.runtime import Session
     from albert_edge.tokenizer import train_spiece
     from tests.quantize.conftest import CORPUS, small_config
@@ -85,7 +86,7 @@ def build(out: Path) -> None:
             start = time.perf_counter()
             if made is not None:
                 scheme, changes = made
-                quantize(source / "model.tflite", QuantizeConfig(scheme, **text, **changes), source / name)
+                quantize_file(source / "model.tflite", QuantizeConfig(scheme, **text, **changes), source / name)
             if source is loop:  # beside the others, under its own name
                 shutil.copyfile(loop / (name if made is not None else "model.tflite"), models / name)
             print(f"{name}: {time.perf_counter() - start:.1f} s", flush=True)

@@ -6,14 +6,15 @@ from __future__ import annotations
 from albert_edge.converters.mediapipe_check import session_answers, task_answers
 from albert_edge.formats.tflite_metadata import read_metadata
 from albert_edge.formats.weights import read_file
-from albert_edge.quantize import QuantizeConfig, quantize
+from albert_edge.converters.quantized import quantize_file
+from albert_edge.quantize import QuantizeConfig
 from albert_edge.text import builtin_corpus_path, split_sentences
 
 SEQ_LEN = 32  # the files' length (tests/mobile/conftest.py)
 
 
 def test_int8_keeps_metadata_and_agrees_through_mediapipe(classifier_file, classifier_checkpoint):
-    result = quantize(classifier_file.path, QuantizeConfig("int8-dynamic", tokenizer=classifier_checkpoint,
+    result = quantize_file(classifier_file.path, QuantizeConfig("int8-dynamic", tokenizer=classifier_checkpoint,
                                                            calibration=("builtin",), num_samples=16, eval_samples=16))
     int8 = result.out_path
     parent, kept = read_metadata(classifier_file.path), read_metadata(int8)

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from albert_edge.converters.mediapipe_check import task_answers
-from albert_edge.quantize import QuantizeConfig, quantize
+from albert_edge.converters.quantized import quantize_file
+from albert_edge.quantize import QuantizeConfig
 from albert_edge.train.labelled import write_topic_dataset
 
 TASKLIB_PYTHON = os.environ.get("ALBERT_EDGE_TASKLIB_PYTHON")
@@ -61,7 +62,7 @@ def test_bert_nl_classifier_answers_as_mediapipe(scheme, classifier_file, classi
 
     path = classifier_file.path
     if scheme != "fp32":
-        path = quantize(path, QuantizeConfig(scheme, tokenizer=classifier_checkpoint),
+        path = quantize_file(path, QuantizeConfig(scheme, tokenizer=classifier_checkpoint),
                         tmp_path / f"model.mediapipe.{scheme}.tflite").out_path
     labels = read_metadata(path).labels
     texts = _held_out_texts(tmp_path)

@@ -10,7 +10,8 @@ import torch
 from albert_edge import checkpoints
 from albert_edge.converters.export import convert
 from albert_edge.model import build_model
-from albert_edge.quantize import QuantizeConfig, quantize
+from albert_edge.converters.quantized import quantize_file
+from albert_edge.quantize import QuantizeConfig
 
 from .conftest import CORPUS, small_config
 
@@ -40,7 +41,7 @@ def test_onnx_heads(tmp_path, spiece_model, head):
     schemes = ("int8-dynamic", "int8-static") if head in ("classification", "qa") else ("int8-dynamic",)
     for scheme in schemes:
         config = QuantizeConfig(scheme, calibration=(str(CORPUS),), num_samples=16, eval_samples=16)
-        result = quantize(out / "model.onnx", config)
+        result = quantize_file(out / "model.onnx", config)
         assert result.kept and result.check.ok, result.check.problems
         assert not result.check.float_weights
         assert all(len(c.stored_as) == 1 for c in result.check.copies)
@@ -56,7 +57,7 @@ def test_tflite_pretraining_head(tmp_path, spiece_model):
     ckpt, _ = _checkpoint(tmp_path, "pretraining", spiece_model)
     out = convert(ckpt, tmp_path / "pt", targets=("tflite",), seq_len=24).out_dir
     config = QuantizeConfig("int8-full", calibration=(str(CORPUS),), num_samples=8, eval_samples=8)
-    result = quantize(out / "model.tflite", config)
+    result = quantize_file(out / "model.tflite", config)
     assert result.kept and result.check.ok, result.check.problems
     assert not result.check.float_weights  # full integer: even the 2 x 32 SOP weight
     assert all(len(c.stored_as) == 1 for c in result.check.copies)

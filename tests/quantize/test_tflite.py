@@ -14,7 +14,8 @@ from albert_edge.formats import manifest as manifest_io
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, min_runtime, op_versions, too_new_for, version_key
 from albert_edge.formats.tflite_reader import read
 from albert_edge.errors import ConversionError
-from albert_edge.quantize import QuantizeConfig, quantize
+from albert_edge.converters.quantized import quantize_file
+from albert_edge.quantize import QuantizeConfig
 from albert_edge.quantize.checks import check_quantized, float_weights
 from albert_edge.runtime import Session
 
@@ -37,7 +38,7 @@ CASES = {  # scheme: (min cosine, min MLM top-1 agreement, dtype of the tied tab
 def test_scheme(workdir, scheme):
     min_cosine, min_agreement, table_dtype = CASES[scheme]
     out = workdir / f"model.{scheme}.tflite"
-    result = quantize(workdir / "model.tflite", QuantizeConfig(scheme, **TEXT), out)
+    result = quantize_file(workdir / "model.tflite", QuantizeConfig(scheme, **TEXT), out)
     assert result.kept and out.is_file()
     assert result.size < 0.75 * result.parent_size
 
@@ -83,7 +84,7 @@ def test_latest_keeps_per_channel_dynamic_range_weights(workdir):
                 if model.op_name(op) == "FULLY_CONNECTED"}
 
     latest = workdir / "latest.tflite"
-    result = quantize(workdir / "model.tflite", QuantizeConfig("int8-dynamic", tflite_compat="latest", **TEXT), latest)
+    result = quantize_file(workdir / "model.tflite", QuantizeConfig("int8-dynamic", tflite_compat="latest", **TEXT), latest)
     assert result.kept and result.check.ok, result.check.problems
     fc = [o for o in op_versions(latest) if o.op == "FULLY_CONNECTED"]
     assert [(o.version, o.min_runtime) for o in fc] == [(12, "2.17.0")]
@@ -91,7 +92,7 @@ def test_latest_keeps_per_channel_dynamic_range_weights(workdir):
     assert max(scales(latest)) > 1
 
     default = workdir / "default.tflite"
-    result = quantize(workdir / "model.tflite", QuantizeConfig("int8-dynamic", **TEXT), default)
+    result = quantize_file(workdir / "model.tflite", QuantizeConfig("int8-dynamic", **TEXT), default)
     assert any("per tensor" in note for note in result.notes)
     assert scales(default) == {1}
     assert [o.version for o in op_versions(default) if o.op == "FULLY_CONNECTED"] == [5]
@@ -100,7 +101,7 @@ def test_latest_keeps_per_channel_dynamic_range_weights(workdir):
 def test_the_converter_alone_stores_the_tied_table_twice(workdir, trained_checkpoint):
     """Dynamic-range conversion quantizes the word embeddings per tensor for the GATHER and per
     channel for the tied FULLY_CONNECTED: two int8 tables with different bytes, which only the
-    value check sees. quantize() points the decoder at the GATHER's table instead."""
+    value check sees. quantize_file() points the decoder at the GATHER's table instead."""
     import tensorflow as tf
 
     from albert_edge import checkpoints
@@ -156,7 +157,7 @@ def test_a_tflite_file_without_its_checkpoint_cannot_be_rebuilt(workdir, tmp_pat
     config = QuantizeConfig("int8-dynamic", tokenizer=workdir / "spiece.model", **TEXT)
     (workdir / "spiece.model").write_bytes((trained_checkpoint / "spiece.model").read_bytes())
     with pytest.raises(ConversionError, match="no longer exists"):
-        quantize(workdir / "model.tflite", config, workdir / "q.tflite")
+        quantize_file(workdir / "model.tflite", config, workdir / "q.tflite")
     assert not (workdir / "q.tflite").exists()
 
 
@@ -169,7 +170,7 @@ def test_full_integer_biases_are_stored_once(workdir):
     from albert_edge.quantize import schemes
     from albert_edge.quantize.calibration import prepare
     from albert_edge.quantize.source import open_model_file
-    from albert_edge.quantize.tflite import build
+    from albert_edge.converters.tflite_quantized import build
 
     source = open_model_file(workdir / "model.tflite")
     config = QuantizeConfig("int8-full", **TEXT)
@@ -213,7 +214,7 @@ def test_attention_survives_integer_activations(converted_unrolled, tmp_path, sc
 
     workdir = copy_dir(converted_unrolled, tmp_path / "model")
     out = workdir / f"{scheme}.tflite"
-    quantize(workdir / "model.tflite", QuantizeConfig(scheme, **TEXT), out)
+    quantize_file(workdir / "model.tflite", QuantizeConfig(scheme, **TEXT), out)
     batch = feeds(1, seed=3)
     want, got = _softmax_outputs(workdir / "model.tflite", batch), _softmax_outputs(out, batch)
     assert len(want) == 4 and want.keys() == got.keys()  # one softmax per layer application
@@ -255,7 +256,7 @@ def test_a_loop_file_stays_a_loop_and_keeps_its_accuracy(converted_loop, tmp_pat
 
     work = copy_dir(converted_loop, tmp_path / "model")
     out = work / f"model.{scheme}.tflite"
-    result = quantize(work / "model.tflite", QuantizeConfig(scheme, **TEXT), out)
+    result = quantize_file(work / "model.tflite", QuantizeConfig(scheme, **TEXT), out)
     assert result.kept and result.check.ok, result.check.problems
     assert layer_form(out) == "loop" and read(out).ops["WHILE"] == 2  # G=2 groups of 2
     assert all(len(c.stored_as) == 1 for c in result.check.copies) and len(result.check.copies) >= 14, \
@@ -278,10 +279,21 @@ def test_a_scheme_that_rewrites_the_layers_writes_them_unrolled(converted_loop, 
 
     work = copy_dir(converted_loop, tmp_path / "model")
     out = work / "model.int8-full.tflite"
-    result = quantize(work / "model.tflite", QuantizeConfig("int8-full", **TEXT), out)
+    result = quantize_file(work / "model.tflite", QuantizeConfig("int8-full", **TEXT), out)
     assert result.kept and result.check.ok, result.check.problems
     assert layer_form(out) == "unrolled" and "WHILE" not in read(out).ops
     assert any(note.startswith("written unrolled: the int8-full rewrites") for note in result.notes), result.notes
     min_cosine, min_agreement, _ = CASES["int8-full"]
     logits = result.accuracy.outputs[0]
     assert logits.cosine_mean >= min_cosine and logits.agreement >= min_agreement
+
+
+def test_quantize_alone_refuses_a_tflite_and_names_the_call_that_converts_it_again(workdir):
+    """quantize never imports the converters: a .tflite is converted again from its model, and only
+    the orchestrator above both (converters.quantized.quantize_file) brings that builder."""
+    from albert_edge.errors import ConfigError
+    from albert_edge.quantize import quantize
+
+    with pytest.raises(ConfigError, match="quantize_file"):
+        quantize(workdir / "model.tflite", QuantizeConfig("int8-dynamic", **TEXT), workdir / "q.tflite")
+    assert not (workdir / "q.tflite").exists()

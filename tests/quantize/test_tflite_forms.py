@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from albert_edge.runtime import compiled as runtime_memory
-from albert_edge.quantize import QuantizeConfig, quantize
+from albert_edge.converters.quantized import quantize_file
+from albert_edge.quantize import QuantizeConfig
 from albert_edge.formats.tflite_model import load, op_inputs, op_outputs, pack
 from albert_edge.runtime import Session
 
@@ -26,7 +27,7 @@ needs_compiled = pytest.mark.skipif(not runtime_memory.available(), reason="Lite
 def full(tmp_path_factory, converted):
     """The trained MLM's fp32 directory with model.int8-full.tflite quantized beside it."""
     work = copy_dir(converted, tmp_path_factory.mktemp("forms") / "model")
-    result = quantize(work / "model.tflite", QuantizeConfig("int8-full", **TEXT), work / "model.int8-full.tflite")
+    result = quantize_file(work / "model.tflite", QuantizeConfig("int8-full", **TEXT), work / "model.int8-full.tflite")
     assert result.kept and result.check.ok, result.check.problems
     return work
 
@@ -43,7 +44,7 @@ def bias_free(tmp_path_factory, spiece_model):
     ckpt = checkpoints.save(build_model(small_config(), "mlm"), work / "checkpoint", spiece=spiece_model)
     convert(ckpt, work / "model", targets=("tflite",), seq_len=SEQ)
     out = work / "model" / "model.int8-full.tflite"
-    result = quantize(work / "model" / "model.tflite", QuantizeConfig("int8-full", **TEXT), out)
+    result = quantize_file(work / "model" / "model.tflite", QuantizeConfig("int8-full", **TEXT), out)
     assert result.kept and result.check.ok, result.check.problems
     return out
 
@@ -129,7 +130,8 @@ def test_attention_products_and_gelu_run_in_float(full, tmp_path):
     from albert_edge.quantize import recipe_for
     from albert_edge.quantize.calibration import prepare
     from albert_edge.quantize.source import open_model_file
-    from albert_edge.quantize.tflite import Form, build
+    from albert_edge.converters.tflite_quantized import build
+    from albert_edge.quantize.tflite import Form
 
     def inputs(path, op_name: str) -> list[str]:
         model = load(path.read_bytes())

@@ -1,0 +1,56 @@
+"""A TFLite scheme's file, converted again from the model: a .tflite cannot be quantized in place,
+so the model is loaded from the checkpoint its manifest names (the head and outputs it was
+converted with) and the TFLite exporter runs with the scheme's converter settings and rewrites
+(:func:`albert_edge.quantize.tflite.plan`). :func:`build` is the builder ``quantize()`` is given
+for .tflite files (:func:`albert_edge.converters.quantized.quantize_file`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from albert_edge.errors import ConversionError
+from albert_edge.quantize.calibration import Batch
+from albert_edge.quantize.result import Built
+from albert_edge.quantize.schemes import QuantizeConfig, Recipe
+from albert_edge.quantize.source import ModelFile
+from albert_edge.quantize.tflite import Form, plan
+
+from . import tflite as exporter
+from .mediapipe import file_model, with_parent_metadata
+from .outputs import select_outputs
+
+__all__ = ["build", "rebuild_model"]
+
+
+def rebuild_model(source: ModelFile, task: dict | None = None):
+    """The PyTorch model the fp32 file was converted from, loaded again from its checkpoint;
+    ``task`` is the file's TFLite metadata as the reader gives it (a MediaPipe task file), if any."""
+    from albert_edge import checkpoints
+
+    if source.checkpoint is None:
+        raise ConversionError(f"{source.path.name}: its manifest records no source checkpoint, and a TFLite "
+                              "scheme rebuilds the graph from it; convert from a checkpoint directory")
+    if not source.checkpoint.exists():
+        raise ConversionError(f"{source.path.name} was converted from {source.checkpoint}, which no longer exists")
+    config, model = checkpoints.load_model(source.checkpoint, source.head)
+    if config.to_hf_dict() != source.config.to_hf_dict():
+        raise ConversionError(f"{source.checkpoint} no longer has the config recorded in the manifest "
+                              f"of {source.path.name}")
+    if task is not None:  # a MediaPipe task file: its one output is the task's
+        return file_model(model)
+    return select_outputs(model, source.output_names)  # the outputs the parent was converted with
+
+
+def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
+          calibration: Sequence[Batch] = (), form: Form = Form()) -> Built:
+    """Write ``recipe``'s file of the fp32 .tflite ``source`` to ``out``."""
+    settings = plan(source, recipe, config, calibration, form)
+    model = rebuild_model(source, settings.task)
+    flatbuffer = exporter.convert(model, seq_len=settings.seq_len, run_converter=settings.run,
+                                  runtime=settings.runtime, layers=settings.layers)
+    if settings.task is not None:  # the app reads the task, tokenizer and labels from it
+        flatbuffer = with_parent_metadata(flatbuffer, source.path, settings.seq_len)
+        settings.notes.append("TFLite metadata (task, tokenizer, labels) copied from the fp32 file")
+    out.write_bytes(flatbuffer)
+    return Built(out, {}, settings.notes)
