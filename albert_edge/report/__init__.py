@@ -17,14 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import check_not_input, check_output_dir, install, missing_root, write_failure
+from ..files import check_not_input, check_output_dir, staged
 from .build import SCHEMA, build_data
 from .charts import MAIN_CHART, NO_MATPLOTLIB, available, draw_all
 from .compute import DEFAULT_SEQ_LENS, compute_rows
@@ -38,7 +36,6 @@ __all__ = ["write_report", "ReportResult", "ReportError", "SCHEMA", "WEIGHTS_NOT
 log = logging.getLogger(__name__)
 
 REPORT_FILES = ("report.md", "report.html", "report.json")
-_TMP_PREFIX = ".albert-edge-report-"
 
 
 @dataclass
@@ -82,41 +79,23 @@ def write_report(sources: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     if extra:
         data["context"] = extra
     title = title or (f"albert-edge report: {inputs.name}" if inputs.name else "albert-edge report")
-    made = missing_root(out.parent)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=out.parent))
-    except OSError as exc:
-        if made is not None:  # the parents made before the temporary directory failed
-            shutil.rmtree(made, ignore_errors=True)
-        raise ReportError(f"cannot create {out.parent}: {exc.strerror or exc}") from None
-    try:
-        chart_dir = tmp / "charts"
-        chart_dir.mkdir()
-        if charts and available():
-            step("draw charts")
-            data["charts"] = draw_all(data, chart_dir)
-        else:
-            data["chart_note"] = NO_MATPLOTLIB if charts else "charts left out (--no-charts)"
-        step("write report")
-        (tmp / "report.json").write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-        (tmp / "report.md").write_text(markdown(data, title), encoding="utf-8")
-        (tmp / "report.html").write_text(html_page(data, title, chart_dir), encoding="utf-8")
-        for item in tmp.rglob("*"):
-            os.chmod(item, 0o755 if item.is_dir() else 0o644)
-        os.chmod(tmp, 0o755)
-        install([(tmp, out)])  # the old report stays whole until the new one is in its place
-    except BaseException as exc:
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
-        reason = write_failure(exc, out.parent)
-        if reason is not None:
-            raise ReportError(f"cannot write the report to {out}: {reason} ({out} was left as it was)") from None
-        if isinstance(exc, OSError):
-            raise ReportError(f"writing the report to {out} failed: {exc}") from None
-        raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with staged(out, directory=True, keep=False) as tmp:  # the old report stays whole until the new one is in
+            chart_dir = tmp / "charts"
+            chart_dir.mkdir()
+            if charts and available():
+                step("draw charts")
+                data["charts"] = draw_all(data, chart_dir)
+            else:
+                data["chart_note"] = NO_MATPLOTLIB if charts else "charts left out (--no-charts)"
+            step("write report")
+            (tmp / "report.json").write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+            (tmp / "report.md").write_text(markdown(data, title), encoding="utf-8")
+            (tmp / "report.html").write_text(html_page(data, title, chart_dir), encoding="utf-8")
+            for item in tmp.rglob("*"):
+                os.chmod(item, 0o755 if item.is_dir() else 0o644)
+    except OSError as exc:  # not a full disk or a read-only file system: staged says those
+        raise ReportError(f"writing the report to {out} failed: {exc}") from None
     log.info("wrote the report of %s into %s (%d charts)", inputs.name, out, len(data["charts"]))
     files = [out / name for name in REPORT_FILES]
     files += [out / "charts" / c[k] for c in data["charts"] for k in ("png", "svg")]

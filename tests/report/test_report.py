@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from albert_edge.cli import main
+from albert_edge.files import STAGING_MARK
 
 from .conftest import SEQ, copy_dir, make_checkpoint
 
@@ -174,7 +175,7 @@ def test_profile_of_another_model_is_refused(tmp_path, conversion, profile_json)
     result = CliRunner().invoke(main, ["report", str(conversion), str(other), "--out", str(tmp_path / "r")])
     assert result.exit_code == 2
     assert "another model" in result.output and len(result.output.strip().splitlines()) == 1
-    assert not (tmp_path / "r").exists() and not list(tmp_path.glob(".albert-edge-report-*"))
+    assert not (tmp_path / "r").exists() and not [p for p in tmp_path.iterdir() if STAGING_MARK in p.name]
 
 
 def test_two_models_are_refused(tmp_path, conversion):
