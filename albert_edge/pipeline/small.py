@@ -14,14 +14,13 @@ import hashlib
 import json
 import logging
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import AlbertEdgeError
-from ..files import cache_root, install
+from ..files import cache_root, staged
 
 __all__ = ["SmallRecipe", "PIPELINE_RECIPE", "cache_dir", "pretrained", "copy_checkpoint"]
 
@@ -106,9 +105,7 @@ def _train(r: SmallRecipe, cached: Path, corpus: Path, on_event, threads: int | 
     from ..train.data import MaskingOptions
     from ..train.pretrain import PretrainOptions, pretrain
 
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{cached.name}.", dir=cached.parent))
-    try:
+    with staged(cached, directory=True, keep=False) as work:  # an entry that failed its check is replaced whole
         spiece = train_spiece([corpus], work / "tok", vocab_size=r.vocab_size, seed=r.seed)
         config = AlbertConfig.preset("albert-base-v2").replace(**{**r.config, "vocab_size": r.vocab_size})
         opts = PretrainOptions(
@@ -129,6 +126,3 @@ def _train(r: SmallRecipe, cached: Path, corpus: Path, on_event, threads: int | 
                 "files": {p.name: sha256_of(p) for p in checkpoint.iterdir()}}
         (work / "cache.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         shutil.rmtree(work / "run")
-        install([(work, cached)])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
