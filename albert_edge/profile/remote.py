@@ -85,32 +85,26 @@ os._exit(code if code >= 0 else 128 - code)  # killed by a signal: the shell's 1
 """
 
 
-# Run on the device: unpack a tar stream of new cache files from stdin, each written under a
-# temporary name of its own and renamed, so an interrupted copy never looks cached and two
-# copies of the same file at once (one device under two names) cannot mix.
+# Run on the device (whose albert-edge _probe has found): unpack a tar stream of new cache files
+# from stdin, each written by albert_edge.files.atomic_write under a temporary name of its own
+# and put in place once whole, so an interrupted copy never looks cached and two copies of the
+# same file at once (one device under two names) cannot mix.
 _RECEIVE = """
-import os, signal, sys, tarfile
+import os, shutil, signal, sys, tarfile
+from albert_edge.files import atomic_write
 cache = sys.argv[1]
-for sig in (signal.SIGHUP, signal.SIGTERM):  # a dropped connection or a kill: unwind, remove the part file
+for sig in (signal.SIGHUP, signal.SIGTERM):  # a dropped connection or a kill: unwind, remove the temporary file
     signal.signal(sig, lambda *_, s=sig: sys.exit(128 + s))
 with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
     for member in tar:
         name = os.path.normpath(member.name)
         if not member.isfile() or name.startswith("..") or os.path.isabs(name):
             sys.exit(f"refusing {member.name!r}")
-        final = os.path.join(cache, name)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        part = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.{os.getpid()}.part")
         src = tar.extractfile(member)
-        try:
+        def receive(part, src=src):
             with open(part, "wb") as out:
-                for block in iter(lambda: src.read(1 << 20), b""):
-                    out.write(block)
-            os.replace(part, final)
-        except BaseException:
-            if os.path.exists(part):
-                os.remove(part)
-            raise
+                shutil.copyfileobj(src, out, 1 << 20)
+        atomic_write(os.path.join(cache, name), receive)
 """
 
 
