@@ -9,7 +9,6 @@ import importlib.util
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -155,19 +154,17 @@ def describe_job(job: dict[str, Any]) -> str:
 
 def run_child(job: dict[str, Any]) -> ProfileRecord:
     """Run one job in a fresh child process (a new session, so its whole group can be killed)."""
-    workdir = child = None
-    try:
-        with _signals_deferred():  # a signal while the child starts is raised once we hold it
-            workdir = tempfile.mkdtemp(prefix="albert-edge-profile-")
-            child = subprocess.Popen(python("-m", CHILD, json.dumps({**job, "workdir": workdir})),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True, env=child_env())
-        out, err = child.communicate()
-    finally:
-        if child is not None and child.returncode is None:
-            _kill_group(child)
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
+    child = None
+    with tempfile.TemporaryDirectory(prefix="albert-edge-profile-", ignore_cleanup_errors=True) as workdir:
+        try:
+            with _signals_deferred():  # a signal while the child starts is raised once we hold it
+                child = subprocess.Popen(python("-m", CHILD, json.dumps({**job, "workdir": workdir})),
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         start_new_session=True, env=child_env())
+            out, err = child.communicate()
+        finally:
+            if child is not None and child.returncode is None:
+                _kill_group(child)
     result = _last_json(out)
     if result is None:
         tail = (err or "").strip().splitlines()[-1:] or [f"exit code {child.returncode}"]
