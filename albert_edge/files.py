@@ -43,7 +43,7 @@ from pathlib import Path
 from .errors import OutputError, user_message
 
 __all__ = ["staged", "atomic_write", "cache_root", "check_new_file", "check_output_dir", "check_not_input", "staged_dir",
-           "install", "write_failure", "missing_root", "STAGING_MARK"]
+           "install", "link_or_copy", "write_failure", "missing_root", "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.
 STAGING_MARK = ".albert-edge-tmp"
@@ -223,7 +223,7 @@ def staged(out: str | os.PathLike, *, directory: bool = False, keep: bool = True
             if keep and out.is_dir():
                 for item in out.iterdir():
                     if STAGING_MARK not in item.name and not os.path.lexists(tmp / item.name):
-                        _link(item, tmp / item.name)
+                        link_or_copy(item, tmp / item.name)
         elif not os.path.lexists(tmp):
             raise RuntimeError(f"the writer of {out} wrote nothing at {tmp}")
         if verify is not None:
@@ -342,20 +342,23 @@ def _remove(path: Path | None) -> None:
         path.unlink(missing_ok=True)
 
 
-def _link(src: Path, dst: Path) -> None:
-    """``src`` again at ``dst`` without copying its bytes (hard links), copied where it cannot be linked."""
-    def link_or_copy(a, b):
+def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """``src`` (a file, a symlink or a directory) again at ``dst`` without copying its bytes (hard
+    links), copied where it cannot be linked."""
+    src, dst = Path(src), Path(dst)
+
+    def one(a, b):
         try:
             os.link(a, b)
         except OSError:
             shutil.copy2(a, b)
 
     if src.is_dir() and not src.is_symlink():
-        shutil.copytree(src, dst, symlinks=True, copy_function=link_or_copy)
+        shutil.copytree(src, dst, symlinks=True, copy_function=one)
     elif src.is_symlink():
         os.symlink(os.readlink(src), dst)
     else:
-        link_or_copy(src, dst)
+        one(src, dst)
 
 
 _RENAME_EXCHANGE = 2
