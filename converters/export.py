@@ -11,49 +11,22 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albert_edge.errors import ConversionError, optional_import, user_message
+from albert_edge.errors import ConversionError, user_message
 from albert_edge.files import check_not_input, install, missing_root, write_failure
 
 from albert_edge.formats import manifest as manifest_io
 from .outputs import head_of, select_outputs
 from .result import ConversionResult, ConvertedFile
-from .verify import verify
+from . import targets as registry
+from .targets import TARGETS, Target
 
 __all__ = ["convert", "ConversionResult", "ConvertedFile", "TARGETS", "Target", "check_out_dir", "head_of", "select_outputs"]
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Target:
-    """One output format: the file it writes and the module whose ``export(model, path, ...)``
-    writes it."""
-
-    name: str
-    suffix: str
-    module: str
-    options: tuple[str, ...] = ()  # convert() options this exporter takes, besides seq_len
-
-    @property
-    def file_name(self) -> str:
-        return "model" + self.suffix
-
-
-TARGETS: dict[str, Target] = {
-    "onnx": Target("onnx", ".onnx", "albert_edge.converters.onnx", options=("opset", "external_data_threshold")),
-    "tflite": Target("tflite", ".tflite", "albert_edge.converters.tflite", options=("layers",)),
-    "executorch": Target("executorch", ".pte", "albert_edge.converters.executorch", options=("scheme", "max_seq_len")),
-    "ort": Target("ort", ".ort", "albert_edge.converters.ort", options=("opset", "scheme")),
-    # A .tflite with TFLite metadata and the tokenizer inside, for MediaPipe Tasks (albert-edge[mobile]).
-    "mediapipe": Target("mediapipe", ".mediapipe.tflite", "albert_edge.converters.mediapipe", options=("tokenizer",)),
-    # An .onnx whose input is the text: the tokenizer is a node (onnxruntime-extensions, albert-edge[onnx-text]).
-    "onnx-text": Target("onnx-text", ".text.onnx", "albert_edge.converters.onnx_text",
-                        options=("tokenizer", "opset", "scheme")),
-}
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
 # Work in progress lives in a hidden directory inside the output directory (same file system,
@@ -144,8 +117,8 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
         if scheme is not None:  # a quantized file beside the fp32 one, measured against it
             step(f"quantize {target.name} {scheme}", done, steps)
             options.pop("tokenizer", None)
-            result.files.append(_exporter(target).quantized_file(model, converted, tmp, scheme, tokenizer=tokenizer,
-                                                                 seq_len=seq_len, **options))
+            result.files.append(target.exporter().quantized(model, converted, tmp, scheme, tokenizer=tokenizer,
+                                                            seq_len=seq_len, **options))
     step("write manifest", done, steps)
     result.manifest_path = _install(tmp, out, result, source, config, seq_len)
     step("done", steps, steps)
@@ -156,19 +129,16 @@ def _check_targets(targets: Sequence[str]) -> list[Target]:
     names = [targets] if isinstance(targets, str) else list(targets)
     if not names:
         raise ConversionError(f"no target given; choose from {', '.join(TARGETS)}")
-    for name in names:
-        if name not in TARGETS:
-            raise ConversionError(f"unknown target {name!r}; choose from {', '.join(TARGETS)}")
-    return [TARGETS[n] for n in dict.fromkeys(names)]
+    return [registry.target(n) for n in dict.fromkeys(names)]
 
 
 def _check_scheme(scheme: str, wanted: list[Target]) -> None:
     """A scheme a target does not make fails here, before anything is exported."""
-    for target in wanted:
-        if "scheme" in target.options:
-            known = [s for s in _exporter(target).SCHEMES if s]
+    for each in wanted:
+        if "scheme" in each.options:
+            known = each.exporter().schemes
             if scheme not in known:
-                raise ConversionError(f"unknown {target.name} scheme {scheme!r}; choose from {', '.join(known)}")
+                raise ConversionError(f"unknown {each.name} scheme {scheme!r}; choose from {', '.join(known)}")
 
 
 def _check_head(head: str | None) -> None:
@@ -236,8 +206,10 @@ def _load(checkpoint_or_model, head: str | None) -> tuple[Any, dict[str, Any]]:
         checkpoints.check_float_weights(ckpt)
         model = checkpoints.model_from_checkpoint(ckpt, head)
         return model, {"checkpoint": str(path.resolve()), "format": ckpt.format, "head": head_of(model)}
+    from albert_edge.model import CHOICE_HEADS, HEADS
+
     model = checkpoint_or_model
-    if not hasattr(model, "output_names") or not hasattr(model, "config"):
+    if not isinstance(model, (*HEADS.values(), *CHOICE_HEADS.values())):
         raise ConversionError(f"cannot convert a {type(model).__name__}: give a checkpoint path or an albert-edge model")
     own = head_of(model)
     if head is not None and head != own:
@@ -254,7 +226,7 @@ def _checkpoint_tokenizer(path: Path) -> Path | None:
 
 def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps: int, *,
                  seq_len: int, tokenizer, options: dict[str, Any]) -> tuple[ConvertedFile, int]:
-    exporter = _exporter(target)
+    exporter = target.exporter()
     path = tmp / target.file_name
     step(f"export {target.name}", done, steps)
     t0 = time.perf_counter()
@@ -262,14 +234,7 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
     t1 = time.perf_counter()
     log.info("exported %s in %.1fs", target.file_name, t1 - t0)
     step(f"verify {target.name}", done + 1, steps)
-    # An exporter whose files albert_edge.runtime cannot open yet brings its own session and reader.
-    extra = exporter.verify_options(model, path, seq_len) if hasattr(exporter, "verify_options") else {}
-    # An exporter whose file holds other outputs than the model's (a task's) says what to compare with.
-    checked = exporter.verified_model(model) if hasattr(exporter, "verified_model") else model
-    if hasattr(exporter, "verify_file"):  # a file that takes other inputs than token ids checks itself
-        report = exporter.verify_file(checked, path, seq_len, tokenizer)
-    else:
-        report = verify(checked, path, seq_len=seq_len, tokenizer=tokenizer, **extra)
+    report = exporter.verify(model, path, seq_len, tokenizer)
     t2 = time.perf_counter()
     if not report.ok:
         problems = report.problems()
@@ -277,13 +242,6 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
         raise ConversionError(f"{target.file_name} failed verification: {problems[0]}{more}")
     entry = manifest_io.file_entry(path, report)
     return ConvertedFile(target.file_name, path, target.name, t1 - t0, t2 - t1, report, entry), done + 2
-
-
-def _exporter(target: Target):
-    try:
-        return optional_import(target.module)
-    except ImportError as exc:
-        raise ConversionError(f"the {target.name} exporter is not available: {exc}") from None
 
 
 def _install(tmp: Path, out: Path, result: ConversionResult, source: dict[str, Any], config, seq_len: int) -> Path:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
+from ..converters.targets import TARGETS  # names and options only: no exporter is imported
 from ..formats.graph import LAYER_FORMS
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
-TARGET_NAMES = ("onnx", "tflite", "executorch", "ort", "mediapipe", "onnx-text")
+TARGET_NAMES = tuple(TARGETS)
 SCHEMES = ("int8-dynamic",)  # what --scheme adds: ort, executorch and onnx-text targets
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 

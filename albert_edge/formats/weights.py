@@ -10,11 +10,10 @@ in the same bucket are compared. Imports no torch and no tensorflow.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +39,33 @@ BOUND_SLACK = 64 * 1024
 # not a duplicated weight.
 MIN_NUMEL = 8
 
-_READERS = {"onnx": "albert_edge.formats.onnx_reader", "ort": "albert_edge.formats.ort_reader",
-            "tflite": "albert_edge.formats.tflite_reader", "executorch": "albert_edge.formats.pte_reader"}
+def _read_onnx(path: Path) -> GraphContents:
+    from .onnx_reader import read
+
+    return read(path)
+
+
+def _read_ort(path: Path) -> GraphContents:
+    from .ort_reader import read
+
+    return read(path)
+
+
+def _read_tflite(path: Path) -> GraphContents:
+    from .tflite_reader import read
+
+    return read(path)
+
+
+def _read_pte(path: Path) -> GraphContents:
+    from .pte_reader import read
+
+    return read(path)
+
+
+# The reader of each format, imported when a file of it is read (the ONNX reader needs onnx).
+READERS: dict[str, Callable[[Path], GraphContents]] = {
+    "onnx": _read_onnx, "ort": _read_ort, "tflite": _read_tflite, "executorch": _read_pte}
 _CHUNK = 1 << 20  # elements per step when fingerprinting, to bound temporary memory
 
 
@@ -118,9 +142,8 @@ def read_file(path: str | os.PathLike) -> GraphContents:
     """Read an .onnx, .ort, .tflite or .pte file back with the reader for its suffix."""
     path = Path(path)
     fmt = model_format(path)
-    reader = importlib.import_module(_READERS[fmt])
     try:
-        return reader.read(path)
+        return READERS[fmt](path)
     except ValueError as exc:
         raise ConversionError(str(exc)) from None
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..converters.targets import TARGETS, of_file
 from ..errors import AlbertEdgeError
 from ..files import atomic_write, check_not_input, missing_root, staged_dir
 from ..hub import is_hub_id, repo_name, resolve
@@ -42,7 +43,7 @@ QUANTIZED_AS = {"mediapipe": "tflite"}
 # Formats whose int8 file the conversion makes (the PyTorch model, or for .ort the int8 .onnx it
 # converts): scheme -> convert option.
 CONVERT_SCHEMES = {"ort": "int8-dynamic", "executorch": "int8-dynamic", "onnx-text": "int8-dynamic"}
-SUFFIXES = (".onnx", ".ort", ".tflite", ".pte", ".mediapipe.tflite", ".text.onnx")
+SUFFIXES = tuple(t.suffix for t in TARGETS.values())
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
 
@@ -301,7 +302,6 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
 
 
 def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
-    from ..converters.export import TARGETS
     from ..converters.quantized import quantize_file
     from ..quantize import QuantizeConfig
 
@@ -310,10 +310,8 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
         raise PipelineError(f"{model.files}: no converted files to quantize; run the convert step first")
     tokenizer = model.checkpoint / "spiece.model"
     made = []
-    # The longest suffix first: model.text.onnx is the onnx-text target's, not onnx's.
-    formats = sorted(((t.suffix, t.name) for t in TARGETS.values()), key=lambda st: -len(st[0]))
     for parent in parents:
-        fmt = next(name for suffix, name in formats if parent.name.endswith(suffix))
+        fmt = of_file(parent).name
         if fmt in CONVERT_SCHEMES:  # made by the conversion, beside its fp32 file
             continue
         for scheme in options.schemes_for(fmt):
