@@ -406,10 +406,11 @@ def _init_weights(module: nn.Module, std: float) -> None:
 
 
 def _init_heads(model: nn.Module, config: AlbertConfig) -> None:
-    for name, child in model.named_children():
+    children = dict(model.named_children())
+    for name, child in children.items():
         if name != "albert":
             child.apply(lambda m: _init_weights(m, config.initializer_range))
-    if hasattr(model, "predictions"):
+    if "predictions" in children:
         # The decoder's weight is the word-embedding table: re-zero its padding row too.
         emb = model.albert.embeddings.word_embeddings
         with torch.no_grad():

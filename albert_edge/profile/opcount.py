@@ -20,10 +20,10 @@ Device side: onnxruntime or a TFLite interpreter, numpy; no torch, no tensorflow
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
+import sys
 import tempfile
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -236,7 +236,7 @@ def _tflite_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
     from ..runtime.litert import tflite_interpreter
 
     interpreter_cls, name = tflite_interpreter()
-    resolver = importlib.import_module(interpreter_cls.__module__).OpResolverType
+    resolver = sys.modules[interpreter_cls.__module__].OpResolverType  # imported with the class
     try:
         interp = interpreter_cls(model_path=str(path), num_threads=1, experimental_preserve_all_tensors=True,
                                  experimental_op_resolver_type=resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES)

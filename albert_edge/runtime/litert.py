@@ -4,8 +4,8 @@ Imports no tensorflow unless it is the only interpreter installed."""
 
 from __future__ import annotations
 
-import importlib
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,7 @@ class InterpreterBackend:
         self.weights_once = delegate == "xnnpack" and layer_form(path) == "loop"
         extra = {}
         if delegate == "none":
-            resolver = importlib.import_module(interpreter_cls.__module__).OpResolverType
+            resolver = sys.modules[interpreter_cls.__module__].OpResolverType  # imported with the class
             extra["experimental_op_resolver_type"] = resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         try:
             self._interpreter = interpreter_cls(model_path=str(path), num_threads=num_threads, **extra)
@@ -91,7 +91,7 @@ def _needs_newer_runtime(path: Path, interpreter: str) -> str:
     if interpreter == "ai_edge_litert":  # numbered on its own, and newer than every table entry
         return ""
     try:
-        installed = importlib.import_module(interpreter).__version__
+        installed = optional_import(interpreter).__version__
         needed = min_runtime(op_versions(path))
         newer = needed is not None and version_key(needed) > version_key(installed.split("-")[0].split("rc")[0])
     except (ImportError, AttributeError, OSError, ValueError):

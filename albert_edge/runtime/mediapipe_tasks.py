@@ -5,14 +5,13 @@ app on a phone runs it. mediapipe is imported only when it is used. Device side.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import AlbertEdgeError, RuntimeUnavailable
+from ..errors import AlbertEdgeError, RuntimeUnavailable, optional_import
 from ..formats.graph import TensorSpec
 from .onnx_text import TEXT_INPUT
 
@@ -63,8 +62,8 @@ class MediaPipeTask:
         """MediaPipe's text tasks and base options modules (imported once; mediapipe 0.10.21's imports
         TensorFlow where it is installed, 670 MiB of the process before any file loads)."""
         try:
-            return (importlib.import_module("mediapipe.tasks.python.text"),
-                    importlib.import_module("mediapipe.tasks.python.core.base_options"))
+            return (optional_import("mediapipe.tasks.python.text"),
+                    optional_import("mediapipe.tasks.python.core.base_options"))
         except ImportError as exc:
             raise RuntimeUnavailable(f"running a file through MediaPipe Tasks needs mediapipe ({exc.name or exc} did "
                                      f"not import): {MOBILE_EXTRA}") from None
