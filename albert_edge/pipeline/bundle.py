@@ -16,8 +16,9 @@ The bundle directory::
     classifier/ mlm/           model.onnx, model.tflite, model.int8-dynamic.{onnx,tflite}, manifest.json
 
 It is made in ``.NAME.partial/`` beside it (:func:`partial_dir`), with ``pipeline.json`` recording
-each finished step as the pipeline does (:mod:`.state`); the bundle is moved into place only when
-complete, and a build that was interrupted goes on from its finished steps when run again.
+each finished step as the pipeline does (:mod:`.state`); the bundle is put in place only when
+complete (:func:`albert_edge.files.staged`), and a build that was interrupted goes on from its
+finished steps when run again.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 
 from albert_edge.demo.engine import BUNDLE_FILE, LABELS_FILE, TASK_DIRS, Bundle, Engine
 from albert_edge.errors import AlbertEdgeError
-from albert_edge.files import atomic_write, check_output_dir, install, missing_root
+from albert_edge.files import atomic_write, check_output_dir, link_or_copy, missing_root, staged
 
 from .small import SmallRecipe, pretrained
 from .state import STATE_NAME, State, digest
@@ -120,8 +121,8 @@ def partial_dir(out_dir: str | Path) -> Path:
 def make_bundle(opts: BundleOptions, on_progress: Callable[[Progress], None] | None = None) -> dict[str, Any]:
     """Build the bundle into ``opts.out_dir``; returns what bundle.json says.
 
-    Everything is made in :func:`partial_dir` beside it and moved into place only when complete,
-    so ``out_dir`` is never half a bundle. An interrupted build leaves its finished steps there
+    Everything is made in :func:`partial_dir` beside it and put in place only when complete
+    (:func:`albert_edge.files.staged`), so ``out_dir`` is never half a bundle. An interrupted build leaves its finished steps there
     with their record (``pipeline.json``: each step's inputs and options, the sha256 of its
     outputs); the next build of the same ``out_dir`` reuses each step whose inputs are the same
     and whose outputs are intact, and redoes the others."""
@@ -140,8 +141,11 @@ def make_bundle(opts: BundleOptions, on_progress: Callable[[Progress], None] | N
         info = _build(opts, state, report)
         report(Progress(STEPS[-1], len(STEPS) - 1, len(STEPS)))
         info["build_seconds"] = round(sum(record.get("seconds", 0) for record in state.steps.values()), 1)
-        atomic_write(work / "bundle" / BUNDLE_FILE, json.dumps(info, indent=2) + "\n")
-        install([(work / "bundle", out)])  # the old bundle stays whole until the new one is in place
+        with staged(out, directory=True, keep=False) as staging:  # the old bundle stays whole until the new one is in
+            for item in (work / "bundle").iterdir():  # linked: the finished steps stay whole until then too
+                if item.name != BUNDLE_FILE:
+                    link_or_copy(item, staging / item.name)
+            (staging / BUNDLE_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     except BaseException:
         if not state.steps:  # nothing to resume from
             shutil.rmtree(made or work, ignore_errors=True)
