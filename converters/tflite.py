@@ -15,7 +15,6 @@ import json
 import logging
 import mmap
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from albert_edge.children import child_env, python
 from albert_edge.errors import ConversionError, optional_import
+from albert_edge.files import staged
 
 from albert_edge.formats.graph import DEFAULT_LAYER_FORM, INPUT_NAMES, LAYER_FORMS
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
@@ -82,18 +82,15 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128,
     check_layers(layers)
 
     start = time.perf_counter()
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     try:
-        if _converts_in_child():
-            _convert_in_children(model, tmp, seq_len, layers)
-        else:
-            tmp.write_bytes(convert(model, seq_len=seq_len, layers=layers))
-        log.info("converted to TFLite in %.1f s (%d bytes)", time.perf_counter() - start, tmp.stat().st_size)
-        os.replace(tmp, out_path)
-    except OSError as exc:
+        with staged(out_path) as tmp:
+            if _converts_in_child():
+                _convert_in_children(model, tmp, seq_len, layers)
+            else:
+                tmp.write_bytes(convert(model, seq_len=seq_len, layers=layers))
+            log.info("converted to TFLite in %.1f s (%d bytes)", time.perf_counter() - start, tmp.stat().st_size)
+    except OSError as exc:  # not a full disk or a read-only file system: staged says those
         raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
     return out_path
 
 
@@ -119,18 +116,17 @@ def _private_tempdir() -> Iterator[str]:
     (``__autograph_generated_file*.py``) to the temporary directory and never removes them; here
     they go into this one: ``tempfile.tempdir`` for this process and a forked child, ``$TMPDIR``
     for a fresh one."""
-    private = tempfile.mkdtemp(prefix="albert-edge-tflite-")
-    before, before_env = tempfile.tempdir, os.environ.get("TMPDIR")
-    tempfile.tempdir, os.environ["TMPDIR"] = private, private
-    try:
-        yield private
-    finally:
-        tempfile.tempdir = before
-        if before_env is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = before_env
-        shutil.rmtree(private, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="albert-edge-tflite-", ignore_cleanup_errors=True) as private:
+        before, before_env = tempfile.tempdir, os.environ.get("TMPDIR")
+        tempfile.tempdir, os.environ["TMPDIR"] = private, private
+        try:
+            yield private
+        finally:
+            tempfile.tempdir = before
+            if before_env is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = before_env
 
 
 def _convert_saved(saved: str, buffer_offset: bool, output_names: tuple[str, ...], path: Path, seq_len: int) -> None:

@@ -16,7 +16,7 @@ from albert_edge.config import AlbertConfig  # noqa: E402
 from albert_edge.converters import tflite  # noqa: E402
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, min_runtime, op_versions, too_new_for  # noqa: E402
 from albert_edge.formats.tflite_reader import layer_form, read  # noqa: E402
-from albert_edge.errors import ConversionError  # noqa: E402
+from albert_edge.errors import ConversionError, OutputError  # noqa: E402
 from albert_edge.model import build_model  # noqa: E402
 
 BUILT = 16  # the tiny preset allows up to 64 positions
@@ -199,11 +199,13 @@ def flatbuffer_only(exported, monkeypatch):
 
 @pytest.mark.parametrize("exported", [("base", "unrolled")], indirect=True, ids=["base"])
 def test_failed_write_leaves_neither_file_nor_temporary(flatbuffer_only, tmp_path, monkeypatch):
-    def full_disk(src, dst):
+    from albert_edge import files
+
+    def full_disk(moves):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tflite.os, "replace", full_disk)
-    with pytest.raises(ConversionError, match="No space left on device"):
+    monkeypatch.setattr(files, "install", full_disk)  # the file written, then putting it in place fails
+    with pytest.raises(OutputError, match="model.tflite: the disk is full"):
         tflite.export(build_model(TINY, "base"), tmp_path / "model.tflite", seq_len=8)
     assert list(tmp_path.iterdir()) == []
 
