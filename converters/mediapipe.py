@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from albert_edge.errors import ConversionError, optional_import
+from albert_edge.files import staged
 
 from .mediapipe_check import MOBILE_EXTRA
 
@@ -107,26 +108,21 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
                               "spiece.model")
     spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
     inner = file_model(model)
-    plain = out_path.with_name(f".{out_path.name}.{os.getpid()}.plain.tmp")
-    staged = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp.tflite")  # Session goes by the suffix
     try:
-        tflite.export(inner, plain, seq_len=seq_len, layers="unrolled")  # the text tasks take one subgraph
-        buffer = _fixed_length(bytearray(plain.read_bytes()), seq_len)
-        plain.unlink()
-        with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as tmp:
-            embedded = Path(tmp) / _SPIECE_NAME
-            embedded.write_bytes(with_albert_normalizer(spiece))
-            populated = _with_metadata(buffer, task, embedded, writer, inner)
-        del buffer
-        staged.write_bytes(populated)
-        del populated
-        check_task(staged, task, spiece, seq_len)
-        os.replace(staged, out_path)
-    except OSError as exc:
+        # (the temporary name ends in .tflite, as Session and MediaPipe open files by their suffix)
+        with staged(out_path, verify=lambda path: check_task(path, task, spiece, seq_len)) as tmp:
+            # the plain graph first, at the same name; the file with its metadata replaces it
+            tflite.export(inner, tmp, seq_len=seq_len, layers="unrolled")  # the text tasks take one subgraph
+            buffer = _fixed_length(bytearray(tmp.read_bytes()), seq_len)
+            with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as scratch:
+                embedded = Path(scratch) / _SPIECE_NAME
+                embedded.write_bytes(with_albert_normalizer(spiece))
+                populated = _with_metadata(buffer, task, embedded, writer, inner)
+            del buffer
+            tmp.write_bytes(populated)
+            del populated
+    except OSError as exc:  # not a full disk or a read-only file system: staged says those
         raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
-    finally:
-        plain.unlink(missing_ok=True)
-        staged.unlink(missing_ok=True)
     log.info("wrote %s (%s, %d bytes)", out_path.name, task.task, out_path.stat().st_size)
     return out_path
 
