@@ -32,6 +32,7 @@ import numpy as np
 
 from albert_edge.children import child_env, python
 from albert_edge.errors import ConversionError, RuntimeUnavailable
+from albert_edge.files import staged
 from albert_edge.formats.graph import INPUT_NAMES
 from albert_edge.runtime.onnx_text import (DOMAIN, EXTRA, IDS_OUTPUT, TEXT_INPUT, extensions_library,
                                            extensions_package, run_text, text_session)
@@ -62,13 +63,13 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     with tempfile.TemporaryDirectory(prefix=".onnx-text-", dir=out_path.parent) as tmp:
         inner = onnx_export.export(model, Path(tmp) / "model.onnx", seq_len=seq_len,
                                    opset=opset or onnx_export.DEFAULT_OPSET)
-        _with_tokenizer(inner, spiece, model, out_path, Path(tmp))
+        _with_tokenizer(inner, spiece, model, out_path)
     return out_path
 
 
-def _with_tokenizer(inner: Path, spiece: Path, model, out_path: Path, scratch: Path) -> None:
+def _with_tokenizer(inner: Path, spiece: Path, model, out_path: Path) -> None:
     """Write ``inner`` (a token-id .onnx of ``model``) with the tokenizer in front to ``out_path``,
-    staged in ``scratch`` and renamed into place once complete."""
+    under a temporary name put in place once complete (:func:`albert_edge.files.staged`)."""
     import onnx
     from onnx import compose
 
@@ -90,9 +91,8 @@ def _with_tokenizer(inner: Path, spiece: Path, model, out_path: Path, scratch: P
     outputs = sorted(merged.graph.output, key=lambda o: order.index(o.name))
     del merged.graph.output[:]
     merged.graph.output.extend(outputs)
-    staged = scratch / out_path.name
-    onnx.save(merged, str(staged))
-    os.replace(staged, out_path)
+    with staged(out_path) as tmp:
+        onnx.save(merged, str(tmp))
 
 
 def _tokenizer_graph(spiece: bytes, cls_id: int, sep_id: int, max_len: int, inner):
@@ -268,7 +268,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
         result = quantize(fp32, QuantizeConfig(scheme=scheme, tokenizer=spiece, seq_len=seq_len),
                           scratch / f"model.{scheme}.onnx")
         quantized_entry = manifest_io.read(scratch).file(result.out_path.name)
-        _with_tokenizer(result.out_path, spiece, model, path, scratch)
+        _with_tokenizer(result.out_path, spiece, model, path)
         t1 = time.perf_counter()
         # onnxruntime's defaults on both sides, as run_texts opens the text file: a session set up
         # otherwise may run another graph (a fusion on, or off), sum the float parts in another
