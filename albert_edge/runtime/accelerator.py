@@ -1,0 +1,446 @@
+"""LiteRT's GPU accelerator on a .tflite file: which operators it takes, which it leaves on the CPU
+and why, whether it refuses the file, and what the file answers on it. Each is measured in a child
+process, from the accelerator's own report (its log on stderr), so that a GPU driver that crashes
+cannot take the caller down.
+
+ai-edge-litert ships the accelerator as ``libLiteRtWebGpuAccelerator.so``: WebGPU (Dawn) over
+Vulkan on Linux. Mesa's lavapipe is a real Vulkan implementation on the CPU, so the accelerator's
+decisions (what it delegates, what it refuses, its precision) are checked on any Linux machine;
+timings on lavapipe say nothing about a GPU. Debian 12's Mesa 22.3 is not taken by it ("No adapters
+found"); Mesa 25 from bookworm-backports is (``.ci/gpu.sh`` installs it).
+
+The accelerator takes static-shape files only: one dynamic-sized tensor in the graph (a position
+slice sized by the input's SHAPE, say) and it refuses the whole file. TensorFlow's GPU
+compatibility Analyzer is no guide to that: it passes files the accelerator refuses.
+
+Device side: standard library and numpy; ai-edge-litert is imported in the child only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..children import child_env, python
+from ..errors import RuntimeUnavailable
+
+__all__ = ["NoVulkanDevice", "StaticShapeOnly", "CpuFallback", "GpuPlacement", "vulkan_available",
+           "gpu_placement", "run_on_gpu", "NO_VULKAN_FIX"]
+
+NO_VULKAN_FIX = "install Mesa's lavapipe (.ci/gpu.sh) or run on a device with a GPU"
+_TIMEOUT = 600  # seconds a child may take: lavapipe compiles a large graph's kernels slowly
+
+
+class NoVulkanDevice(RuntimeUnavailable):
+    """No Vulkan device that LiteRT's GPU accelerator takes."""
+
+
+class StaticShapeOnly(RuntimeUnavailable):
+    """A file with dynamic-sized tensors, which LiteRT's GPU accelerator refuses whole."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuFallback:
+    """An operator type the accelerator leaves on the CPU, with its reason, as it words them."""
+
+    op: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuPlacement:
+    """Where LiteRT's GPU accelerator puts a file's operators (with the CPU as the fallback).
+
+    ``ops`` counts the operators of the graph the signature runs (not the bodies of WHILE loops);
+    ``fallbacks`` lists the operator types the accelerator leaves on the CPU with its reason,
+    once each, as its report lists them. A refused file runs nothing on the GPU: ``reason`` says
+    why."""
+
+    path: str
+    ops: int
+    gpu_ops: int
+    cpu_ops: int
+    fallbacks: tuple[CpuFallback, ...]
+    refused: bool
+    reason: str | None
+    adapter: str | None  # the adapter the accelerator selected, as it names it
+    enforce_f32: bool
+    runtime: str  # "ai-edge-litert 2.3.0"
+    note: str = "placement only: timings on a software Vulkan device (lavapipe) say nothing about a GPU"
+
+    @property
+    def all_on_gpu(self) -> bool:
+        return not self.refused and self.cpu_ops == 0
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "all_on_gpu": self.all_on_gpu}
+
+    def check(self) -> None:
+        """Raise the refusal as an error: StaticShapeOnly for a dynamic-shape file."""
+        if self.refused:
+            kind = StaticShapeOnly if "dynamic-sized" in (self.reason or "") else RuntimeUnavailable
+            raise kind(_refusal_message(self.path, self.reason or "refused", _input_shapes(self.path)))
+
+
+# -- Vulkan ---------------------------------------------------------------------------------------
+
+# Run in a child with the standard library only: creating a Vulkan instance loads every driver the
+# loader finds (lavapipe brings LLVM), which the caller's process need not hold.
+_VULKAN_PROBE = r"""
+import ctypes as C, json, struct
+RESULTS = {-1: "VK_ERROR_OUT_OF_HOST_MEMORY", -3: "VK_ERROR_INITIALIZATION_FAILED",
+           -9: "VK_ERROR_INCOMPATIBLE_DRIVER", -7: "VK_ERROR_EXTENSION_NOT_PRESENT"}
+TYPES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
+
+class CreateInfo(C.Structure):  # VkInstanceCreateInfo
+    _fields_ = [("sType", C.c_int), ("pNext", C.c_void_p), ("flags", C.c_uint32), ("app", C.c_void_p),
+                ("layers", C.c_uint32), ("layer_names", C.c_void_p), ("extensions", C.c_uint32),
+                ("extension_names", C.c_void_p)]
+
+def probe():
+    try:
+        vk = C.CDLL("libvulkan.so.1")
+    except OSError:
+        return {"error": "no Vulkan loader (libvulkan.so.1 is not installed)"}
+    instance = C.c_void_p()
+    status = vk.vkCreateInstance(C.byref(CreateInfo(sType=1)), None, C.byref(instance))
+    if status != 0:
+        return {"error": f"Vulkan finds no driver (vkCreateInstance: {RESULTS.get(status, status)})"}
+    try:
+        count = C.c_uint32()
+        vk.vkEnumeratePhysicalDevices(instance, C.byref(count), None)
+        handles = (C.c_void_p * count.value)()
+        vk.vkEnumeratePhysicalDevices(instance, C.byref(count), handles)
+        devices = []
+        for handle in handles[:count.value]:
+            props = C.create_string_buffer(4096)  # VkPhysicalDeviceProperties is ~830 bytes
+            vk.vkGetPhysicalDeviceProperties(C.c_void_p(handle), props)
+            api, _, _, _, kind = struct.unpack_from("<5I", props.raw, 0)
+            name = props.raw[20:276].split(b"\0")[0].decode(errors="replace")
+            devices.append({"name": name, "type": TYPES.get(kind, str(kind)),
+                            "api": f"{api >> 22 & 0x7f}.{api >> 12 & 0x3ff}.{api & 0xfff}"})
+        return {"devices": devices}
+    finally:
+        vk.vkDestroyInstance(instance, None)
+
+print(json.dumps(probe()))
+"""
+
+
+def vulkan_devices() -> list[dict] | str:
+    """The Vulkan devices this machine has (name, type, API version), or why there are none."""
+    try:
+        done = subprocess.run(python("-c", _VULKAN_PROBE), env=child_env(), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "the Vulkan loader did not answer in 60 s"
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return f"the Vulkan loader failed ({_died(done.returncode)}{_last_error(done.stderr)})"
+    found = json.loads(lines[-1])
+    if "error" in found:
+        return found["error"]
+    return found["devices"] or "Vulkan finds no device (vkEnumeratePhysicalDevices returned none)"
+
+
+def vulkan_available() -> str | None:
+    """Why this machine has no Vulkan device, or None when it has one. The accelerator may still
+    refuse the device (Mesa 22.3's lavapipe): :func:`gpu_placement` raises NoVulkanDevice then."""
+    if not sys.platform.startswith("linux"):
+        return f"LiteRT's GPU accelerator runs on Vulkan on Linux only here, and this is {sys.platform}"
+    devices = vulkan_devices()
+    return devices if isinstance(devices, str) else None
+
+
+def _no_vulkan(detail: str) -> NoVulkanDevice:
+    return NoVulkanDevice(f"no Vulkan device ({detail}): {NO_VULKAN_FIX}")
+
+
+# -- the accelerator's report -----------------------------------------------------------------------
+
+_UNSUPPORTED = "Following operations are not supported by GPU delegate:"
+_SPLIT = re.compile(r"(\d+) operations will run on the GPU, and the remaining (\d+) operations will run on the CPU")
+_NONE = re.compile(r"No operations will run on the GPU, and all (\d+) operations will run on the CPU")
+_DYNAMIC = re.compile(r"tensor#(\d+) is a dynamic-sized tensor")
+_ADAPTER = re.compile(r"Selected adapter: (.+)")
+_NO_ADAPTER = "No adapters found"
+_OP = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+@dataclasses.dataclass
+class _Report:
+    """What the accelerator's log says, summed over the graphs it was offered."""
+
+    gpu: int = 0
+    cpu: int = 0
+    counted: bool = False
+    fallbacks: list[CpuFallback] = dataclasses.field(default_factory=list)
+    dynamic_tensor: int | None = None
+    adapter: str | None = None
+    no_adapter: bool = False
+    errors: list[str] = dataclasses.field(default_factory=list)
+
+
+def _parse(log: str) -> _Report:
+    report, listing = _Report(), False
+    for raw in log.splitlines():
+        line = raw.strip()
+        if _UNSUPPORTED in line:
+            listing = True
+            continue
+        split, none = _SPLIT.search(line), _NONE.search(line)
+        if split or none:
+            listing = False
+            report.counted = True
+            if split:
+                report.gpu += int(split[1])
+                report.cpu += int(split[2])
+            else:
+                report.cpu += int(none[1])
+            continue
+        if listing:
+            op, colon, reason = line.partition(":")
+            if colon and _OP.fullmatch(op):
+                # Some operators come with no reason (fp16 DEQUANTIZE).
+                fallback = CpuFallback(op, reason.strip() or "(no reason given)")
+                if fallback not in report.fallbacks:
+                    report.fallbacks.append(fallback)
+                continue
+            listing = False
+        if (found := _DYNAMIC.search(line)) and report.dynamic_tensor is None:
+            report.dynamic_tensor = int(found[1])
+        if (found := _ADAPTER.search(line)) and report.adapter is None:
+            report.adapter = found[1].strip()
+        if _NO_ADAPTER in line:
+            report.no_adapter = True
+        if line.startswith(("ERROR:", "E0000")) or line.startswith("└"):
+            report.errors.append(line)
+    return report
+
+
+# -- the file, read here (no ai-edge-litert in this process) -----------------------------------------
+
+def _graph(path: str | Path):
+    """(schema, model, the signature's subgraph) of a .tflite file, read whole."""
+    from ..formats.tflite_reader import SIGNATURE, schema_module
+
+    schema = schema_module()
+    raw = Path(path).read_bytes()
+    if len(raw) < 8 or raw[4:8] != b"TFL3":
+        raise RuntimeUnavailable(f"{path}: not a TFLite model (no TFL3 identifier)")
+    model = schema.Model.GetRootAs(raw, 0)
+    keys = [model.SignatureDefs(i).SignatureKey().decode() for i in range(model.SignatureDefsLength())]
+    index = model.SignatureDefs(keys.index(SIGNATURE)).SubgraphIndex() if SIGNATURE in keys else 0
+    return schema, model, model.Subgraphs(index)
+
+
+def _op_count(path: str | Path) -> int:
+    return int(_graph(path)[2].OperatorsLength())
+
+
+def _tensor_origin(path: str | Path, tensor: int) -> str:
+    """``tensor#N 'name' (made by OP)`` of the signature's subgraph, for the accelerator's refusal."""
+    schema, model, sub = _graph(path)
+    if not 0 <= tensor < sub.TensorsLength():
+        return f"tensor#{tensor}"
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if isinstance(v, int)}
+    label = f"tensor#{tensor} '{(sub.Tensors(tensor).Name() or b'').decode(errors='replace')}'"
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        if tensor in op.OutputsAsNumpy().tolist():
+            code = model.OperatorCodes(op.OpcodeIndex())
+            return f"{label} (made by {names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), '?')})"
+    return label
+
+
+def _input_shapes(path: str | Path) -> list[list[int]]:
+    """Each signature input's shape signature (-1 where dynamic)."""
+    from .compiled import read_signature
+
+    signature = read_signature(path)
+    return [list(s.shape) for s in signature[1]] if signature else []
+
+
+def _refusal_message(path, reason: str, shapes: list[list[int]]) -> str:
+    if "dynamic-sized" in reason:
+        inputs = ", ".join(sorted({str(s) for s in shapes})) or "?"
+        return (f"{path}: the GPU accelerator takes static-shape files only: convert with a fixed length "
+                f"([1, N] inputs; this file's inputs are {inputs}, and its {reason})")
+    return f"{path}: LiteRT's GPU accelerator refuses it: {reason}"
+
+
+# -- the child ------------------------------------------------------------------------------------
+
+_CHILD = "import sys; from albert_edge.runtime.accelerator import _child_main; _child_main(sys.argv[1])"
+
+
+def _child_main(argument: str) -> None:
+    """The child's whole life: compile ``path`` with the GPU accelerator (CPU as the fallback),
+    run the feeds when given, write the answer as JSON to ``answer``. LiteRT's log goes to this
+    process's stderr, which the parent reads."""
+    from importlib.metadata import version
+
+    request = json.loads(argument)
+    answer: dict = {"runtime": f"ai-edge-litert {version('ai-edge-litert')}"}
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    from ai_edge_litert.options import GpuOptions, Options
+
+    options = Options(hardware_accelerators=HardwareAccelerator.GPU | HardwareAccelerator.CPU,
+                      gpu_options=GpuOptions(enforce_f32=request["enforce_f32"]))
+    try:
+        model = CompiledModel.from_file(request["path"], options=options)
+    except RuntimeError as exc:
+        answer["error"] = " ".join(str(exc).split())
+    else:
+        answer["fully_accelerated"] = bool(model.is_fully_accelerated())
+        if request.get("feeds"):
+            answer["outputs"] = _run(model, request["feeds"], request["outputs"])
+    sys.stderr.flush()
+    Path(request["answer"]).write_text(json.dumps(answer))
+
+
+def _run(model, feeds_path: str, outputs_path: str) -> list[str]:
+    """Run the signature on the feeds (a static file: every buffer sized as the file says)."""
+    signatures = model.get_signature_list()
+    key = "serving_default" if "serving_default" in signatures else next(iter(signatures))
+    index, names = model.get_signature_index(key), signatures[key]
+    feeds = np.load(feeds_path)
+    inputs, outputs = model.create_input_buffers(index), model.create_output_buffers(index)
+    for name, buffer in zip(names["inputs"], inputs):
+        buffer.write(np.ascontiguousarray(feeds[name]))
+    model.run_by_index(index, inputs, outputs)
+    details = model.get_output_tensor_details(key)
+    results = {}
+    for name, buffer in zip(names["outputs"], outputs):
+        shape, dtype = details[name]["shape"], np.dtype(details[name]["dtype"])
+        results[name] = buffer.read(int(np.prod(shape)), dtype).reshape(shape)
+    np.savez(outputs_path, **results)
+    return list(results)
+
+
+def _in_child(path: Path, enforce_f32: bool, feeds: dict[str, np.ndarray] | None,
+              timeout: float) -> tuple[dict, _Report, dict[str, np.ndarray] | None]:
+    """Run :func:`_child_main` on ``path``; (its answer, its log read, the outputs when run)."""
+    with tempfile.TemporaryDirectory(prefix="albert-edge-gpu-") as work:
+        request = {"path": str(path), "enforce_f32": bool(enforce_f32), "answer": f"{work}/answer.json"}
+        if feeds is not None:
+            np.savez(f"{work}/feeds.npz", **feeds)
+            request.update(feeds=f"{work}/feeds.npz", outputs=f"{work}/outputs.npz")
+        try:
+            # stdout too: Dawn writes its warnings there.
+            done = subprocess.run(python("-c", _CHILD, json.dumps(request)), env=child_env(),
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, errors="replace", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeUnavailable(f"{path}: LiteRT's GPU accelerator did not answer in {timeout:g} s") from None
+        report = _parse(done.stdout)
+        answer_file = Path(request["answer"])
+        if done.returncode != 0 or not answer_file.exists():
+            if report.no_adapter:
+                raise _no_vulkan(_no_adapter_detail())
+            raise RuntimeUnavailable(f"{path}: LiteRT's GPU accelerator failed ({_died(done.returncode)}"
+                                     f"{_last_error(done.stdout)})")
+        answer = json.loads(answer_file.read_text())
+        outputs = None
+        if "outputs" in answer:
+            with np.load(request["outputs"]) as saved:
+                outputs = {name: saved[name] for name in answer["outputs"]}
+    return answer, report, outputs
+
+
+def _no_adapter_detail() -> str:
+    devices = vulkan_devices()
+    if isinstance(devices, str):
+        return devices
+    names = ", ".join(f"{d['name']} (Vulkan {d['api']})" for d in devices)
+    return f"the GPU accelerator takes none of this machine's Vulkan devices: {names}"
+
+
+def _died(code: int) -> str:
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exit status {code}"
+
+
+def _last_error(log: str) -> str:
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    wanted = [line for line in lines if line.startswith(("ERROR", "E0000", "└", "RuntimeError"))
+              or "invalid pointer" in line or "free()" in line]
+    line = (wanted or lines or [""])[-1]
+    return f": {line[:300]}" if line else ""
+
+
+# -- the API --------------------------------------------------------------------------------------
+
+def gpu_placement(path: str | Path, *, enforce_f32: bool = True, timeout: float = _TIMEOUT) -> GpuPlacement:
+    """Where LiteRT's GPU accelerator puts the operators of the .tflite file at ``path``, from its
+    own report, measured in a child process. A file the accelerator refuses (dynamic-sized
+    tensors) gives ``refused=True`` and the reason; ``GpuPlacement.check()`` raises it.
+
+    Raises NoVulkanDevice when the accelerator finds no adapter, RuntimeUnavailable when the
+    child fails otherwise (its last error line in the message)."""
+    path = Path(path)
+    ops = _op_count(path)
+    answer, report, _ = _in_child(path, enforce_f32, None, timeout)
+    return _placement(path, ops, answer, report, enforce_f32)
+
+
+def _placement(path: Path, ops: int, answer: dict, report: _Report, enforce_f32: bool) -> GpuPlacement:
+    if report.no_adapter:
+        raise _no_vulkan(_no_adapter_detail())
+    refused = "error" in answer
+    reason = None
+    if refused:
+        if report.dynamic_tensor is not None:
+            reason = (f"{_tensor_origin(path, report.dynamic_tensor)} is a dynamic-sized tensor, and the "
+                      "accelerator takes static-sized tensors only")
+        else:
+            reason = next((e.removeprefix("ERROR:").strip() for e in report.errors), answer["error"])
+        gpu = 0
+    elif report.counted:
+        gpu = report.gpu
+    else:  # the accelerator says nothing when it takes every operator
+        gpu = ops if answer.get("fully_accelerated") else 0
+    return GpuPlacement(path=str(path), ops=ops, gpu_ops=gpu, cpu_ops=ops - gpu, fallbacks=tuple(report.fallbacks),
+                        refused=refused, reason=reason, adapter=report.adapter, enforce_f32=enforce_f32,
+                        runtime=answer["runtime"])
+
+
+def run_on_gpu(path: str | Path, feeds: dict[str, np.ndarray], *, enforce_f32: bool = True,
+               timeout: float = _TIMEOUT) -> dict[str, np.ndarray]:
+    """The outputs of the static-shape .tflite file at ``path`` for ``feeds``, computed by LiteRT's
+    GPU accelerator (operators it does not take run on the CPU), in a child process.
+    ``enforce_f32`` keeps the GPU's arithmetic in float32 (its default computes in float16).
+
+    Raises StaticShapeOnly for a file with dynamic shapes, NoVulkanDevice when the accelerator
+    finds no adapter, ValueError when the feeds do not match the file's inputs."""
+    path = Path(path)
+    shapes = _input_shapes(path)
+    if any(d < 0 for shape in shapes for d in shape):
+        raise StaticShapeOnly(_refusal_message(path, "inputs are dynamic-sized", shapes))
+    from .compiled import read_signature
+
+    specs = read_signature(path)[1]
+    missing = sorted({s.name for s in specs} - set(feeds))
+    if missing:
+        raise ValueError(f"{path}: feeds lack {', '.join(missing)}")
+    wrong = [f"{s.name} {tuple(np.shape(feeds[s.name]))} (the file takes {s.shape})"
+             for s in specs if tuple(np.shape(feeds[s.name])) != tuple(s.shape)]
+    if wrong:
+        raise ValueError(f"{path}: a static-shape file takes its own input shapes only: {'; '.join(wrong)}")
+    arrays = {s.name: np.asarray(feeds[s.name], dtype=s.dtype) for s in specs}
+    ops = _op_count(path)
+    answer, report, outputs = _in_child(path, enforce_f32, arrays, timeout)
+    _placement(path, ops, answer, report, enforce_f32).check()
+    if outputs is None:
+        raise RuntimeUnavailable(f"{path}: LiteRT's GPU accelerator returned no outputs")
+    return outputs
