@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from albert_edge.errors import ConversionError, user_message
-from albert_edge.files import check_not_input, install, missing_root, write_failure
+from albert_edge.errors import ConversionError
+from albert_edge.files import check_not_input, check_output_dir, staged
 
 from albert_edge.formats import manifest as manifest_io
 from .outputs import head_of, select_outputs
@@ -23,15 +21,12 @@ from .result import ConversionResult, ConvertedFile
 from . import targets as registry
 from .targets import TARGETS, Target
 
-__all__ = ["convert", "ConversionResult", "ConvertedFile", "TARGETS", "Target", "check_out_dir", "head_of", "select_outputs"]
+__all__ = ["convert", "ConversionResult", "ConvertedFile", "TARGETS", "Target", "head_of", "select_outputs"]
 
 log = logging.getLogger(__name__)
 
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
-# Work in progress lives in a hidden directory inside the output directory (same file system,
-# so the final moves are renames); a killed conversion leaves only this behind.
-TMP_PREFIX = ".albert-edge-convert-"
 
 
 def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[str] = ("onnx",),
@@ -64,26 +59,13 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     out = Path(out_dir)
     check_not_input(out, [checkpoint_or_model if isinstance(checkpoint_or_model, (str, os.PathLike)) else None,
                           tokenizer if isinstance(tokenizer, (str, os.PathLike)) else None])
-    created = check_out_dir(out, force)
-    finished = False
-    tmp: Path | None = None
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=out))
+    check_output_dir(out, force)
+    # The whole directory is assembled beside it and replaces it in one step, with what it held and
+    # this conversion did not write again carried over: on a failure or an interrupt it is as it was.
+    with staged(out, directory=True) as tmp:
         result = _convert_into(tmp, checkpoint_or_model, out, wanted, head=head, seq_len=seq_len, opset=opset,
                                tokenizer=tokenizer, step=on_step or (lambda *_: None), export_options=export_options,
                                outputs=outputs)
-        finished = True
-    except Exception as exc:  # a full disk, a read-only file system: as the exporter reported it or not
-        reason = write_failure(exc, out)
-        if reason is None:
-            raise
-        raise ConversionError(f"writing to {out} failed: {reason}") from None
-    finally:
-        # An interrupt (KeyboardInterrupt, SIGTERM turned into one) passes through here too.
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if created is not None and not finished:
-            shutil.rmtree(created, ignore_errors=True)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -120,7 +102,7 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
             result.files.append(target.exporter().quantized(model, converted, tmp, scheme, tokenizer=tokenizer,
                                                             seq_len=seq_len, **options))
     step("write manifest", done, steps)
-    result.manifest_path = _install(tmp, out, result, source, config, seq_len)
+    result.manifest_path = _write_manifest(tmp, out, result, source, config, seq_len)
     step("done", steps, steps)
     return result
 
@@ -146,29 +128,6 @@ def _check_head(head: str | None) -> None:
 
     if head is not None and head not in HEADS:
         raise ConversionError(f"unknown head {head!r}; choose from {', '.join(HEADS)}")
-
-
-def check_out_dir(out: Path, force: bool) -> Path | None:
-    """Refuse a directory we cannot write or that holds files (unless ``force``); create it if
-    missing. Returns the outermost directory created here (to remove if the conversion fails),
-    or None when ``out`` already existed."""
-    if out.exists() and not out.is_dir():
-        raise ConversionError(f"output {out} exists and is not a directory")
-    created = None
-    if out.is_dir():
-        held = sorted(p.name for p in out.iterdir() if not p.name.startswith(TMP_PREFIX))
-        if held and not force:
-            shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
-            raise ConversionError(f"output directory {out} already holds files ({shown}); pass --force to overwrite")
-    else:
-        created = missing_root(out)
-        try:
-            out.mkdir(parents=True)
-        except OSError as exc:
-            raise ConversionError(f"cannot create output directory {out}: {user_message(exc) or exc}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise ConversionError(f"output directory {out} is not writable")
-    return created
 
 
 def _check_opset(opset: int | None, wanted: list[Target]) -> None:
@@ -244,21 +203,20 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
     return ConvertedFile(target.file_name, path, target.name, t1 - t0, t2 - t1, report, entry), done + 2
 
 
-def _install(tmp: Path, out: Path, result: ConversionResult, source: dict[str, Any], config, seq_len: int) -> Path:
-    """Put the verified files and their manifest into ``out`` as one step (:func:`install`): an
-    interrupt leaves either every old file or every new one. Entries of an earlier manifest of the
-    same model are kept for the files not replaced (see _kept_entries)."""
+def _write_manifest(tmp: Path, out: Path, result: ConversionResult, source: dict[str, Any], config,
+                    seq_len: int) -> Path:
+    """The manifest of the verified files in ``tmp``, which becomes ``out``. Entries of an earlier
+    manifest of the same model are kept for the files not replaced (see _kept_entries)."""
     manifest_path = out / manifest_io.MANIFEST_NAME
     previous = _previous_manifest(manifest_path)
-    for item in tmp.iterdir():
-        os.chmod(item, 0o644)  # temporary files are private; model files are for everyone to read
     for f in result.files:
         f.path = out / f.name
     manifest = manifest_io.Manifest(source=source, config=config.to_hf_dict(), seq_len=seq_len,
                                     files=[f.entry for f in result.files])
     manifest.files += _kept_entries(previous, manifest, seq_len)
-    os.chmod(manifest_io.write(manifest, tmp), 0o644)
-    install([(item, out / item.name) for item in sorted(tmp.iterdir())])
+    manifest_io.write(manifest, tmp)
+    for item in tmp.iterdir():
+        os.chmod(item, 0o644)  # temporary files are private; model files are for everyone to read
     return manifest_path
 
 

@@ -21,6 +21,7 @@ from onnx import numpy_helper
 from albert_edge import checkpoints
 from albert_edge.cli import main
 from albert_edge.config import AlbertConfig
+from albert_edge.files import STAGING_MARK
 from albert_edge.model import build_model
 
 TINY = AlbertConfig.preset("tiny")
@@ -109,7 +110,7 @@ def test_convert_missing_checkpoint(tmp_path):
 def test_convert_refuses_a_full_directory_unless_forced(ckpt, converted):
     before = (converted / "manifest.json").read_text()
     one_line_error(run("convert", str(ckpt), "--out", str(converted), "--seq-len", "16"),
-                   "already holds files (manifest.json, model.onnx); pass --force to overwrite")
+                   "already holds files (manifest.json, model.onnx); pass --force to replace them")
     assert (converted / "manifest.json").read_text() == before
     result = run("convert", str(ckpt), "--out", str(converted), "--seq-len", "8", "--force", "--head", "mlm")
     assert result.exit_code == 0, result.output
@@ -196,7 +197,7 @@ def test_sigterm_mid_conversion_leaves_nothing(tmp_path):
     proc = subprocess.Popen([str(SCRIPT), "convert", str(ckpt), "--out", str(out)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.monotonic() + 120
-    while not list(out.glob(".albert-edge-convert-*/model.onnx")) and time.monotonic() < deadline:
+    while not list(tmp_path.glob(f".out.*{STAGING_MARK}/model.onnx")) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.01)
     proc.send_signal(signal.SIGTERM)  # the file is written, verification is running

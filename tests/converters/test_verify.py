@@ -16,7 +16,7 @@ from albert_edge.formats import manifest
 from albert_edge.converters.export import convert
 from albert_edge.converters.onnx import export
 from albert_edge.converters.verify import ATOL, default_lengths, verify
-from albert_edge.errors import CheckpointError, ConversionError
+from albert_edge.errors import CheckpointError, ConversionError, OutputError
 from albert_edge.model import AlbertModel
 
 from .conftest import TINY, tiny_model
@@ -181,7 +181,7 @@ def test_convert_refuses_a_directory_with_files_unless_forced(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(ConversionError, match=r"already holds files \(notes.txt\); pass --force"):
+    with pytest.raises(OutputError, match=r"already holds files \(notes.txt\); pass --force"):
         convert(tiny_model(), out, seq_len=8)
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     convert(tiny_model(), out, seq_len=8, force=True)
@@ -190,9 +190,9 @@ def test_convert_refuses_a_directory_with_files_unless_forced(tmp_path):
 
 def test_convert_refuses_an_output_that_cannot_be_a_directory(tmp_path):
     (tmp_path / "file").write_text("x")
-    with pytest.raises(ConversionError, match="exists and is not a directory"):
+    with pytest.raises(OutputError, match="is a file, not a directory"):
         convert(tiny_model(), tmp_path / "file", seq_len=8)
-    with pytest.raises(ConversionError, match="cannot create output directory"):
+    with pytest.raises(OutputError, match="file is a file, not a directory; choose another path"):
         convert(tiny_model(), tmp_path / "file" / "out", seq_len=8)
 
 
@@ -202,7 +202,7 @@ def test_convert_refuses_a_read_only_directory(tmp_path):
     out.mkdir()
     out.chmod(0o500)
     try:
-        with pytest.raises(ConversionError, match="is not writable"):
+        with pytest.raises(OutputError, match="is not writable"):
             convert(tiny_model(), out, seq_len=8)
     finally:
         out.chmod(0o700)
