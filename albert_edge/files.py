@@ -42,8 +42,8 @@ from pathlib import Path
 
 from .errors import OutputError, user_message
 
-__all__ = ["staged", "atomic_write", "cache_root", "check_new_file", "check_output_dir", "check_not_input", "staged_dir",
-           "install", "link_or_copy", "write_failure", "missing_root", "STAGING_MARK"]
+__all__ = ["staged", "staged_files", "atomic_write", "cache_root", "check_new_file", "check_output_dir", "check_not_input",
+           "staged_dir", "install", "link_or_copy", "write_failure", "missing_root", "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.
 STAGING_MARK = ".albert-edge-tmp"
@@ -238,6 +238,32 @@ def staged(out: str | os.PathLike, *, directory: bool = False, keep: bool = True
         _raise_named(exc, out, tmp)
     if os.path.lexists(tmp):  # install removed the old version; this is only in case
         _remove(tmp)
+
+
+@contextlib.contextmanager
+def staged_files(outs: Sequence[str | os.PathLike]) -> Iterator[list[Path]]:
+    """Several files that go in place together or not at all (a quantized file, its .ort twin and
+    the manifest that lists both): yields a temporary name beside each (not created; in its file's
+    directory, ending in its suffixes). When the block ends normally, every temporary that was
+    written takes its file's place, all as one step (:func:`install`); a file whose temporary was
+    not written stays as it was (write none to leave everything as it was). When it raises (an
+    interrupt too), every temporary is removed and every file is as it was; a full disk becomes one
+    OutputError naming the first file, as :func:`staged` says."""
+    paths = [Path(o) for o in outs]
+    tmps = [_temporary_name(p) for p in paths]
+    try:
+        yield tmps
+        written = [(t, p) for t, p in zip(tmps, paths) if os.path.lexists(t)]
+        for t, _ in written:
+            os.chmod(t, 0o666 & ~_umask())
+        install(written)
+    except BaseException as exc:
+        for t in tmps:
+            _remove(t)
+        _raise_named(exc, paths[0], tmps[0])
+    for t in tmps:  # install removed the old versions; this is only in case
+        if os.path.lexists(t):
+            _remove(t)
 
 
 def _temporary_name(out: Path) -> Path:

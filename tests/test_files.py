@@ -249,7 +249,8 @@ def test_staged_output_error_inside_names_out_once(tmp_path):
         atomic_write(tmp / "optimizer.pt", full)
     message = str(raised.value)
     assert message.startswith(f"cannot write {out / 'optimizer.pt'}: {out / 'optimizer.pt'}: the disk is full")
-    assert message.endswith(f"({out} was left as it was)") and message.count("was left as it was") == 1 and STAGING_MARK not in message
+    assert message.endswith(f"({out} was left as it was)") and message.count("was left as it was") == 1
+    assert STAGING_MARK not in message
     assert list(tmp_path.iterdir()) == []
 
 
