@@ -20,14 +20,20 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from albert_edge.errors import ConfigError, ConversionError, OutputError, user_message
-from albert_edge.files import check_new_file, check_not_input
+from albert_edge.errors import ConfigError, ConversionError, OutputError
+from albert_edge.files import check_new_file, check_not_input, staged_files
+from albert_edge.formats.manifest import MANIFEST_NAME
 from albert_edge.runtime import Session
 
-from .accuracy import AccuracyReport
-from .checks import describe, float_weights
+from .accuracy import AccuracyReport, measure
+from .calibration import Prepared, prepare
+from .checks import QuantCheck, check_quantized, describe, float_weights
+from .record import check_destination, parity, record
+from .source import ModelFile, open_model_file
 from .result import Builder, Companion, QuantizeResult
 from .schemes import RECIPES, CalibrationMethod, QuantizeConfig, Recipe, Scheme, recipe_for, schemes_for
 
@@ -77,13 +83,62 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     anything is put in place (the CLI's ``--ort``: albert_edge.converters.ort.OrtTwin); its file and
     entry are installed with the quantized file's, or neither (``result.beside_path``).
     """
-    from .accuracy import measure
-    from .calibration import prepare
-    from .checks import check_quantized
-    from .record import check_destination, parity, record
-    from .source import open_model_file
-
     start = time.perf_counter()
+    job = _prepare(model_path, config, out_path, force, build, beside)
+    out = job.out
+    staged = [out, out.parent / MANIFEST_NAME, *([beside.target(out)] if beside is not None else [])]
+    with staged_files(staged) as (tmp, manifest_tmp, *beside_tmp):  # all put in place together, or none
+        made = _make(job, tmp)
+        manifest_path = None
+        if made.kept:
+            also = []
+            if beside is not None:  # made and checked before either file is put in place
+                entry = beside.make(tmp, beside_tmp[0], out, job.source, job.recipe, made.figures)
+                also.append((beside.target(out), entry))
+            manifest_path = record(tmp, out, manifest_tmp, job.source, job.recipe, made.check, made.figures, also)
+        else:
+            tmp.unlink()
+            accuracy = made.accuracy
+            log.warning("%s: %s is %.4f, a drop of %.4f over --max-drop %.4f: not kept", out.name,
+                        accuracy.headline[1], accuracy.headline[0], accuracy.drop, config.max_drop)
+    if made.kept and beside is not None:
+        beside.after(out.parent)
+    return QuantizeResult(
+        out_path=out, kept=made.kept, format=job.recipe.format, scheme=job.recipe.scheme.value, parent=job.source.path,
+        parent_size=job.source.path.stat().st_size, size=made.size, accuracy=made.accuracy, check=made.check,
+        notes=made.notes, calibration=job.text.described, max_drop=config.max_drop, manifest_path=manifest_path,
+        seconds=time.perf_counter() - start,
+        beside_path=beside.target(out) if made.kept and beside is not None else None,
+    )
+
+
+@dataclass
+class _Job:
+    """What quantize() was asked, checked: the parent, the recipe, the builder, the output and the text."""
+
+    source: ModelFile
+    config: QuantizeConfig
+    recipe: Recipe
+    build: Builder
+    out: Path
+    text: Prepared
+
+
+@dataclass
+class _Made:
+    """The quantized file's checks and figures against its parent."""
+
+    check: QuantCheck
+    accuracy: AccuracyReport
+    figures: dict[str, Any]
+    notes: list[str]
+    size: int
+    kept: bool
+
+
+def _prepare(model_path: str | os.PathLike, config: QuantizeConfig, out_path: str | os.PathLike | None,
+             force: bool, build: Builder | None, beside: Companion | None) -> _Job:
+    """Every check of the input and the output, before any work: bad input raises here."""
     if not isinstance(config, QuantizeConfig):
         raise ConfigError("config must be a QuantizeConfig")
     source = open_model_file(model_path)
@@ -105,57 +160,26 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     if seq_len > source.config.max_position_embeddings:
         raise ConfigError(f"seq_len {seq_len} is above the model's max_position_embeddings "
                           f"({source.config.max_position_embeddings})")
-    text = prepare(config, source, recipe, seq_len)
-
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp{source.path.suffix}")
-    try:
-        built = build(source, tmp, recipe, config, text.calibration)
-        notes = ([recipe.notes] if recipe.notes and recipe.notes not in built.notes else []) + built.notes
-        sample = {k: v[:1] for k, v in text.evaluation[0].feeds.items()}
-        check = check_quantized(tmp, source.path, built.kept_float, sample, float16=recipe.weights == "float16",
-                                num_threads=config.num_threads)
-        if not check.ok:
-            more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
-            raise ConversionError(f"{out.name} failed its checks: {check.problems[0]}{more}")
-        accuracy = measure(Session(source.path, config.num_threads), Session(tmp, config.num_threads),
-                           text.evaluation, source.head, text=text.described["evaluation"])
-        kept = accuracy.passes(config.max_drop)
-        figures = parity(source, out, recipe, accuracy, text.described, notes)
-        check.accuracy = figures
-        size = tmp.stat().st_size
-        manifest_path = None
-        also = []
-        if kept and beside is not None:  # made and checked before either file is put in place
-            entry = beside.make(tmp, _beside_staging(out, beside), out, source, recipe, figures)
-            also.append((_beside_staging(out, beside), beside.target(out), entry))
-        if kept:
-            manifest_path = record(tmp, out, source, recipe, check, figures, also=also)
-            if beside is not None:
-                beside.after(out.parent)
-        else:
-            log.warning("%s: %s is %.4f, a drop of %.4f over --max-drop %.4f: not kept", out.name,
-                        accuracy.headline[1], accuracy.headline[0], accuracy.drop, config.max_drop)
-    except OSError as exc:  # a full disk, a file system gone read-only, ...
-        reason = user_message(exc)
-        if reason is None:
-            raise
-        raise OutputError(f"cannot write {out}: {reason}") from None
-    finally:
-        tmp.unlink(missing_ok=True)  # also on an interrupt (SIGTERM arrives as one)
-        if beside is not None:
-            _beside_staging(out, beside).unlink(missing_ok=True)
-    return QuantizeResult(
-        out_path=out, kept=kept, format=recipe.format, scheme=recipe.scheme.value, parent=source.path,
-        parent_size=source.path.stat().st_size, size=size, accuracy=accuracy, check=check,
-        notes=notes, calibration=text.described, max_drop=config.max_drop, manifest_path=manifest_path,
-        seconds=time.perf_counter() - start,
-        beside_path=beside.target(out) if kept and beside is not None else None,
-    )
+    return _Job(source, config, recipe, build, out, prepare(config, source, recipe, seq_len))
 
 
-def _beside_staging(out: Path, beside) -> Path:
-    target = beside.target(out)
-    return target.with_name(f".{target.stem}.{os.getpid()}.tmp{target.suffix}")
+def _make(job: _Job, tmp: Path) -> _Made:
+    """Build the file at ``tmp``, check it (weights once, no unintended float weight) and measure it
+    against its parent on the held-out text."""
+    source, config, recipe, text = job.source, job.config, job.recipe, job.text
+    built = job.build(source, tmp, recipe, config, text.calibration)
+    notes = ([recipe.notes] if recipe.notes and recipe.notes not in built.notes else []) + built.notes
+    sample = {k: v[:1] for k, v in text.evaluation[0].feeds.items()}
+    check = check_quantized(tmp, source.path, built.kept_float, sample, float16=recipe.weights == "float16",
+                            num_threads=config.num_threads)
+    if not check.ok:
+        more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
+        raise ConversionError(f"{job.out.name} failed its checks: {check.problems[0]}{more}")
+    accuracy = measure(Session(source.path, config.num_threads), Session(tmp, config.num_threads),
+                       text.evaluation, source.head, text=text.described["evaluation"])
+    figures = parity(source, job.out, recipe, accuracy, text.described, notes)
+    check.accuracy = figures
+    return _Made(check, accuracy, figures, notes, tmp.stat().st_size, accuracy.passes(config.max_drop))
 
 
 def _check_out(out: Path, parent: Path, recipe: Recipe, force: bool) -> None:

@@ -4,12 +4,12 @@ came from (same directory) or into a new manifest of the same source (another di
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from albert_edge.formats import manifest as manifest_io
 from albert_edge.errors import ConversionError
-from albert_edge.files import atomic_write, install
 
 from .accuracy import AccuracyReport
 from .checks import QuantCheck
@@ -64,26 +64,22 @@ class _Report:
         return dict(self._figures, ok=self._check.ok, backend=self._check.backend)
 
 
-def record(staged: Path, out: Path, source: ModelFile, recipe: Recipe, check: QuantCheck,
-           figures: dict[str, Any], also: list[tuple[Path, Path, manifest_io.FileEntry]] = ()) -> Path:
-    """Move the checked file ``staged`` to ``out`` and add (or replace) its entry in the manifest
-    beside it, as one step (an interrupt leaves both as they were, or both new), with ``also``'s
-    files (staged, where it goes, its entry: the .ort twin); returns the manifest."""
+def record(staged: Path, out: Path, manifest_staged: Path, source: ModelFile, recipe: Recipe, check: QuantCheck,
+           figures: dict[str, Any], also: Sequence[tuple[Path, manifest_io.FileEntry]] = ()) -> Path:
+    """Write at ``manifest_staged`` the manifest beside ``out`` with the entry of the checked file
+    ``staged`` (to be installed as ``out``) added or replaced, and ``also``'s entries (where each
+    file goes, its entry: the .ort twin); returns where the manifest goes. The caller installs it
+    with the files (files.staged_files): an interrupt leaves all as they were, or all new."""
     entry = manifest_io.file_entry(staged, _Report(check, figures), name=out.name)
     entry.precision = recipe.scheme.value
     entry.weights = dict(entry.weights, **check.summary())
     manifest_path = out.parent / manifest_io.MANIFEST_NAME
     if manifest_path.is_file():
         manifest = manifest_io.read(manifest_path)
-        names = {out.name, *(t.name for _, t, _ in also)}
-        manifest.files = [f for f in manifest.files if f.name not in names] + [entry, *(e for _, _, e in also)]
+        names = {out.name, *(t.name for t, _ in also)}
+        manifest.files = [f for f in manifest.files if f.name not in names] + [entry, *(e for _, e in also)]
     else:
         manifest = manifest_io.Manifest(source=dict(source.manifest.source), config=dict(source.manifest.config),
-                                        files=[entry, *(e for _, _, e in also)], seq_len=source.seq_len)
-    new_manifest = staged.with_name(f".{manifest_io.MANIFEST_NAME}.{os.getpid()}.tmp")
-    try:
-        atomic_write(new_manifest, manifest_io.to_text(manifest))
-        install([(staged, out), *((s, t) for s, t, _ in also), (new_manifest, manifest_path)])
-    finally:
-        new_manifest.unlink(missing_ok=True)
+                                        files=[entry, *(e for _, e in also)], seq_len=source.seq_len)
+    manifest_staged.write_text(manifest_io.to_text(manifest), encoding="utf-8")
     return manifest_path

@@ -276,3 +276,32 @@ def test_atomic_write_goes_through_staged(tmp_path, umask, data):
     expected = {bytes: b"\x00bytes", str: "text \u00e9".encode()}.get(type(data), b"by a writer")
     assert out.read_bytes() == expected and out.stat().st_mode & 0o777 == 0o640
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["f.json"]
+
+
+def test_staged_files_puts_what_was_written_in_place_together(tmp_path):
+    from albert_edge.files import staged_files
+
+    a, b, c = tmp_path / "model.int8.onnx", tmp_path / "manifest.json", tmp_path / "model.int8.ort"
+    b.write_text("old manifest")
+    c.write_text("old twin")
+    with staged_files([a, b, c]) as (ta, tb, tc):
+        assert ta.parent == tmp_path and ta.name.endswith(".int8.onnx") and not ta.exists()
+        ta.write_bytes(b"int8")
+        tb.write_text("new manifest")  # tc is not written: the twin stays as it was
+    assert a.read_bytes() == b"int8" and b.read_text() == "new manifest" and c.read_text() == "old twin"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "model.int8.onnx", "model.int8.ort"]
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, ValueError])
+def test_staged_files_leaves_every_file_as_it_was_when_the_block_raises(tmp_path, raised):
+    from albert_edge.files import staged_files
+
+    a, b = tmp_path / "q.onnx", tmp_path / "manifest.json"
+    b.write_text("old")
+    with pytest.raises(raised):
+        with staged_files([a, b]) as (ta, tb):
+            ta.write_bytes(b"new")
+            tb.write_text("new")
+            raise raised()
+    assert not a.exists() and b.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]

@@ -286,9 +286,6 @@ HAND_ROLLED_METHODS = ("rename", "replace")
 # The modules that still put an output in place themselves, each with why.
 HAND_ROLLED_ALLOWED = {
     "albert_edge.files": "the one staged writer",
-    "albert_edge.converters.export": "TODO lead",
-    "albert_edge.quantize": "TODO lead",
-    "albert_edge.quantize.record": "TODO lead",
 }
 
 
