@@ -6,10 +6,10 @@ too, and writes the graph they leave with ``albert_edge.runtime.onnx_engine.OPTI
 metadata. The extended level is the hardware-independent one (constant folding, eliminations,
 and fusions into onnxruntime's own operators: DynamicQuantizeMatMul, MatMulIntegerToFloat,
 FusedMatMul, Gelu); the layout level that follows depends on the CPU and is left to the device.
-``albert_edge.runtime.Session`` opens a marked file with the optimizers off: on an ALBERT-base
-int8 file it loads in 0.09 s instead of 0.13 s and the process peaks 0.8-2 MiB lower (81.9
-against 82.7 MiB in benchmarks/memory.py's session route; outputs identical, latency unchanged;
-see albert_edge.runtime.onnx_engine). The file then runs in onnxruntime only.
+``albert_edge.runtime.Session`` opens a marked file with the optimizers off: it loads faster and
+the process peaks a little lower, with identical outputs and latency (benchmarks/memory.py's
+session route measures it; see albert_edge.runtime.onnx_engine). The file then runs in
+onnxruntime only.
 
 Before the file is put in place it must load, give the source file's outputs on a sample batch,
 store no weight twice and no more weight bytes than the source.

@@ -132,10 +132,9 @@ def residuals_as_sum(model: onnx.ModelProto) -> int:
     """Write each residual Add that a LayerNormalization reads (two computed tensors, no
     constant) as a two-input ``Sum``, in place; returns how many. The same sum, but onnxruntime's
     SkipLayerNormFusion, which an app's session with default options runs, matches Add only: its
-    SkipLayerNormalization kernel took 602 us at (1, 128, 768) where LayerNormalization takes 57
-    (onnxruntime 1.31, x86, AVX-512), about a tenth of an ALBERT-base int8 call. With it left
-    unfused the int8 file ran in 0.91x the time of onnxruntime's quantize_dynamic file on default
-    options, from 1.00x (1 thread, 128 tokens, 8 interleaved rounds)."""
+    SkipLayerNormalization kernel is many times slower than LayerNormalization on x86 with
+    AVX-512, a large share of an ALBERT-base int8 call. Left unfused, the int8 file runs faster
+    than onnxruntime's quantize_dynamic file on default options (benchmarks/peers.py measures it)."""
     producers = {o: n for n in model.graph.node for o in n.output}
     constants = {t.name for t in model.graph.initializer}
     changed = 0
