@@ -1,13 +1,39 @@
 """The tables and lines `albert-edge profile` prints: measured records, estimates, baseline
-comparisons and per-operator breakdowns."""
+comparisons, per-operator breakdowns, and the devices --estimate knows."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..profile.record import APP
 from ..runtime import PROVIDERS
 from ._output import console, print_table
+
+if TYPE_CHECKING:
+    from ..profile import ProfileResult
+
+
+def print_result(result: ProfileResult, baseline: Path | None) -> None:
+    """The measured records' table (with their comparisons against ``baseline``), then the
+    estimates' table."""
+    records = result.to_dicts()
+    measured = [r for r in records if not r.get("estimated")]
+    if measured:
+        print_measured(measured, [c for c in result.comparisons if c is not None], baseline)
+    if len(measured) < len(records):
+        print_estimates([r for r in records if r.get("estimated")])
+
+
+def print_devices() -> None:
+    """The devices --estimate knows (`profile --estimate list`), each with the source of its figures."""
+    from ..device.catalog import DEVICES
+    from ..profile.estimate import DEVICE_COLUMNS, device_rows
+
+    print_table("devices for --estimate (CPU complex; peak = 2 ops per multiply-accumulate)", DEVICE_COLUMNS,
+                device_rows(), right=(2, 3, 4, 5, 6, 7))
+    for d in DEVICES:
+        console.print(f"{d.name}: {d.source}")
 
 
 def print_estimates(records: list[dict]) -> None:

@@ -5,8 +5,32 @@ Device side: imports neither torch nor tensorflow. The parent (this package) pla
 starts one child (`python -m albert_edge.profile._child`) per file x setting, and collects one
 :class:`~albert_edge.profile.record.ProfileRecord` from each.
 
-    from albert_edge.profile import ProfileSettings, profile
-    records = profile([Path("model.onnx")], ProfileSettings(seq_lens=(16, 64), threads=(1, 2)))
+:func:`run` is what `albert-edge profile` does, as a function: measure here or on ``--remote``
+hosts, add estimates for devices not at hand, write CSV / JSON Lines, compare with a baseline::
+
+    from pathlib import Path
+    from albert_edge.profile import BaselineOptions, OutputOptions, ProfileOptions, ProfileSettings, run
+
+    result = run([Path("model.onnx")], ProfileOptions(
+        settings=ProfileSettings(seq_lens=(16, 64), threads=(1, 2)),
+        output=OutputOptions(append="results.jsonl"),
+        baseline=BaselineOptions(path="old.json")))
+    for record, comparison in zip(result.records, result.comparisons):
+        print(record.file_name, record.seq_len, record.latency.p90, comparison and comparison.verdict)
+
+:func:`profile` only measures, here: ``profile([Path("model.onnx")], ProfileSettings(seq_lens=(16,)))``
+returns the records. The modules:
+
+- ``settings``: :class:`ProfileSettings` (what is measured: sweep, timing, inputs, engines) and
+  the command line that asks another machine for the same;
+- ``options``: :class:`ProfileOptions`, the settings with the output, baseline, remote and
+  estimate options; ``orchestrate``: :func:`run` and :class:`ProfileResult`;
+- ``runner``: the plan of child jobs and the children; ``_child``: one measurement;
+- ``inputs``, ``stats``: what a child feeds and how its call times become figures;
+- ``ops``, ``tflite_ops``: the per-operator breakdown; ``record``: the record; ``output``: CSV,
+  JSON Lines and the checks of those files; ``compare``: against a baseline;
+- ``remote``, ``ssh``: profiling over SSH; ``estimate``, ``opcount``, ``calibration``: estimates
+  for devices not at hand.
 """
 
 from __future__ import annotations
@@ -16,11 +40,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..runtime import DELEGATES, PROVIDERS
+from .options import BaselineOptions, EstimateOptions, OutputOptions, ProfileOptions, RemoteOptions
+from .orchestrate import ProfileResult, run
 from .record import SCHEMA, Latency, Memory, ProfileRecord
 from .settings import MLPERF, ProfileError, ProfileSettings, forward_args
 
-__all__ = ["ProfileSettings", "ProfileError", "profile", "forward_args", "MLPERF", "PROVIDERS", "DELEGATES",
-           "ProfileRecord", "Latency", "Memory", "SCHEMA"]
+__all__ = ["run", "ProfileOptions", "ProfileResult", "OutputOptions", "BaselineOptions", "RemoteOptions",
+           "EstimateOptions", "ProfileSettings", "ProfileError", "profile", "forward_args", "MLPERF", "PROVIDERS",
+           "DELEGATES", "ProfileRecord", "Latency", "Memory", "SCHEMA"]
 
 
 def profile(files: Sequence[str | os.PathLike], settings: ProfileSettings,
