@@ -13,6 +13,8 @@ import os
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,13 +29,27 @@ from ..runtime.mediapipe_tasks import MediaPipeTask
 from ..runtime.onnx_engine import file_takes_text
 from ..runtime.onnx_text import TEXT_INPUT
 from . import ops as ops_mod
-from .inputs import (fixed_feeds, ids_counter, model_limits, packed_counter, sentence_feeds, text_feeds, text_of_length,
-                     token_stats)
-from .record import APP, Memory, ProfileRecord
+from .inputs import (ModelLimits, fixed_feeds, ids_counter, model_limits, packed_counter, sentence_feeds, text_feeds,
+                     text_of_length, token_stats)
+from .record import APP, Latency, Memory, ProfileRecord
 from .stats import BLOCKS, judge, latency, spread, time_until
 
 
+@dataclass
+class _Feeds:
+    """What the calls are fed, prepared before the model loads where it can be (then nothing but the
+    model allocates between the first memory reading and the last)."""
+
+    mediapipe: bool  # run through MediaPipe Tasks, the text in
+    text_in: bool  # each call is fed the text and runs the file's tokenizer too
+    count: Callable[[str], int] | None = None  # a text -> its number of ids, as the file's tokenizer counts
+    feeds: list[dict[str, Any]] = field(default_factory=list)  # fixed length: one; real text: every sentence
+    text_stats: dict[str, Any] | None = None  # real text: where the sentences came from, their lengths
+
+
 def measure(job: dict[str, Any]) -> ProfileRecord:
+    """Load the job's file with its setting, time it, and read this process's memory before the
+    load, after it, after the first call and after the timed calls."""
     path = Path(job["file"])
     before = device.describe()
     # Everything that allocates besides the model is done before the first memory reading, so the
@@ -41,89 +57,33 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     versions = {engine.package: version_of(engine.package) for engine in ENGINES.get(FORMATS.get(path.suffix.lower()), ())}
     memory = Memory()
     warnings: list[str] = []
-    limits = model_limits(path)
-    text_stats = None
-    # A file that takes the text (convert --to onnx-text), or one MediaPipe Tasks runs (the text in,
-    # its tokenizer from the file's metadata): each call runs the tokenizer and the model.
-    mediapipe = job.get("engine") == "mediapipe"
-    text_in = mediapipe or (FORMATS.get(path.suffix.lower()) == "onnx" and file_takes_text(path))
-    if mediapipe:  # imported before the memory readings: what the file adds is read from them
-        MediaPipeTask.modules()
-        versions["mediapipe"] = MediaPipeTask.version()
-        count = packed_counter(path, job["input_shape"][1])
-        if "tensorflow" in sys.modules:
-            warnings.append("info: mediapipe's Python package imported TensorFlow before the file loaded (its memory "
-                            "is in this process's peak, not in an app's): what the file costs is after_load_rss "
-                            "minus before_load_rss")
-    if job["seq_len"] is None:
-        feeds_list, text_stats = (sentence_feeds(job["text"], job["max_sentences"]) if text_in else
-                                  text_feeds(job["text"], job["tokenizer"], job["max_sentences"], limits.max_seq_len))
+    fed = _before_load(path, job, versions, warnings)
     memory.before_load_rss, memory.peak_before_load = _memory()
 
     start = time.perf_counter()
     app = job.get("engine") == APP
-    session = (MediaPipeTask(path, job["task"]) if mediapipe else
+    session = (MediaPipeTask(path, job["task"]) if fed.mediapipe else
                Session(path, num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"],
                        app_defaults=app))
     load_ms = (time.perf_counter() - start) * 1e3
     memory.after_load_rss, memory.peak_after_load = _memory()
-    shape = job["input_shape"] if mediapipe else None if text_in else session.inputs[0].shape if session.inputs else None
-    limits = model_limits(path, shape)
-    if not mediapipe and text_in:
-        count = ids_counter(lambda feeds: _run(session, feeds, job))
-    if mediapipe:
-        warnings.append(f"info: through MediaPipe Tasks' {job['task']}, as an app runs the file (its Python API sets no "
-                        f"thread count: MediaPipe's own default); MediaPipe pads every text to the file's "
-                        f"{shape[1]} tokens, so the model's part costs that much whatever the text's length")
-    if job["seq_len"] is not None:
-        _check_length(job["seq_len"], limits)
-        if text_in:
-            feed, calls = _text_of_length(count, job)
-            feeds_list = [feed]
-            counted = "counted by running the file" if not mediapipe else "counted by the spiece.model packed in it"
-            warnings.append(f"info: the file takes the text, so each call times its tokenizer and the model: fed the "
-                            f"builtin corpus' first words, {job['seq_len']} tokens as its tokenizer counts them "
-                            f"({counted}, {calls} times, before the first call timed here)")
-        else:
-            feeds_list = [fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)]
+    limits = _after_load(session, path, job, fed, warnings)
 
     start = time.perf_counter()
-    _run(session, feeds_list[0], job)
+    _run(session, fed.feeds[0], job)
     first_ms = (time.perf_counter() - start) * 1e3
     memory.after_first_call_rss, memory.peak_after_first_call = _memory()
-    if text_in and job["seq_len"] is None:  # the token counts, as the file's own tokenizer gives them
-        text_stats.update(token_stats([count(str(f[TEXT_INPUT][0])) for f in feeds_list]))
+    if fed.text_in and job["seq_len"] is None:  # the token counts, as the file's own tokenizer gives them
+        fed.text_stats.update(token_stats([fed.count(str(f[TEXT_INPUT][0])) for f in fed.feeds]))
 
-    stopped_by = None
-    if job["seq_len"] is not None:
-        call = session.prepare(feeds_list[0])
-        for _ in range(job["warmup"]):
-            call()
-        start = activity.snapshot()
-        times, stopped_by = time_until(call, job["runs"], job["min_seconds"], job["max_seconds"], job["ci_target"])
-    else:
-        start = activity.snapshot()
-        times, text_stats["same_shape_again"] = _time_text(session, feeds_list, job)
-    during = activity.activity(start, activity.snapshot())
+    lat, during = _timed(session, fed, job)
     # The statistics and the second device reading come before the last memory reading, so that
     # reading is this process's peak (what GNU time's maximum RSS reports for it).
-    lat = latency(times)
-    lat.stopped_by = stopped_by
-    if job["seq_len"] is None:
-        # Sentences differ in length, so blocks are compared only as whole passes over them all.
-        lat.block_spread = pass_spread(times, len(feeds_list))
     after = device.describe()
     memory.after_timed_rss, memory.peak_after_timed = _memory()
-
-    machine = activity.competing(during, job["threads"]) + device.throttle_warnings(before, after)
-    lat.quality, lat.quality_reasons = judge(lat, job["ci_target"], [m for m in machine if not m.startswith("info:")],
-                                             fixed_shape=job["seq_len"] is not None)
-    warnings += machine
-    timing = [r for r in lat.quality_reasons if r not in machine]
-    if timing:
-        warnings.append(f"timing {lat.quality}: {'; '.join(timing)}")
+    warnings += _judged(lat, job, activity.competing(during, job["threads"]) + device.throttle_warnings(before, after))
     # Real text profiles the first sentence only, which the latency over all sentences does not describe.
-    ops = _ops(path, job, feeds_list[0], lat.p50 if job["seq_len"] is not None else None) if job["ops"] else None
+    ops = _ops(path, job, fed.feeds[0], lat.p50 if job["seq_len"] is not None else None) if job["ops"] else None
     return ProfileRecord(
         albert_edge_version=__version__,
         file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
@@ -133,11 +93,94 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
         batch=job["batch"], seq_len=job["seq_len"], input_mode="fixed" if job["seq_len"] is not None else "real-text",
         load_ms=load_ms, first_call_ms=first_ms, latency=lat, memory=memory,
         device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
-        text=text_stats, ops=ops, warnings=warnings, model=limits.to_dict(),
-        input_kind="text" if text_in else "token ids", opened_as=APP if app else None,
+        text=fed.text_stats, ops=ops, warnings=warnings, model=limits.to_dict(),
+        input_kind="text" if fed.text_in else "token ids", opened_as=APP if app else None,
         machine={"before": job.get("machine_before"), "during": during},
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
+
+
+def _before_load(path: Path, job: dict[str, Any], versions: dict[str, str], warnings: list[str]) -> _Feeds:
+    """What can be fed before the model loads: MediaPipe imported and its token counter (read from
+    the file's packed spiece.model), the sentences of real text. Adds to ``versions`` and ``warnings``."""
+    limits = model_limits(path)
+    # A file that takes the text (convert --to onnx-text), or one MediaPipe Tasks runs (the text in,
+    # its tokenizer from the file's metadata): each call runs the tokenizer and the model.
+    mediapipe = job.get("engine") == "mediapipe"
+    fed = _Feeds(mediapipe, mediapipe or (FORMATS.get(path.suffix.lower()) == "onnx" and file_takes_text(path)))
+    if mediapipe:  # imported before the memory readings: what the file adds is read from them
+        MediaPipeTask.modules()
+        versions["mediapipe"] = MediaPipeTask.version()
+        fed.count = packed_counter(path, job["input_shape"][1])
+        if "tensorflow" in sys.modules:
+            warnings.append("info: mediapipe's Python package imported TensorFlow before the file loaded (its memory "
+                            "is in this process's peak, not in an app's): what the file costs is after_load_rss "
+                            "minus before_load_rss")
+    if job["seq_len"] is None:
+        fed.feeds, fed.text_stats = (sentence_feeds(job["text"], job["max_sentences"]) if fed.text_in else
+                                     text_feeds(job["text"], job["tokenizer"], job["max_sentences"],
+                                                limits.max_seq_len))
+    return fed
+
+
+def _after_load(session, path: Path, job: dict[str, Any], fed: _Feeds, warnings: list[str]) -> ModelLimits:
+    """What needs the loaded file: the limits of its declared input shape, a token counter that runs
+    it (a file that takes the text), and the feed at the job's fixed length. Adds to ``fed`` and
+    ``warnings``."""
+    shape = (job["input_shape"] if fed.mediapipe else None if fed.text_in else
+             session.inputs[0].shape if session.inputs else None)
+    limits = model_limits(path, shape)
+    if not fed.mediapipe and fed.text_in:
+        fed.count = ids_counter(lambda feeds: _run(session, feeds, job))
+    if fed.mediapipe:
+        warnings.append(f"info: through MediaPipe Tasks' {job['task']}, as an app runs the file (its Python API sets no "
+                        f"thread count: MediaPipe's own default); MediaPipe pads every text to the file's "
+                        f"{shape[1]} tokens, so the model's part costs that much whatever the text's length")
+    if job["seq_len"] is None:
+        return limits
+    _check_length(job["seq_len"], limits)
+    if fed.text_in:
+        feed, calls = _text_of_length(fed.count, job)
+        fed.feeds = [feed]
+        counted = "counted by running the file" if not fed.mediapipe else "counted by the spiece.model packed in it"
+        warnings.append(f"info: the file takes the text, so each call times its tokenizer and the model: fed the "
+                        f"builtin corpus' first words, {job['seq_len']} tokens as its tokenizer counts them "
+                        f"({counted}, {calls} times, before the first call timed here)")
+    else:
+        fed.feeds = [fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)]
+    return limits
+
+
+def _timed(session, fed: _Feeds, job: dict[str, Any]) -> tuple[Latency, dict[str, Any]]:
+    """The timed calls and their statistics: at the fixed length, after the warm-up, until
+    :func:`time_until` stops; or the real sentences (:func:`_time_text`). With them, what other work
+    the machine did meanwhile."""
+    stopped_by = None
+    if job["seq_len"] is not None:
+        call = session.prepare(fed.feeds[0])
+        for _ in range(job["warmup"]):
+            call()
+        start = activity.snapshot()
+        times, stopped_by = time_until(call, job["runs"], job["min_seconds"], job["max_seconds"], job["ci_target"])
+    else:
+        start = activity.snapshot()
+        times, fed.text_stats["same_shape_again"] = _time_text(session, fed.feeds, job)
+    during = activity.activity(start, activity.snapshot())
+    lat = latency(times)
+    lat.stopped_by = stopped_by
+    if job["seq_len"] is None:
+        # Sentences differ in length, so blocks are compared only as whole passes over them all.
+        lat.block_spread = pass_spread(times, len(fed.feeds))
+    return lat, during
+
+
+def _judged(lat: Latency, job: dict[str, Any], machine: list[str]) -> list[str]:
+    """Judge the timing (sets ``lat.quality`` and its reasons) from its statistics and ``machine``,
+    the warnings about other work and throttling; those warnings, then the timing's own reasons."""
+    lat.quality, lat.quality_reasons = judge(lat, job["ci_target"], [m for m in machine if not m.startswith("info:")],
+                                             fixed_shape=job["seq_len"] is not None)
+    timing = [r for r in lat.quality_reasons if r not in machine]
+    return machine + ([f"timing {lat.quality}: {'; '.join(timing)}"] if timing else [])
 
 
 def _memory() -> tuple[int | None, int | None]:
