@@ -361,7 +361,7 @@ def _out(command: str, directory: str) -> str:
 _WRITE_KINDS: dict[str, tuple[Callable[[str], str], Callable[[str], str], Setup | None, str | None]] = {
     # kind: (--out, message, setup, mount)
     "out-is-a-file": (lambda c: "{scratch}/afile" + (".onnx" if c == "quantize" else ""),
-                      lambda c: {"convert": "is not a directory", "quantize": "already exists",
+                      lambda c: {"quantize": "already exists",
                                  "tokenizer-train": "is a file"}.get(c, "is a file, not a directory"),
                       None, None),
     "out-is-a-directory": (lambda c: "{scratch}/adir.onnx", lambda c: "is a directory", _dir("adir.onnx"), None),
@@ -370,8 +370,7 @@ _WRITE_KINDS: dict[str, tuple[Callable[[str], str], Callable[[str], str], Setup 
                    lambda c: {"quantize": "already exists; pass --force", "tokenizer-train": "pass --force",
                               "finetune": "already holds a model"}.get(c, "already holds files"),
                    None, None),
-    "read-only": (lambda c: _out(c, "{mnt}"), lambda c: "read-only" if c == "convert" else "not writable", None,
-                  "readonly"),
+    "read-only": (lambda c: _out(c, "{mnt}"), lambda c: "not writable", None, "readonly"),
     "full-disk": (lambda c: "{mnt}/q.onnx" if c == "quantize" else "{mnt}/" + c + "/out",
                   lambda c: "the disk is full", None, "full"),
 }
