@@ -2,34 +2,31 @@
 
 XNNPACK packs every weight a fully-connected node reads into its own layout, once per node. An
 ALBERT file stores each shared weight once, but its L layers reach it through L nodes, so the
-classic TFLite ``Interpreter`` (XNNPACK on by default) holds L packed copies: ALBERT-base int8
-peaks at ~150 MiB for an 11.5 MiB file, fp32 at ~420 MiB for 44 MiB. XNNPACK's weight cache
-keys each packed weight by the file buffer it came from, so nodes that share a buffer share one
-packed copy. The classic ``Interpreter`` of ai-edge-litert offers no way to turn the cache on;
-LiteRT's CompiledModel does, with the in-memory cache (no file to manage): the same outputs bit
-for bit, at the same speed.
+classic TFLite ``Interpreter`` (XNNPACK on by default) holds L packed copies: its peak memory
+grows with every layer that shares a weight. XNNPACK's weight cache keys each packed weight by
+the file buffer it came from, so nodes that share a buffer share one packed copy. The classic
+``Interpreter`` of ai-edge-litert offers no way to turn the cache on; LiteRT's CompiledModel
+does, with the in-memory cache (no file to manage): the same outputs bit for bit, at the same
+speed.
 
 ``CompiledTFLite`` runs CompiledModel through the C API of the ``libLiteRt.so`` that
 ai-edge-litert ships, with ctypes, rather than through ai-edge-litert's Python wrapper, whose
-modules and ``libpywrap_litert_common.so`` cost ~12 MiB (the wrapper's environment also loads
-the 3.8 MiB WebGPU accelerator for a CPU run). The CPU options are LiteRT's TOML payload for the
+modules and ``libpywrap_litert_common.so`` take memory of their own (the wrapper's environment
+also loads the WebGPU accelerator for a CPU run). The CPU options are LiteRT's TOML payload for the
 "xnnpack" identifier (``num_threads``, ``weight_cache_file_path``); the environment registers
 the CPU accelerator only (``kLiteRtEnvOptionTagAutoRegisterAccelerators``: no NPU or GPU
 discovery); the signature is read with albert-edge's own flatbuffer reader over an mmap, not
-ai-edge-litert's generated schema (4.2 MiB). The profiler (``profile.tflite_ops``) uses the same
-class.
+ai-edge-litert's generated schema, which would add memory too. The profiler
+(``profile.tflite_ops``) uses the same class.
 
-Peak RSS, ALBERT-base, 2 threads, a call at 16, 32 then 128 tokens (``python
-benchmarks/memory.py model.int8.tflite model.tflite --routes session tflite-wrapper
-tflite-interpreter --seq-lens 16 32 128``, ai-edge-litert 2.3, x86-64): int8 63.9 MiB (the same
-CompiledModel through the Python wrapper 76.4, and 80.4 with the generated schema as well; the
-classic Interpreter 148.4), fp32 92.5 MiB (104.9; 410.1), same outputs bit for bit, p50 within
-2% of the wrapper's at every length. Where the int8 process's memory goes: Python and numpy
-26 MiB; albert-edge's imports 2 MiB and the benchmark's own ~5 MiB; libLiteRt.so's pages
-~5 MiB; 2.3 MiB of the file (2 MiB of it the word-embedding table, touched by LiteRT's model
-loading whatever the madvise); the weight cache 6.9 MiB (the int8 encoder weights, packed
-once); ~8 MiB of runtime structures and ~5 MiB of activations at 128 tokens. glibc's malloc settings change it by 1.4 MiB at most
-(``M_MMAP_THRESHOLD``; ``MALLOC_ARENA_MAX=1``: nothing), too little for a process-wide setting.
+This route has a smaller peak memory than the same CompiledModel through the Python wrapper, and
+far smaller than the classic Interpreter's, with the same outputs bit for bit and about the
+wrapper's latency at every length: ``python benchmarks/memory.py model.int8.tflite model.tflite
+--routes session tflite-wrapper tflite-interpreter --seq-lens 16 32 128`` measures the routes, and
+its results hold the figures and where the process's memory goes (Python and numpy, the imports,
+libLiteRt.so's pages, the pages of the file that LiteRT's model loading touches whatever the
+madvise, the weight cache, runtime structures, activations). glibc's malloc settings
+(``M_MMAP_THRESHOLD``; ``MALLOC_ARENA_MAX=1``) change it too little for a process-wide setting.
 
 Device side: numpy and ai-edge-litert's ``libLiteRt.so`` only.
 """
@@ -111,7 +108,7 @@ def cpu_runs_compiled_model(machine: str | None = None, cpuinfo: str | None = No
 
 def library_path() -> Path | None:
     """LiteRT's runtime library inside the installed ai-edge-litert, found without importing the
-    package (its Python wrappers are ~12 MiB of memory this route does not use); None when absent."""
+    package (its Python wrappers take memory this route does not use); None when absent."""
     try:
         spec = importlib.util.find_spec("ai_edge_litert")
     except (ImportError, ValueError):
@@ -131,7 +128,7 @@ CHECKED_RELEASES = ("2.3.",)
 
 def installed_release(library: Path) -> str | None:
     """The installed ai-edge-litert's version, from its dist-info folder beside the package
-    (importlib.metadata would cost this process ~3.5 MiB)."""
+    (importlib.metadata would add to this process's memory)."""
     for info in sorted(library.parent.parent.glob("ai_edge_litert-*.dist-info")):
         return info.name[len("ai_edge_litert-"):-len(".dist-info")]
     return None

@@ -60,7 +60,7 @@ class MediaPipeTask:
     @staticmethod
     def modules():
         """MediaPipe's text tasks and base options modules (imported once; mediapipe 0.10.21's imports
-        TensorFlow where it is installed, 670 MiB of the process before any file loads)."""
+        TensorFlow where it is installed, much of the process's memory before any file loads)."""
         try:
             return (optional_import("mediapipe.tasks.python.text"),
                     optional_import("mediapipe.tasks.python.core.base_options"))

@@ -1,30 +1,29 @@
 """How albert_edge.runtime opens an .onnx file in onnxruntime: settings chosen for a small process.
 
-Peak RSS (VmHWM) of a fresh process holding an ALBERT-base-shape int8-dynamic file (V=30000,
-11.6 MB) through calls at 32 and at 128 tokens, onnxruntime 1.31, x86, 2 threads, median of 5
-processes (`python benchmarks/onnx_memory.py FILE`; the process is 51 MiB once numpy and
-onnxruntime are imported, 61 MiB with a one-node model loaded):
+Each setting below lowers the peak RSS (VmHWM) of a fresh process holding an ALBERT-base-shape
+int8-dynamic file through calls at 32 and at 128 tokens, against opening the file by path with
+onnxruntime's defaults (how albert-edge opened files before, and what
+onnxruntime.quantization.quantize_dynamic's file gets); ``python benchmarks/onnx_memory.py FILE``
+measures each lead in processes of its own, and its results hold the figures:
 
-- by path, optimizers and memory pattern on (how albert-edge opened files before):     96.3 MiB
 - memory pattern off (``enable_mem_pattern``): onnxruntime plans one activation block per
   input shape and keeps each in its arena; off, tensors come from the arena one by one and
-  their memory serves every length. Latency unchanged:                                 91.4 MiB
+  their memory serves every length. Latency unchanged.
 - and the weights mapped from the file (:func:`in_place_model`): given a path, onnxruntime
   parses the whole protobuf (a copy of every weight) and copies each weight again into its
   own tensor; given the graph with each large initializer pointing at its own bytes in the
   same file, it maps them, and prepacking reads the mapped pages. Same file, outputs
-  identical:                                                                           83.6 MiB
-- and the memory freed while loading handed back (:func:`return_freed_memory`):       81.7 MiB
+  identical.
+- and the memory freed while loading handed back (:func:`return_freed_memory`).
 - a file optimized offline (:func:`albert_edge.quantize.ort_optimize.optimize_for_onnxruntime`,
-  marked with :data:`OPTIMIZED_KEY`) is opened with onnxruntime's optimizers off: its
-  420-node graph instead of 1,100 nodes, no optimizer work at load:                    79.6 MiB
+  marked with :data:`OPTIMIZED_KEY`) is opened with onnxruntime's optimizers off: a graph of
+  far fewer nodes, no optimizer work at load.
 
-onnxruntime.quantization.quantize_dynamic's file with onnxruntime's defaults: 100.1 MiB here.
-What is left is onnxruntime's (7 MiB of its code paged in by any CPU session, the packed int8
-weights, about 6 MiB of graph and kernels, 4 MiB of activations at 128 tokens) and, while
-loading, the mapped weights beside their packed copies. Prepacking stays on: without it a call
-at 32 tokens took 1.34x as long. A mapped file must not be rewritten in place while a session
-holds it (albert-edge replaces files by renaming, which leaves the mapped one intact).
+What is left is onnxruntime's (its code paged in by any CPU session, the packed int8 weights,
+the graph and kernels, the activations) and, while loading, the mapped weights beside their
+packed copies. Prepacking stays on: without it a call is slower. A mapped file must not be
+rewritten in place while a session holds it (albert-edge replaces files by renaming, which
+leaves the mapped one intact).
 Standard library and numpy only, besides the ``ort`` module handed in; :class:`OnnxBackend` is
 what :class:`albert_edge.runtime.Session` runs an .onnx file with.
 """
@@ -286,7 +285,7 @@ def _other_file_in_cwd(path: Path) -> bool:
 def return_freed_memory(libc=None) -> bool:
     """Hand the heap memory freed while loading (the parsed graph, optimizer and packing scratch)
     back to the system: glibc keeps freed memory for later allocations, and the activations at
-    the first calls then come on top of it. ALBERT-base int8: the process peaks 2.5-3.7 MiB lower.
+    the first calls then come on top of it: the process peaks lower (benchmarks/onnx_memory.py).
     glibc's ``malloc_trim``; False where the C library has none (musl, macOS, Windows)."""
     try:
         trim = (libc or ctypes.CDLL(None)).malloc_trim

@@ -35,8 +35,8 @@ def extensions_package():
 def extensions_library() -> str:
     """The path of onnxruntime-extensions' custom-operator library, for
     ``SessionOptions.register_custom_ops_library``, found without importing the Python package:
-    importing it takes 240 MiB more of the process (it loads onnx and more), registering the
-    library alone 2.6 MiB, as an app's native library does (onnxruntime-extensions 0.15.2, x86).
+    importing it adds much of the process's memory (it loads onnx and more), registering the
+    library alone little, as an app's native library does.
     Refused in a process that has TensorFlow loaded, where registering it ends the process
     (segmentation fault, tensorflow 2.21)."""
     if "tensorflow" in sys.modules:

@@ -3,20 +3,20 @@
 Two bindings of the same ExecuTorch C++ runtime, the first installed one used
 (:data:`.engines.ENGINES`):
 
-- ``executorch-numpy-runtime``: numpy in, numpy out, no torch (about 14 MB of RSS to import).
+- ``executorch-numpy-runtime``: numpy in, numpy out, no torch (little memory to import).
   A community build of ExecuTorch 1.3.1 for CPython 3.12+ (x86-64 and aarch64 Linux); it
   loads the .pte files ExecuTorch 1.5.1 writes and gives the same outputs bit for bit.
 - ``executorch``'s own bindings (``executorch.extension.pybindings._C``): they accept only
-  torch tensors, and the library links libtorch, so this route imports torch (about 230 MB of
-  RSS before the model loads; ``executorch.runtime`` adds ``executorch.exir``: about 370 MB).
+  torch tensors, and the library links libtorch, so this route imports torch (far more
+  memory before the model loads; ``executorch.runtime`` adds ``executorch.exir`` on top).
   The workstation fallback, as tensorflow.lite is for .tflite files.
 
 Weights once in memory: XNNPACK packs each delegate's weights when it loads, so a weight
 that L layers share (one named blob in the file) is packed L times unless XNNPACK's weights
 cache is on. Neither binding exposes it, so it is switched on through the runtime's own C
 entry point, ``executorch::runtime::set_option("XnnpackBackend", {weight_cache_enabled:
-true})``, before the program loads (ALBERT-base: 409 MB beyond the interpreter without it,
-98 MB with it, for a 44 MB file). The thread pool is sized the same way.
+true})``, before the program loads (without it, the process's peak memory grows with every
+layer that shares a weight). The thread pool is sized the same way.
 """
 
 from __future__ import annotations
