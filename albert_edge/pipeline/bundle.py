@@ -122,10 +122,11 @@ def make_bundle(opts: BundleOptions, on_progress: Callable[[Progress], None] | N
     """Build the bundle into ``opts.out_dir``; returns what bundle.json says.
 
     Everything is made in :func:`partial_dir` beside it and put in place only when complete
-    (:func:`albert_edge.files.staged`), so ``out_dir`` is never half a bundle. An interrupted build leaves its finished steps there
-    with their record (``pipeline.json``: each step's inputs and options, the sha256 of its
-    outputs); the next build of the same ``out_dir`` reuses each step whose inputs are the same
-    and whose outputs are intact, and redoes the others."""
+    (:func:`albert_edge.files.staged`), so ``out_dir`` is never half a bundle. An interrupted
+    build leaves its finished steps there with their record (``pipeline.json``: each step's
+    inputs and options, the sha256 of its outputs); the next build of the same ``out_dir``
+    reuses each step whose inputs are the same and whose outputs are intact, and redoes the
+    others."""
     report = on_progress or (lambda _: None)
     out = Path(opts.out_dir)
     check_output_dir(out, force=True)  # a file, under a file, or not writable
@@ -141,7 +142,8 @@ def make_bundle(opts: BundleOptions, on_progress: Callable[[Progress], None] | N
         info = _build(opts, state, report)
         report(Progress(STEPS[-1], len(STEPS) - 1, len(STEPS)))
         info["build_seconds"] = round(sum(record.get("seconds", 0) for record in state.steps.values()), 1)
-        with staged(out, directory=True, keep=False) as staging:  # the old bundle stays whole until the new one is in
+        # the old bundle stays whole until the new one is in its place
+        with staged(out, directory=True, keep=False) as staging:
             for item in (work / "bundle").iterdir():  # linked: the finished steps stay whole until then too
                 if item.name != BUNDLE_FILE:
                     link_or_copy(item, staging / item.name)
@@ -164,108 +166,140 @@ def recipe(opts: BundleOptions) -> SmallRecipe:
 
 def _build(opts: BundleOptions, state: State, report: Callable[[Progress], None]) -> dict[str, Any]:
     """Steps 1-7 in ``state.root``: each reused when its record says it was made from the same
-    inputs and its outputs are intact, else made from scratch and recorded."""
-    from albert_edge.converters.export import convert
-    from albert_edge.converters.quantized import quantize_file
-    from albert_edge.quantize import QuantizeConfig
-    from albert_edge.tokenizer import SPIECE_NAME
-    from albert_edge.train.finetune import FinetuneOptions, finetune
-    from albert_edge.train.labelled import TOPICS, write_topic_dataset
+    inputs and its outputs are intact, else made from scratch and recorded. Returns what
+    bundle.json says."""
+    return _Build(opts, state, report).run()
 
-    s = opts.settings
-    work = state.root
-    bundle, checkpoint, topics_dir, fine_dir = work / "bundle", work / "pretrained", work / "topics", work / "finetune"
-    train_file, eval_file, spiece, labels_file = (topics_dir / "train.jsonl", topics_dir / "eval.jsonl",
-                                                  bundle / SPIECE_NAME, bundle / LABELS_FILE)
-    topics = tuple(opts.topics or TOPICS)
 
-    def step(index: int, inputs: dict[str, Any], make: Callable[[Callable[[dict], None]], tuple[list, dict]]) -> dict:
+class _Build:
+    """One build in the partial directory ``state.root``: where each step writes, and the steps.
+    Each step's ``make`` takes the training-event callback and returns its outputs (what its
+    record digests) and its context (what later steps and bundle.json read)."""
+
+    def __init__(self, opts: BundleOptions, state: State, report: Callable[[Progress], None]) -> None:
+        from albert_edge.tokenizer import SPIECE_NAME
+        from albert_edge.train.labelled import TOPICS
+
+        self.opts, self.state, self.report, self.s = opts, state, report, opts.settings
+        work = self.work = state.root
+        self.bundle, self.checkpoint, self.topics_dir, self.fine_dir = (work / "bundle", work / "pretrained",
+                                                                        work / "topics", work / "finetune")
+        self.train_file, self.eval_file = self.topics_dir / "train.jsonl", self.topics_dir / "eval.jsonl"
+        self.spiece, self.labels_file = self.bundle / SPIECE_NAME, self.bundle / LABELS_FILE
+        self.topics = tuple(opts.topics or TOPICS)
+
+    def run(self) -> dict[str, Any]:
+        s, opts, work, bundle = self.s, self.opts, self.work, self.bundle
+        step = self.step
+        pre = step(0, {"recipe": asdict(recipe(opts))}, self.pretrain)
+        step(1, {"topics": self.topics, "seed": opts.seed,
+                 "limits": [s.get("max_train_examples"), s.get("max_eval_examples")]}, self.labelled)
+        fine = step(2, {**digest([self.checkpoint, self.topics_dir], work),
+                        "settings": [s["finetune_epochs"], s["finetune_lr"], s["seq_len"], opts.seed]}, self.fine_tune)
+        for index, (task, run, head) in enumerate((("mlm", self.checkpoint, "mlm"),
+                                                   ("classifier", self.fine_dir, "classification"))):
+            step(3 + index, {**digest([run, self.spiece], work), "seq_len": s["seq_len"]},
+                 self.converted(task, run, head))
+        fp32 = [bundle / folder / f"model.{fmt}" for folder in TASK_DIRS.values() for fmt in SCHEME]
+        quantized_agreement = step(5, digest([*fp32, self.spiece], work), self.quantized)["quantized"]
+        accuracy = step(6, digest([bundle / TASK_DIRS["classifier"], self.eval_file, self.labels_file], work),
+                        lambda _: ([], held_out_accuracy(bundle, self.eval_file, fine["labels"], s["seq_len"])))
+        return self.info(pre, fine, accuracy, quantized_agreement)
+
+    def step(self, index: int, inputs: dict[str, Any],
+             make: Callable[[Callable[[dict], None]], tuple[list, dict]]) -> dict:
+        """Step ``index``: reused when recorded from the same ``inputs`` with its outputs intact,
+        else made and recorded. Its context either way."""
         name = STEPS[index]
         inputs = {k: v if isinstance(v, str) else json.dumps(v) for k, v in inputs.items()}
-        if state.is_done(name, inputs):
-            report(Progress(name, index, len(STEPS), reused=True))
-            return state.steps[name]["context"]
-        report(Progress(name, index, len(STEPS)))
+        if self.state.is_done(name, inputs):
+            self.report(Progress(name, index, len(STEPS), reused=True))
+            return self.state.steps[name]["context"]
+        self.report(Progress(name, index, len(STEPS)))
         start = time.perf_counter()
-        outputs, context = make(_training(report, name, index))
-        state.record(name, inputs, digest(outputs, work), context=context,
-                     seconds=round(time.perf_counter() - start, 1))
+        outputs, context = make(_training(self.report, name, index))
+        self.state.record(name, inputs, digest(outputs, self.work), context=context,
+                          seconds=round(time.perf_counter() - start, 1))
         return context
 
-    def pretrain(on_event) -> tuple[list, dict]:
+    def pretrain(self, on_event) -> tuple[list, dict]:
+        opts = self.opts
         made, figures = pretrained(recipe(opts), f"demo-{opts.preset}", on_event=on_event, threads=opts.threads)
-        shutil.copytree(made, _fresh(checkpoint))
-        bundle.mkdir(exist_ok=True)
-        shutil.copy2(checkpoint / SPIECE_NAME, spiece)
-        return [checkpoint, spiece], {"eval": figures["eval"]}
+        shutil.copytree(made, _fresh(self.checkpoint))
+        self.bundle.mkdir(exist_ok=True)
+        shutil.copy2(self.checkpoint / self.spiece.name, self.spiece)
+        return [self.checkpoint, self.spiece], {"eval": figures["eval"]}
 
-    def labelled(_) -> tuple[list, dict]:
-        write_topic_dataset(_fresh(topics_dir), topics=topics, seed=opts.seed)
-        _limit(train_file, s.get("max_train_examples"))
-        _limit(eval_file, s.get("max_eval_examples"))
-        return [topics_dir], {}
+    def labelled(self, _) -> tuple[list, dict]:
+        from albert_edge.train.labelled import write_topic_dataset
 
-    def fine_tune(on_event) -> tuple[list, dict]:
+        write_topic_dataset(_fresh(self.topics_dir), topics=self.topics, seed=self.opts.seed)
+        _limit(self.train_file, self.s.get("max_train_examples"))
+        _limit(self.eval_file, self.s.get("max_eval_examples"))
+        return [self.topics_dir], {}
+
+    def fine_tune(self, on_event) -> tuple[list, dict]:
+        from albert_edge.train.finetune import FinetuneOptions, finetune
+
+        s, opts = self.s, self.opts
         fine = finetune(FinetuneOptions(
-            task="classification", train_file=str(train_file), eval_file=str(eval_file), model=str(checkpoint),
-            out_dir=str(_fresh(fine_dir)), tokenizer=str(spiece), epochs=s["finetune_epochs"], lr=s["finetune_lr"],
-            max_seq_length=s["seq_len"], seed=opts.seed, device="cpu", threads=opts.threads), on_event=on_event)
+            task="classification", train_file=str(self.train_file), eval_file=str(self.eval_file),
+            model=str(self.checkpoint), out_dir=str(_fresh(self.fine_dir)), tokenizer=str(self.spiece),
+            epochs=s["finetune_epochs"], lr=s["finetune_lr"], max_seq_length=s["seq_len"], seed=opts.seed,
+            device="cpu", threads=opts.threads), on_event=on_event)
         labels = list(fine.model.config.label_names)
-        atomic_write(labels_file, json.dumps(labels) + "\n")
+        atomic_write(self.labels_file, json.dumps(labels) + "\n")
         config = {k: v for k, v in asdict(fine.model.config).items() if k not in ("extra", "label_names")}
-        return [fine_dir, labels_file], {"labels": labels, "config": config, "metrics": fine.metrics}
+        return [self.fine_dir, self.labels_file], {"labels": labels, "config": config, "metrics": fine.metrics}
 
-    def converted(task: str, run: Path, head: str) -> Callable:
+    def converted(self, task: str, run: Path, head: str) -> Callable:
         def make(_) -> tuple[list, dict]:
-            folder = _fresh(bundle / TASK_DIRS[task])
-            result = convert(str(run), folder, targets=("onnx", "tflite"), head=head, seq_len=s["seq_len"],
-                             tokenizer=spiece)
+            from albert_edge.converters.export import convert
+
+            folder = _fresh(self.bundle / TASK_DIRS[task])
+            result = convert(str(run), folder, targets=("onnx", "tflite"), head=head, seq_len=self.s["seq_len"],
+                             tokenizer=self.spiece)
             return [folder / f.name for f in result.files], {}  # not manifest.json: quantizing adds to it
         return make
 
-    def quantized(_) -> tuple[list, dict]:
+    def quantized(self, _) -> tuple[list, dict]:
+        from albert_edge.converters.quantized import quantize_file
+        from albert_edge.quantize import QuantizeConfig
+
         agreement = {}
         for task in TASK_DIRS:
             for fmt, scheme in SCHEME.items():
-                result = quantize_file(bundle / TASK_DIRS[task] / f"model.{fmt}",
-                                  QuantizeConfig(scheme, tokenizer=spiece, calibration=("builtin",), num_samples=32,
-                                                 eval_samples=32), force=True)  # the bundle's own file
+                result = quantize_file(self.bundle / TASK_DIRS[task] / f"model.{fmt}",
+                                       QuantizeConfig(scheme, tokenizer=self.spiece, calibration=("builtin",),
+                                                      num_samples=32, eval_samples=32), force=True)  # the bundle's own
                 agreement[f"{task}/{result.out_path.name}"] = {
                     "agreement_with_fp32": result.accuracy.headline[0], "measure": result.accuracy.headline[1]}
-        return [bundle / folder for folder in TASK_DIRS.values()], {"quantized": agreement}
+        return [self.bundle / folder for folder in TASK_DIRS.values()], {"quantized": agreement}
 
-    pre = step(0, {"recipe": asdict(recipe(opts))}, pretrain)
-    step(1, {"topics": topics, "seed": opts.seed, "limits": [s.get("max_train_examples"), s.get("max_eval_examples")]},
-         labelled)
-    fine = step(2, {**digest([checkpoint, topics_dir], work), "settings": [s["finetune_epochs"], s["finetune_lr"],
-                                                                          s["seq_len"], opts.seed]}, fine_tune)
-    for index, (task, run, head) in enumerate((("mlm", checkpoint, "mlm"), ("classifier", fine_dir, "classification"))):
-        step(3 + index, {**digest([run, spiece], work), "seq_len": s["seq_len"]}, converted(task, run, head))
-    fp32 = [bundle / folder / f"model.{fmt}" for folder in TASK_DIRS.values() for fmt in SCHEME]
-    quantized_agreement = step(5, digest([*fp32, spiece], work), quantized)["quantized"]
-    accuracy = step(6, digest([bundle / TASK_DIRS["classifier"], eval_file, labels_file], work),
-                    lambda _: ([], held_out_accuracy(bundle, eval_file, fine["labels"], s["seq_len"])))
-    return {
-        "format_version": 1,
-        "preset": opts.preset,
-        "seq_len": s["seq_len"],
-        "labels": fine["labels"],
-        "config": fine["config"],
-        "trained_on": {
-            "tokenizer": f"sentencepiece unigram, {s['vocab_size']} pieces, on the builtin corpus "
-                         "(Python standard-library docstrings)",
-            "pretraining": f"{s['pretrain_steps']} steps x {s['pretrain_batch']} sequences of "
-                           f"{s['pretrain_seq_len']} tokens, MLM + SOP, builtin corpus",
-            "pretraining_eval": {k: round(v, 4) for k, v in pre["eval"].items() if k.endswith(("loss", "acc"))},
-            "classifier": f"topic of a standard-library docstring paragraph ({', '.join(topics)}); "
-                          "train/eval split by document (albert_edge.train.labelled)",
-            "train_examples": _count_lines(train_file),
-            "eval_examples": _count_lines(eval_file),
-            "finetune_eval": {k: round(v, 4) if isinstance(v, float) else v for k, v in fine["metrics"].items()},
-        },
-        "held_out_accuracy": accuracy,
-        "quantized_agreement": quantized_agreement,
-    }
+    def info(self, pre: dict, fine: dict, accuracy: dict, quantized_agreement: dict) -> dict[str, Any]:
+        """What bundle.json says (without the build time, which make_bundle adds)."""
+        s = self.s
+        return {
+            "format_version": 1,
+            "preset": self.opts.preset,
+            "seq_len": s["seq_len"],
+            "labels": fine["labels"],
+            "config": fine["config"],
+            "trained_on": {
+                "tokenizer": f"sentencepiece unigram, {s['vocab_size']} pieces, on the builtin corpus "
+                             "(Python standard-library docstrings)",
+                "pretraining": f"{s['pretrain_steps']} steps x {s['pretrain_batch']} sequences of "
+                               f"{s['pretrain_seq_len']} tokens, MLM + SOP, builtin corpus",
+                "pretraining_eval": {k: round(v, 4) for k, v in pre["eval"].items() if k.endswith(("loss", "acc"))},
+                "classifier": f"topic of a standard-library docstring paragraph ({', '.join(self.topics)}); "
+                              "train/eval split by document (albert_edge.train.labelled)",
+                "train_examples": _count_lines(self.train_file),
+                "eval_examples": _count_lines(self.eval_file),
+                "finetune_eval": {k: round(v, 4) if isinstance(v, float) else v for k, v in fine["metrics"].items()},
+            },
+            "held_out_accuracy": accuracy,
+            "quantized_agreement": quantized_agreement,
+        }
 
 
 def _training(report: Callable[[Progress], None], name: str, index: int) -> Callable[[dict], None]:
