@@ -229,7 +229,7 @@ def staged(out: str | os.PathLike, *, directory: bool = False, keep: bool = True
         if verify is not None:
             verify(tmp)
         if not directory:
-            os.chmod(tmp, 0o666 & ~_umask())
+            os.chmod(tmp, (0o777 if tmp.is_dir() else 0o666) & ~_umask())  # a writer that made a directory
         install([(tmp, out)])
     except BaseException as exc:
         _remove(tmp)
