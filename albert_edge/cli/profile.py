@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,9 @@ from ._output import err_console, print_json
 from ._profile_options import profile_options
 from ._profile_print import print_result
 from ._sections import SectionedCommand
+
+if TYPE_CHECKING:
+    from ..profile import ProfileOptions
 
 
 @click.command("profile", cls=SectionedCommand,
@@ -50,7 +53,7 @@ def profile(model_files: tuple[Path, ...], **given: Any) -> None:
         sys.exit(1)
 
 
-def _options(given: dict[str, Any]):
+def _options(given: dict[str, Any]) -> ProfileOptions:
     """The command's options as the library's :class:`~albert_edge.profile.ProfileOptions`."""
     from ..profile import (MLPERF, BaselineOptions, EstimateOptions, OutputOptions, ProfileOptions,
                            ProfileSettings, RemoteOptions)
