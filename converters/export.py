@@ -44,7 +44,7 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     unknown = set(export_options) - {o for t in TARGETS.values() for o in t.options}
     if unknown:
         raise TypeError(f"convert() got unknown export options: {', '.join(sorted(unknown))}")
-    for option in ("scheme", "max_seq_len", "layers"):
+    for option in ("scheme", "max_seq_len", "layers", "static"):
         if option in export_options and not any(option in t.options for t in wanted):
             takers = [t.name for t in TARGETS.values() if option in t.options]
             named = " and ".join([", ".join(takers[:-1]), takers[-1]] if len(takers) > 1 else takers)

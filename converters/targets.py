@@ -146,7 +146,7 @@ def _onnx_text() -> Exporter:
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("onnx", ".onnx", "onnx", "convert", Lazy(_onnx), options=("opset", "external_data_threshold")),
-    Target("tflite", ".tflite", "tflite", "convert", Lazy(_tflite), options=("layers",)),
+    Target("tflite", ".tflite", "tflite", "convert", Lazy(_tflite), options=("layers", "static")),
     Target("executorch", ".pte", "executorch", "convert-executorch", Lazy(_executorch),
            options=("scheme", "max_seq_len")),
     # ONNX Runtime's own format, what ONNX Runtime Mobile loads.

@@ -47,9 +47,11 @@ _ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
 }
 
 
-def input_signature() -> list[tf.TensorSpec]:
-    """(batch, sequence) int32 inputs, both axes dynamic so the interpreter can resize them."""
-    return [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
+def input_signature(static_len: int | None = None) -> list[tf.TensorSpec]:
+    """(batch, sequence) int32 inputs: both axes dynamic so the interpreter can resize them, or
+    (1, static_len) for a static-shape file, the only kind GPU and NPU delegates take."""
+    shape = [None, None] if static_len is None else [1, static_len]
+    return [tf.TensorSpec(shape, tf.int32, name=name) for name in INPUT_NAMES]
 
 
 class _Weights:
@@ -81,7 +83,7 @@ class TFAlbert(tf.Module):
     """Any of our ALBERT models (any head) as a TF module with one ``serve`` function that
     returns a dict keyed by the model's ``output_names``."""
 
-    def __init__(self, model: nn.Module, layers: str = "unrolled"):
+    def __init__(self, model: nn.Module, layers: str = "unrolled", static_len: int | None = None):
         super().__init__(name="albert")
         if layers not in LAYER_FORMS:
             raise ValueError(f"layers must be one of {LAYER_FORMS}, not {layers!r}")
@@ -92,13 +94,39 @@ class TFAlbert(tf.Module):
         self._model = model
         self._act = _ACTIVATIONS[self.config.hidden_act]
         self._head = _head_fn(model)
-        self.serve = tf.function(self._serve, input_signature=input_signature(), autograph=False)
+        # A static file ([1, N]) is written in ops LiteRT's GPU accelerator takes whole: sizes are
+        # Python ints (no SHAPE-derived tensor), gathers have 1-D indices, no shrink-axis slices.
+        self.static_len = static_len
+        self.serve = tf.function(self._serve, input_signature=input_signature(static_len), autograph=False)
 
     # -- building blocks -----------------------------------------------------------------------
     def _linear(self, x: tf.Tensor, lin: nn.Linear, row_bias: bool = False) -> tf.Tensor:
         # (..., in) x [out, in]^T: FULLY_CONNECTED reads the weight as stored, no transpose.
         y = tf.matmul(x, self._w(lin.weight), transpose_b=True)
         return y + self._w(lin.bias, row=row_bias) if lin.bias is not None else y
+
+    def _sizes(self, x: tf.Tensor) -> tuple:
+        """(B, T) of a (B, T, ...) tensor: Python ints in a static file, tensors otherwise."""
+        if self.static_len is not None:
+            return 1, self.static_len
+        shape = tf.shape(x)
+        return shape[0], shape[1]
+
+    def _lookup(self, table: nn.Embedding, ids: tf.Tensor) -> tf.Tensor:
+        """Rows of ``table`` for (B, T) ids; in a static file through (T,) ids: GPU delegates
+        gather with 1-D indices only."""
+        if self.static_len is None:
+            return tf.gather(self._w(table.weight), ids)
+        T = self.static_len
+        return tf.reshape(tf.gather(self._w(table.weight), tf.reshape(ids, [T])), [1, T, table.embedding_dim])
+
+    def _first_token(self, hidden: tf.Tensor) -> tf.Tensor:
+        """hidden[:, 0], (B, H); in a static file a slice and a reshape, not a STRIDED_SLICE with
+        shrink_axis_mask (which GPU delegates leave on the CPU)."""
+        if self.static_len is None:
+            return hidden[:, 0]
+        H = hidden.shape[-1]
+        return tf.reshape(tf.slice(hidden, [0, 0, 0], [1, 1, H]), [1, H])
 
     def _layer_norm(self, x: tf.Tensor, ln: nn.LayerNorm) -> tf.Tensor:
         mean = tf.reduce_mean(x, axis=-1, keepdims=True)
@@ -109,8 +137,7 @@ class TFAlbert(tf.Module):
         return x * self._w(ln.weight, row=True) + self._w(ln.bias, row=True)
 
     def _attention(self, x: tf.Tensor, mask_bias: tf.Tensor, att) -> tf.Tensor:
-        shape = tf.shape(x)
-        B, T = shape[0], shape[1]
+        B, T = self._sizes(x)
         nh, hd, H = att.num_heads, att.head_dim, self.config.hidden_size
 
         def heads(t: tf.Tensor) -> tf.Tensor:
@@ -131,13 +158,20 @@ class TFAlbert(tf.Module):
 
     def _encode(self, albert: AlbertModel, input_ids, attention_mask, token_type_ids) -> tf.Tensor:
         emb, enc, config = albert.embeddings, albert.encoder, self.config
-        T = tf.shape(input_ids)[1]
-        x = tf.gather(self._w(emb.word_embeddings.weight), input_ids)
-        x = x + tf.gather(self._w(emb.token_type_embeddings.weight), token_type_ids)
-        x = x + tf.slice(self._w(emb.position_embeddings.weight), [0, 0], [T, -1])  # (B, T, E)
+        B, T = self._sizes(input_ids)
+        x = self._lookup(emb.word_embeddings, input_ids) + self._lookup(emb.token_type_embeddings, token_type_ids)
+        if self.static_len is None:
+            x = x + tf.slice(self._w(emb.position_embeddings.weight), [0, 0], [T, -1])  # (B, T, E)
+        else:
+            # LiteRT's GPU accelerator (ai-edge-litert 2.3, WebGPU) adds a constant of the tensor's
+            # own shape wrongly in 2-D and 3-D (one row of one operand for every position); in the
+            # (1, T, 1, E) layout it adds element by element.
+            E = config.embedding_size
+            positions = tf.reshape(tf.slice(self._w(emb.position_embeddings.weight), [0, 0], [T, E]), [1, T, 1, E])
+            x = tf.reshape(tf.reshape(x, [1, T, 1, E]) + positions, [1, T, E])
         x = self._layer_norm(x, emb.LayerNorm)
         # (B, 1, 1, T): computed once, shared by every layer application.
-        mask = tf.reshape(tf.cast(attention_mask, tf.float32), [tf.shape(input_ids)[0], 1, 1, T])
+        mask = tf.reshape(tf.cast(attention_mask, tf.float32), [B, 1, 1, T])
         mask_bias = (1.0 - mask) * MASK_VALUE
         # Its bias as a row: a 1-D shift feeding the first layer's Q/K/V would be folded into
         # their biases, a second copy of them for the first layer application. (Google's layout
@@ -163,7 +197,7 @@ class TFAlbert(tf.Module):
             for _ in range(times):
                 x = apply(x)
             return x
-        shape = tf.shape(x)
+        shape = tf.shape(x) if self.static_len is None else x.shape
         _, x = tf.while_loop(lambda i, _: i < times, lambda i, x: (i + 1, apply(x)), [tf.constant(0), x],
                              maximum_iterations=times)
         # The WHILE's output is a dynamic tensor once the input is resized; LiteRT's CompiledModel
@@ -173,7 +207,7 @@ class TFAlbert(tf.Module):
         return tf.reshape(x, shape)
 
     def _pool(self, albert: AlbertModel, hidden: tf.Tensor) -> tf.Tensor:
-        return tf.tanh(self._linear(hidden[:, 0], albert.pooler))  # (B, H)
+        return tf.tanh(self._linear(self._first_token(hidden), albert.pooler))  # (B, H)
 
     def _mlm(self, predictions, hidden: tf.Tensor) -> tf.Tensor:
         h = self._layer_norm(self._act(self._linear(hidden, predictions.dense)), predictions.LayerNorm)
@@ -231,7 +265,10 @@ def _token_classification(m: TFAlbert, ids, mask, types):
 def _question_answering(m: TFAlbert, ids, mask, types):
     model = m._model
     logits = m._linear(m._encode(model.albert, ids, mask, types), model.qa_outputs)  # (B, T, 2)
-    return logits[..., 0], logits[..., 1]
+    if m.static_len is None:
+        return logits[..., 0], logits[..., 1]
+    start, end = tf.split(logits, 2, axis=-1)  # no shrink-axis slices in a static file
+    return tf.reshape(start, [1, m.static_len]), tf.reshape(end, [1, m.static_len])
 
 
 def _class_probabilities(m: TFAlbert, ids, mask, types):
@@ -243,7 +280,7 @@ def _class_probabilities(m: TFAlbert, ids, mask, types):
 def _sentence_embedding(m: TFAlbert, ids, mask, types):
     albert = m._model.albert
     hidden = m._encode(albert, ids, mask, types)
-    return (m._pool(albert, hidden) if m._model.vector == "pooled" else hidden[:, 0],)
+    return (m._pool(albert, hidden) if m._model.vector == "pooled" else m._first_token(hidden),)
 
 
 _HEADS: list[tuple[type, Callable]] = [

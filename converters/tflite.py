@@ -5,7 +5,13 @@ The graph is ALBERT re-stated in TensorFlow (:mod:`.tf_albert`) around our PyTor
 converted with TFLite builtins only, so it runs on ai-edge-litert or tflite-runtime as shipped.
 Inputs are (batch, sequence) int32 with both axes dynamic; the file's input shapes are set to
 (1, seq_len), so a plain interpreter runs at seq_len and ``resize_tensor_input`` gives any other
-length up to max_position_embeddings.
+length up to max_position_embeddings. Its outputs' stored shapes are set for (1, seq_len) too:
+LiteRT's ``CompiledModel`` sizes its output buffers from them.
+
+``static=True`` writes a static-shape file instead, inputs ``[1, seq_len]`` and every tensor of
+a fixed size, in ops LiteRT's GPU accelerator takes whole (:mod:`.tf_albert`); it is written
+unrolled, since the accelerator runs no WHILE. It stores the position embeddings of its
+``seq_len`` positions only (the converter folds the slice), every other weight once as usual.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from albert_edge.formats.weights import model_param_bytes
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["export", "INPUT_NAMES", "LAYER_FORMS", "check_layers"]
+__all__ = ["export", "INPUT_NAMES", "LAYER_FORMS", "check_layers", "layers_for"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,19 @@ def check_layers(layers: str) -> None:
     """``layers`` is one of ``formats.graph.LAYER_FORMS``."""
     if layers not in LAYER_FORMS:
         raise ConversionError(f"layers must be one of {', '.join(LAYER_FORMS)}, not {layers!r}")
+
+
+def layers_for(layers: str | None, static: bool) -> str:
+    """The layer form to write: ``layers`` as given, else the default (unrolled for a static file,
+    which is for LiteRT's GPU accelerator). A static loop file is refused: its WHILE runs on the
+    CPU only."""
+    if layers is None:
+        return "unrolled" if static else DEFAULT_LAYER_FORM
+    check_layers(layers)
+    if static and layers == "loop":
+        raise ConversionError("--layers loop cannot be --static: LiteRT's GPU accelerator runs no WHILE (it runs "
+                              "on the CPU only); leave --layers out, or give --layers unrolled")
+    return layers
 
 
 # A flatbuffer cannot address more than 2 GiB. Past this much fp32 weight (leaving room for the
@@ -61,10 +80,12 @@ _EXPORT_BUFFER_OFFSET_ABOVE = 256 << 20
 
 
 def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128,
-           layers: str = DEFAULT_LAYER_FORM) -> Path:
+           layers: str | None = None, static: bool = False) -> Path:
     """Convert ``model`` (any head of albert_edge.model) to a .tflite file at ``out_path``;
     ``layers`` is how the shared layer applications are written (``LAYER_FORMS``: "loop" writes
-    each run of one weight group as a WHILE operator over one body subgraph).
+    each run of one weight group as a WHILE operator over one body subgraph; None: "loop", or
+    "unrolled" for a static file). ``static`` writes a static-shape file, inputs ``[1, seq_len]``,
+    for LiteRT's GPU accelerator.
 
     The file is written under a temporary name in the same directory and renamed into place
     only once complete. Raises ConversionError (one line) when the model cannot be converted.
@@ -79,22 +100,24 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128,
         )
     if not out_path.parent.is_dir():
         raise ConversionError(f"cannot write {out_path}: {out_path.parent} is not a directory")
-    check_layers(layers)
+    layers = layers_for(layers, static)
+    static_len = seq_len if static else None
 
     start = time.perf_counter()
     try:
         with staged(out_path) as tmp:
             if _converts_in_child():
-                _convert_in_children(model, tmp, seq_len, layers)
+                _convert_in_children(model, tmp, seq_len, layers, static_len)
             else:
-                tmp.write_bytes(convert(model, seq_len=seq_len, layers=layers))
+                tmp.write_bytes(convert(model, seq_len=seq_len, layers=layers, static=static))
             log.info("converted to TFLite in %.1f s (%d bytes)", time.perf_counter() - start, tmp.stat().st_size)
     except OSError as exc:  # not a full disk or a read-only file system: staged says those
         raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     return out_path
 
 
-def _convert_in_children(model: nn.Module, path: Path, seq_len: int, layers: str) -> None:
+def _convert_in_children(model: nn.Module, path: Path, seq_len: int, layers: str,
+                         static_len: int | None = None) -> None:
     """What ``convert`` does, in two child processes: a forked one writes the SavedModel (it
     reads the weights this process holds, copy-on-write), a fresh Python converts it and writes
     ``path`` (it needs nothing of this process, so it maps none of it). TensorFlow gives little
@@ -104,7 +127,7 @@ def _convert_in_children(model: nn.Module, path: Path, seq_len: int, layers: str
     summed over the processes (PSS; benchmarks/convert_sizes.py)."""
     with _private_tempdir() as private:
         saved = os.path.join(private, "saved_model")
-        _in_child(_save, model, saved, layers)
+        _in_child(_save, model, saved, layers, static_len)
         offset = model_param_bytes(model, 4) > _EXPORT_BUFFER_OFFSET_ABOVE
         _in_fresh_process(saved, offset, tuple(model.output_names), path, seq_len)
 
@@ -220,7 +243,7 @@ def _raise_for(code: int, message: str) -> None:
 
 def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None = None,
             run_converter=None, runtime: str | None = TFLITE_RUNTIME_LAST,
-            layers: str = DEFAULT_LAYER_FORM) -> bytearray:
+            layers: str | None = None, static: bool = False) -> bytearray:
     """The .tflite flatbuffer for ``model``, checked: builtin ops only, the expected signature,
     and operator versions that TFLite ``runtime`` loads (None: any; the default is
     tflite-runtime 2.14, the last tflite-runtime release, on Raspberry Pi OS bookworm).
@@ -229,19 +252,21 @@ def convert(model: nn.Module, *, seq_len: int = 128, buffer_offset: bool | None 
     the model's size. ``run_converter`` (used by albert_edge.quantize) takes the configured
     TFLiteConverter and returns the flatbuffer in place of ``converter.convert()``, so a
     quantization scheme can add its settings and rewrite the result before the checks here.
+    ``layers`` and ``static`` are :func:`export`'s.
     """
-    flatbuffer = bytearray(_converted(model, buffer_offset, run_converter, layers))
+    layers = layers_for(layers, static)
+    flatbuffer = bytearray(_converted(model, buffer_offset, run_converter, layers, seq_len if static else None))
     _set_input_shapes(flatbuffer, seq_len)
     _check(flatbuffer, tuple(model.output_names), runtime)
     return flatbuffer
 
 
 def _converted(model: nn.Module, buffer_offset: bool | None = None, run_converter=None,
-               layers: str = DEFAULT_LAYER_FORM) -> bytes:
+               layers: str = DEFAULT_LAYER_FORM, static_len: int | None = None) -> bytes:
     """The converter's flatbuffer for ``model``, as it returned it."""
     with _private_tempdir() as private:
         saved = os.path.join(private, "saved_model")
-        _save(model, saved, layers)
+        _save(model, saved, layers, static_len)
         return _run_converter(saved, _buffer_offset(model, buffer_offset), run_converter)
 
 
@@ -249,13 +274,14 @@ def _buffer_offset(model: nn.Module, asked: bool | None) -> bool:
     return asked if asked is not None else model_param_bytes(model, 4) > _BUFFER_OFFSET_ABOVE
 
 
-def _save(model: nn.Module, saved: str, layers: str = DEFAULT_LAYER_FORM) -> None:
+def _save(model: nn.Module, saved: str, layers: str = DEFAULT_LAYER_FORM, static_len: int | None = None) -> None:
     """``model`` as a SavedModel in ``saved``: its weights are variables, which the converter
-    freezes once each; weights captured as graph constants cost several times the memory and time."""
+    freezes once each; weights captured as graph constants cost several times the memory and time.
+    ``static_len``: the static-shape graph for inputs ``[1, static_len]``."""
     tf = _import_tensorflow()
     from .tf_albert import TFAlbert
 
-    module = TFAlbert(model, layers)
+    module = TFAlbert(model, layers, static_len)
     try:
         tf.saved_model.save(module, saved, signatures={SIGNATURE: module.trace()})
     except OSError as exc:
@@ -309,15 +335,28 @@ def _signature_tensors(model, schema) -> tuple[object, dict[str, int], dict[str,
 
 
 def _set_input_shapes(flatbuffer: bytearray, seq_len: int) -> None:
-    """Store (1, seq_len) as the inputs' shapes, in place; their shape signatures stay (-1, -1)."""
+    """Store (1, seq_len) as the inputs' shapes, and each output's shape at (1, seq_len), in
+    place; the shape signatures stay as they are (-1 where dynamic).
+
+    The converter stores 1 for each dynamic axis: an output (-1, -1, H) reads (1, 1, H).
+    LiteRT's ``CompiledModel`` sizes its output buffers from the stored shape, without working
+    it out from the inputs, so the run would write past a (1, 1, H) buffer and corrupt the heap;
+    stored as (1, seq_len, H) the file runs there at its default length."""
     schema = _schema()
     model = schema.Model.GetRootAs(flatbuffer, 0)
-    subgraph, inputs, _ = _signature_tensors(model, schema)
+    subgraph, inputs, outputs = _signature_tensors(model, schema)
     for index in inputs.values():
         shape = subgraph.Tensors(index).ShapeAsNumpy()  # a writable view into the flatbuffer
         if getattr(shape, "shape", None) != (2,):
             raise ConversionError(f"an input of the converted model has shape {shape}, not (batch, sequence)")
         shape[:] = (1, seq_len)
+    for index in outputs.values():
+        tensor = subgraph.Tensors(index)
+        shape, signature = tensor.ShapeAsNumpy(), tensor.ShapeSignatureAsNumpy()
+        if isinstance(signature, int) or len(signature) != len(shape):  # no signature: every axis fixed
+            continue
+        # -1 on the batch axis is 1; on any other axis it is the sequence (the only other dynamic one)
+        shape[:] = [d if d >= 0 else 1 if axis == 0 else seq_len for axis, d in enumerate(signature)]
 
 
 def _check(flatbuffer: bytearray, output_names: tuple[str, ...], runtime: str | None = None) -> None:

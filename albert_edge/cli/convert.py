@@ -65,11 +65,17 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
                    "in sequence, one subgraph, as TensorFlow's converter does. `quantize` keeps the form for "
                    "int8-dynamic and fp16 and writes int8-full and int16x8 unrolled. MediaPipe's text tasks take "
                    "single-subgraph files only, so the mediapipe target is always unrolled.")
+@click.option("--static", is_flag=True,
+              help="Fixed-shape inputs, [1, --seq-len], for a phone's GPU or NPU or a Jetson: LiteRT's GPU "
+                   "accelerator, NNAPI, Core ML and TensorRT take static shapes only. The graph is written in ops "
+                   "those delegates take whole (positions as constants, 1-D gathers, no shrink-axis slices; TFLite "
+                   "unrolled, as the GPU runs no WHILE). Apps pad every input to that length. The dynamic-shape "
+                   "files stay the default: they run any length on the CPU.")
 @click.option("--force", is_flag=True, help="Write into an output directory that already holds files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str | None, seq_len: int,
             opset: int | None, outputs: tuple[str, ...], scheme: str | None, max_seq_len: int | None,
-            layers: str | None, force: bool, as_json: bool) -> None:
+            layers: str | None, static: bool, force: bool, as_json: bool) -> None:
     """Convert CHECKPOINT (a Hugging Face directory or model id such as albert/albert-base-v2 or
     org/name@revision, an original TF checkpoint, or albert-edge training output) to each --to
     format in --out (onnx, tflite, executorch, or ort: ONNX Runtime Mobile's format). Every file
@@ -83,8 +89,8 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
         def on_step(what: str, done: int, total: int) -> None:
             bar.update(task, description=what, completed=done, total=total)
 
-        extra = {k: v for k, v in (("scheme", scheme), ("max_seq_len", max_seq_len), ("layers", layers))
-                 if v is not None}
+        extra = {k: v for k, v in (("scheme", scheme), ("max_seq_len", max_seq_len), ("layers", layers),
+                                   ("static", static or None)) if v is not None}
         result = run_convert(checkpoint, out_dir, targets=targets or ("onnx",), head=head, seq_len=seq_len,
                              opset=opset, force=force, on_step=on_step, outputs=outputs or None, **extra)
     if as_json:
