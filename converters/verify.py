@@ -1,6 +1,12 @@
 """One ``verify()`` for every exported file: run it in its real runtime (onnxruntime, the TFLite
 interpreter) through albert_edge.runtime, compare every output with PyTorch at several sequence
-lengths, on random ids and on tokenized real sentences, and prove each weight is stored once."""
+lengths, on random ids and on tokenized real sentences, and prove each weight is stored once.
+
+A static-shape file (inputs ``[1, N]``) is compared at its one shape: one row of length N, real
+sentences padded to N. A static .tflite is also run on LiteRT's GPU accelerator (float32
+arithmetic) when this machine has a Vulkan device, and must agree with PyTorch there as on the
+CPU: the accelerator can take every operator and still compute wrong values. Where there is no
+Vulkan device the report says that the GPU check was not run, and why."""
 
 from __future__ import annotations
 
@@ -15,10 +21,13 @@ import numpy as np
 
 from albert_edge.runtime import Session
 
+from albert_edge.errors import ConversionError, RuntimeUnavailable
 from albert_edge.formats.graph import INPUT_NAMES, GraphContents
+from albert_edge.formats.manifest import static_length
 from albert_edge.formats.weights import WeightsReport, analyze, read_file
 
-__all__ = ["verify", "VerifyReport", "ParityCase", "SENTENCES", "INPUT_NAMES", "ATOL", "RTOL", "default_lengths"]
+__all__ = ["verify", "VerifyReport", "ParityCase", "GpuCheck", "SENTENCES", "INPUT_NAMES", "ATOL", "RTOL",
+           "default_lengths"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +63,36 @@ class ParityCase:
 
 
 @dataclass
+class GpuCheck:
+    """A static .tflite run on LiteRT's GPU accelerator with float32 arithmetic: where its
+    operators ran (the accelerator's own report) and how far its outputs are from PyTorch's; or,
+    with ``ran`` False, why it was not run (no Vulkan device here)."""
+
+    ran: bool
+    reason: str | None = None
+    placement: dict[str, Any] | None = None
+    cases: list[ParityCase] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Outputs within the tolerance; a check that could not run does not fail a file."""
+        return not self.ran or (bool(self.cases) and all(c.ok for c in self.cases))
+
+    def problems(self) -> list[str]:
+        return [f"on LiteRT's GPU accelerator {c.output} differs from PyTorch by {c.max_abs_diff:.3g} "
+                f"(atol {c.atol:g}, rtol {c.rtol:g}) on {c.source} input of length {c.seq_len}"
+                for c in self.cases if not c.ok]
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.ran:
+            return {"ran": False, "reason": self.reason}
+        return {"ran": True, "enforce_f32": True, "placement": self.placement,
+                "max_abs_diff": {c.output: c.max_abs_diff for c in self.cases},
+                "atol": {c.output: c.atol for c in self.cases}, "rtol": {c.output: c.rtol for c in self.cases},
+                "ok": self.ok}
+
+
+@dataclass
 class VerifyReport:
     path: Path
     format: str
@@ -64,11 +103,13 @@ class VerifyReport:
     contents: GraphContents | None = None
     tokenized: bool = False
     seconds: float = 0.0
+    static_len: int | None = None  # N of a static-shape file ([1, N] inputs)
+    gpu: GpuCheck | None = None  # a static .tflite on LiteRT's GPU accelerator
 
     @property
     def ok(self) -> bool:
         return (not self.io_problems and bool(self.cases) and all(c.ok for c in self.cases)
-                and self.weights is not None and self.weights.ok)
+                and self.weights is not None and self.weights.ok and (self.gpu is None or self.gpu.ok))
 
     @property
     def max_abs_diff(self) -> dict[str, float]:
@@ -88,13 +129,15 @@ class VerifyReport:
             if not c.ok:
                 out.append(f"{c.output} differs from PyTorch by {c.max_abs_diff:.3g} (atol {c.atol:g}, "
                            f"rtol {c.rtol:g}) on {c.source} input of length {c.seq_len}{' ' + c.note if c.note else ''}")
+        if self.gpu is not None:
+            out.extend(self.gpu.problems())
         if self.weights is not None:
             out.extend(self.weights.problems())
         return out
 
     def parity(self) -> dict[str, Any]:
         """The figures the manifest keeps."""
-        return {
+        figures = {
             "max_abs_diff": self.max_abs_diff,
             "atol": {c.output: c.atol for c in self.cases},
             "rtol": {c.output: c.rtol for c in self.cases},
@@ -104,6 +147,9 @@ class VerifyReport:
             "backend": self.backend,
             "ok": self.ok,
         }
+        if self.gpu is not None:
+            figures["gpu"] = self.gpu.to_dict()
+        return figures
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,7 +167,7 @@ def default_lengths(seq_len: int, max_position_embeddings: int) -> tuple[int, ..
 def verify(model, path: str | os.PathLike, *, seq_len: int = 128, seq_lens: tuple[int, ...] | None = None,
            batch_size: int = 2, tokenizer=None, atol: float = ATOL, rtol: float = RTOL,
            num_threads: int | None = None, seed: int = 0, session=None,
-           contents: GraphContents | None = None) -> VerifyReport:
+           contents: GraphContents | None = None, gpu: bool = True) -> VerifyReport:
     """Check the model file at ``path`` against the PyTorch ``model`` it was made from.
 
     ``tokenizer`` is an AlbertTokenizer, something callable like it, or the path of a
@@ -130,6 +176,11 @@ def verify(model, path: str | os.PathLike, *, seq_len: int = 128, seq_lens: tupl
     with ``input_names``, ``output_names``, ``format``, ``backend_name`` and ``run(feeds)``) and
     ``contents`` replace albert_edge.runtime.Session and the file reader, for a format whose
     exporter brings its own (the .pte, run with ExecuTorch's runtime).
+
+    A static-shape file is run at its own shape only, batch 1 of its length; a static .tflite
+    also on LiteRT's GPU accelerator where a Vulkan device is found (``gpu=False`` leaves that out),
+    with the same tolerances (:class:`GpuCheck`). Its weights-once bound leaves out the position
+    rows a static .tflite does not store (:func:`albert_edge.formats.weights.analyze`).
     """
     start = time.perf_counter()
     path = Path(path)
@@ -140,20 +191,30 @@ def verify(model, path: str | os.PathLike, *, seq_len: int = 128, seq_lens: tupl
         session = Session(path, num_threads=num_threads, weights_once=True)
     report = VerifyReport(path=path, format=session.format, backend=session.backend_name)
     report.io_problems = _io_problems(session, tuple(model.output_names))
+    report.contents = contents if contents is not None else read_file(path)
+    static = report.static_len = static_length(path, report.contents)
+    config = model.config
     if not report.io_problems:
-        config = model.config
-        lengths = seq_lens or default_lengths(seq_len, config.max_position_embeddings)
         rng = np.random.default_rng(seed)
-        # Past the built length one row is enough to show the file still agrees there.
-        batches = [("random", _random_batch(rng, config, batch_size if T <= seq_len else 1, T)) for T in lengths]
+        if static is None:
+            lengths = seq_lens or default_lengths(seq_len, config.max_position_embeddings)
+            # Past the built length one row is enough to show the file still agrees there.
+            batches = [("random", _random_batch(rng, config, batch_size if T <= seq_len else 1, T))
+                       for T in lengths]
+        else:  # its one shape: each row of a padded batch on its own
+            batches = [("random", row) for row in _rows(_random_batch(rng, config, batch_size, static))]
         tok = _tokenizer(tokenizer, config.vocab_size)
         if tok is not None:
             report.tokenized = True
-            batches += [("text", b) for b in _text_batches(tok, min(seq_len, config.max_position_embeddings))]
+            text = _text_batches(tok, min(seq_len, config.max_position_embeddings), static)
+            batches += [("text", b) for b in (text if static is None else [r for b in text for r in _rows(b)])]
         for source, feeds in batches:
             report.cases += _run_case(model, session, source, feeds, atol, rtol)
-    report.contents = contents if contents is not None else read_file(path)
-    report.weights = analyze(report.contents, model)
+        if gpu and static is not None and report.format == "tflite":
+            report.gpu = _gpu_check(model, path, _random_batch(rng, config, 2, static), atol, rtol)
+    # a static .tflite stores the position rows of its length only
+    report.weights = analyze(report.contents, model,
+                             static_len=static if report.contents.format == "tflite" else None)
     report.seconds = time.perf_counter() - start
     log.info("verified %s in %.1fs: %s", path.name, report.seconds, "ok" if report.ok else "; ".join(report.problems()))
     return report
@@ -162,14 +223,46 @@ def verify(model, path: str | os.PathLike, *, seq_len: int = 128, seq_lens: tupl
 def _run_case(model, session, source: str, feeds: dict[str, np.ndarray], atol: float,
               rtol: float) -> list[ParityCase]:
     """One batch through PyTorch and through the file; one ParityCase per output."""
+    got = session.run(feeds)
+    return [_compare(source, feeds, name, expected, got[name], atol, rtol)
+            for name, expected in _reference(model, feeds).items()]
+
+
+def _reference(model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """PyTorch's outputs for ``feeds``, by output name."""
     import torch
 
     with torch.no_grad():
         ref = model.eval()(*(torch.from_numpy(feeds[n]) for n in INPUT_NAMES))
     ref = ref if isinstance(ref, tuple) else (ref,)
-    got = session.run(feeds)
-    return [_compare(source, feeds, name, expected.numpy(), got[name], atol, rtol)
-            for name, expected in zip(model.output_names, ref)]
+    return {name: expected.numpy() for name, expected in zip(model.output_names, ref)}
+
+
+def _rows(feeds: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Each row of a batch as a batch of one."""
+    return [{name: value[i:i + 1] for name, value in feeds.items()} for i in range(len(feeds["input_ids"]))]
+
+
+def _gpu_check(model, path: Path, batch: dict[str, np.ndarray], atol: float, rtol: float) -> GpuCheck:
+    """The static .tflite at ``path`` on LiteRT's GPU accelerator (float32 arithmetic), on the
+    padded, two-segment row of ``batch``, against PyTorch; not run where there is no Vulkan device.
+    A refusal or a crash of the accelerator fails the file (ConversionError)."""
+    from albert_edge.runtime.accelerator import NoVulkanDevice, placed_run, vulkan_available
+
+    missing = vulkan_available()
+    if missing is not None:
+        log.info("%s: GPU check not run: %s", path.name, missing)
+        return GpuCheck(False, f"no Vulkan device: {missing}")
+    feeds = _rows(batch)[-1]
+    try:
+        placement, got = placed_run(path, feeds, enforce_f32=True)
+    except NoVulkanDevice as exc:
+        return GpuCheck(False, str(exc))
+    except RuntimeUnavailable as exc:
+        raise ConversionError(f"{path.name} failed on LiteRT's GPU accelerator: {exc}") from None
+    cases = [_compare("gpu", feeds, name, expected, got[name], atol, rtol)
+             for name, expected in _reference(model, feeds).items()]
+    return GpuCheck(True, placement=placement.to_dict(), cases=cases)
 
 
 def _io_problems(session, output_names: tuple[str, ...]) -> list[str]:
@@ -208,12 +301,14 @@ def _tokenizer(tokenizer, vocab_size: int):
     return tok
 
 
-def _text_batches(tok, max_length: int) -> list[dict[str, np.ndarray]]:
-    """Single sentences padded to the longest, and sentence pairs padded to ``max_length``."""
+def _text_batches(tok, max_length: int, static: int | None = None) -> list[dict[str, np.ndarray]]:
+    """Single sentences padded to the longest, and sentence pairs padded to ``max_length``; every
+    row padded to ``static`` for a static-shape file."""
     singles = [a for a, b in SENTENCES if b is None]
     pairs = [(a, b) for a, b in SENTENCES if b is not None]
     return [
-        tok(singles, max_length=max_length, padding="longest", truncation=True),
+        tok(singles, max_length=static or max_length, padding="max_length" if static else "longest",
+            truncation=True),
         tok([a for a, _ in pairs], [b for _, b in pairs], max_length=max_length, padding="max_length",
             truncation=True),
     ]

@@ -17,7 +17,8 @@ from albert_edge import __version__
 from albert_edge.errors import ConversionError
 from albert_edge.files import atomic_write
 
-__all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "Manifest", "file_entry", "to_text", "write", "read", "sha256_of"]
+__all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "Manifest", "file_entry", "to_text", "write", "read", "sha256_of",
+           "static_length"]
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
@@ -41,6 +42,10 @@ class FileEntry:
     # uses (converters.op_versions); .ort: the oldest onnxruntime that loads it (formats.ort_runtime);
     # None for ONNX, or when an operator version (.ort: the opset) is not in the table.
     min_runtime: str | None = None
+    # A static-shape file (convert --static): N of its [1, N] inputs, the length every input is
+    # padded to; what GPU and NPU delegates take. None for a dynamic-shape file (and in manifests
+    # written before the field).
+    static_len: int | None = None
 
 
 @dataclass
@@ -97,7 +102,39 @@ def file_entry(path: str | os.PathLike, report, name: str | None = None) -> File
         data_files=data_files,
         min_runtime=(_min_runtime(path) if contents.format == "tflite"
                      else meta.get("min_onnxruntime") if contents.format == "ort" else None),
+        static_len=static_length(path, contents),
     )
+
+
+def static_length(path: str | os.PathLike, contents) -> int | None:
+    """N when the file at ``path`` (read back as ``contents``) is static-shape: every input
+    ``[1, N]`` and, for a .tflite, no tensor of any of its graphs with a dynamic size (a file
+    whose inputs alone were fixed, like a MediaPipe task file, is not: GPU delegates refuse it).
+    None otherwise, and for a .pte (its input sizes are the bounds it was exported with)."""
+    if contents.format not in ("tflite", "onnx", "ort"):
+        return None
+    shapes = {tuple(s.shape) for s in contents.inputs}
+    if len(shapes) != 1:
+        return None
+    shape = next(iter(shapes))
+    if len(shape) != 2 or shape[0] != 1 or not isinstance(shape[1], int) or shape[1] < 1:
+        return None
+    if contents.format == "tflite" and _has_dynamic_tensor(Path(path)):
+        return None
+    return shape[1]
+
+
+def _has_dynamic_tensor(path: Path) -> bool:
+    from .tflite_reader import schema_module
+
+    model = schema_module().Model.GetRootAs(path.read_bytes(), 0)
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for t in range(graph.TensorsLength()):
+            signature = graph.Tensors(t).ShapeSignatureAsNumpy()
+            if not isinstance(signature, int) and (signature < 0).any():
+                return True
+    return False
 
 
 def _min_runtime(path: Path) -> str | None:

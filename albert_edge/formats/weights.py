@@ -27,7 +27,7 @@ from .graph import GraphContents, StoredTensor
 
 __all__ = [
     "Duplicate", "WeightsReport", "analyze", "find_duplicates", "model_param_bytes", "model_format", "read_file",
-    "inspect_file", "BOUND_FACTOR", "BOUND_SLACK",
+    "inspect_file", "BOUND_FACTOR", "BOUND_SLACK", "unstored_position_bytes",
 ]
 
 # Stored weight bytes may exceed the model's unique parameter bytes by this much: graph constants
@@ -178,12 +178,25 @@ def model_param_bytes(model, itemsize: int | None = None) -> int:
     return sum(p.numel() * (itemsize or p.element_size()) for _, p in model.named_parameters())
 
 
+def unstored_position_bytes(config, static_len: int, itemsize: int = 4) -> int:
+    """The bytes of the position-embedding rows past ``static_len``, which a static-shape TFLite
+    file of that length does not store: its graph reads ``position_embeddings[:static_len]``, a
+    constant slice the TFLite converter folds into a stored (static_len, E) table."""
+    return max(0, config.max_position_embeddings - static_len) * config.embedding_size * itemsize
+
+
 def analyze(contents: GraphContents, model=None, *, param_bytes: int | None = None,
-            min_numel: int = MIN_NUMEL) -> WeightsReport:
+            min_numel: int = MIN_NUMEL, static_len: int | None = None) -> WeightsReport:
     """Stored bytes, unique bytes and duplicates of ``contents``; with ``model`` (or its
-    ``param_bytes``) also the bound that stored bytes must stay within."""
+    ``param_bytes``) also the bound that stored bytes must stay within.
+
+    ``static_len``: ``contents`` is a static-shape TFLite file of that length, so the model's
+    unique bytes it should store are its parameters' less the position rows it has no use for
+    (:func:`unstored_position_bytes`); every other weight counts in full, as for any file."""
     if param_bytes is None and model is not None:
         param_bytes = model_param_bytes(model)
+        if static_len is not None:
+            param_bytes -= unstored_position_bytes(model.config, static_len)
     duplicates = find_duplicates(contents.weights, min_numel=min_numel)
     stored = contents.stored_weight_bytes
     weights = sum(1 for t in contents.weights if t.data.size >= min_numel)

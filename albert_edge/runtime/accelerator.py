@@ -33,7 +33,7 @@ from ..children import child_env, python
 from ..errors import RuntimeUnavailable
 
 __all__ = ["NoVulkanDevice", "StaticShapeOnly", "CpuFallback", "GpuPlacement", "vulkan_available",
-           "gpu_placement", "run_on_gpu", "NO_VULKAN_FIX"]
+           "gpu_placement", "run_on_gpu", "placed_run", "NO_VULKAN_FIX"]
 
 NO_VULKAN_FIX = "install Mesa's lavapipe (.ci/gpu.sh) or run on a device with a GPU"
 _TIMEOUT = 600  # seconds a child may take: lavapipe compiles a large graph's kernels slowly
@@ -423,6 +423,12 @@ def run_on_gpu(path: str | Path, feeds: dict[str, np.ndarray], *, enforce_f32: b
 
     Raises StaticShapeOnly for a file with dynamic shapes, NoVulkanDevice when the accelerator
     finds no adapter, ValueError when the feeds do not match the file's inputs."""
+    return placed_run(path, feeds, enforce_f32=enforce_f32, timeout=timeout)[1]
+
+
+def placed_run(path: str | Path, feeds: dict[str, np.ndarray], *, enforce_f32: bool = True,
+               timeout: float = _TIMEOUT) -> tuple[GpuPlacement, dict[str, np.ndarray]]:
+    """:func:`run_on_gpu` with the placement of that run (one child, one compilation)."""
     path = Path(path)
     shapes = _input_shapes(path)
     if any(d < 0 for shape in shapes for d in shape):
@@ -440,7 +446,8 @@ def run_on_gpu(path: str | Path, feeds: dict[str, np.ndarray], *, enforce_f32: b
     arrays = {s.name: np.asarray(feeds[s.name], dtype=s.dtype) for s in specs}
     ops = _op_count(path)
     answer, report, outputs = _in_child(path, enforce_f32, arrays, timeout)
-    _placement(path, ops, answer, report, enforce_f32).check()
+    placement = _placement(path, ops, answer, report, enforce_f32)
+    placement.check()
     if outputs is None:
         raise RuntimeUnavailable(f"{path}: LiteRT's GPU accelerator returned no outputs")
-    return outputs
+    return placement, outputs
