@@ -1,7 +1,8 @@
 """A TFLite scheme's file, converted again from the model: a .tflite cannot be quantized in place,
 so the model is loaded from the checkpoint its manifest names (the head and outputs it was
 converted with) and the TFLite exporter runs with the scheme's converter settings and rewrites
-(:func:`albert_edge.quantize.tflite.plan`). :func:`build` is the builder ``quantize()`` is given
+(:func:`albert_edge.quantize.tflite.plan`); a static-shape parent gives a static-shape file of
+its length. :func:`build` is the builder ``quantize()`` is given
 for .tflite files (:func:`albert_edge.converters.quantized.quantize_file`)."""
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
     settings = plan(source, recipe, config, calibration, form)
     model = rebuild_model(source, settings.task)
     flatbuffer = exporter.convert(model, seq_len=settings.seq_len, run_converter=settings.run,
-                                  runtime=settings.runtime, layers=settings.layers)
+                                  runtime=settings.runtime, layers=settings.layers, static=settings.static)
     if settings.task is not None:  # the app reads the task, tokenizer and labels from it
         flatbuffer = with_parent_metadata(flatbuffer, source.path, settings.seq_len)
         settings.notes.append("TFLite metadata (task, tokenizer, labels) copied from the fp32 file")
     out.write_bytes(flatbuffer)
-    return Built(out, {}, settings.notes)
+    return Built(out, settings.kept_float, settings.notes)

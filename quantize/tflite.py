@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from albert_edge.formats.manifest import static_length
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST
 from albert_edge.formats.tflite_reader import layer_form
 from albert_edge.formats.weights import read_file
@@ -84,6 +85,9 @@ class Plan:
     originals: list[np.ndarray]
     form: Form
     notes: list[str]
+    static: bool = False  # the parent is static-shape ([1, seq_len]): so is its quantized file
+    # weights kept in float32 on purpose, with why (what the quantized file's checks expect)
+    kept_float: dict[str, str] = field(default_factory=dict)
 
     @property
     def runtime(self) -> str | None:
@@ -93,7 +97,10 @@ class Plan:
     def run(self, converter) -> bytes:
         """Configure ``converter`` (a TFLiteConverter of the model), convert, and rewrite the result."""
         _configure(converter, self.recipe, self.per_channel, self.calibration)
-        return _rewrite(converter.convert(), self.recipe, self.notes, self.originals, self.compat, self.form)
+        flatbuffer = _rewrite(converter.convert(), self.recipe, self.notes, self.originals, self.compat, self.form)
+        if self.static and self.recipe.weights == "float16":
+            flatbuffer = _float32_tables(flatbuffer, self.originals, self.notes, self.kept_float)
+        return flatbuffer
 
 
 def plan(source: ModelFile, recipe: Recipe, config: QuantizeConfig, calibration: Sequence[Batch] = (),
@@ -110,6 +117,10 @@ def plan(source: ModelFile, recipe: Recipe, config: QuantizeConfig, calibration:
                      "once per layer; int8-dynamic and fp16 keep the loop")
     parent = read_file(source.path)
     task = parent.metadata.get("task")
+    static_len = static_length(source.path, parent)
+    if static_len is not None and config.seq_len not in (None, static_len):
+        raise ConversionError(f"{source.path.name} is static-shape, [1, {static_len}]: its quantized file keeps that "
+                              f"length, not seq_len {config.seq_len}")
 
     per_channel = config.per_channel
     if recipe.tied_per_tensor and "prediction_logits" in source.output_names:
@@ -122,8 +133,8 @@ def plan(source: ModelFile, recipe: Recipe, config: QuantizeConfig, calibration:
                      "scales with float activations need FULLY_CONNECTED version 12 (runtime 2.17); "
                      "--tflite-compat latest keeps them")
     originals = [w.data for w in parent.weights]  # the parent's fp32 weights
-    return Plan(recipe, per_channel, compat, layers, config.seq_len or source.seq_len, task, calibration,
-                originals, form, notes)
+    return Plan(recipe, per_channel, compat, layers, static_len or config.seq_len or source.seq_len, task,
+                calibration, originals, form, notes, static=static_len is not None)
 
 
 def _configure(converter, recipe: Recipe, per_channel: bool, calibration: Sequence[Batch]) -> None:
@@ -164,6 +175,40 @@ def _missing_kernels(model: Model) -> set[int]:
                 t >= 0 and tensors[t].type == model.type_code(w) for t, w in zip(inputs, wanted)):
             found.add(i)
     return found
+
+
+_TABLE_KEPT = ("float32 in a static fp16 file: LiteRT's GPU accelerator gathers rows of a float16 table into "
+               "float32 on the CPU only (GATHER: Input / output dtype mismatch)")
+
+
+def _float32_tables(flatbuffer: bytes, originals: list[np.ndarray], notes: list[str],
+                    kept: dict[str, str]) -> bytes:
+    """A static fp16 file for LiteRT's GPU accelerator: each embedding table a GATHER reads is
+    stored in float32 (the parent's values) in place of float16 behind a DEQUANTIZE, which the
+    accelerator cannot gather from; every reader of the table (the tied MLM decoder too) reads
+    that one float32 tensor, and the float16 copy is dropped."""
+    model = load(flatbuffer)
+    producers, graph = model.producers(), model.graph
+    for op in list(graph.operators):
+        table = op_inputs(op)[0] if model.op_name(op) == "GATHER" else -1
+        dequantize = producers.get(table)
+        if dequantize is None or model.op_name(dequantize) != "DEQUANTIZE":
+            continue
+        half = model.constant(op_inputs(dequantize)[0])
+        if half is None or half.dtype != np.float16:
+            continue
+        values = next((o for o in originals if o.shape == half.shape and o.dtype == np.float32
+                       and np.array_equal(o.astype(np.float16), half)), half.astype(np.float32))
+        buffer = model.schema.BufferT()
+        buffer.data = np.frombuffer(np.ascontiguousarray(values, dtype=np.float32).tobytes(), dtype=np.uint8)
+        model.obj.buffers.append(buffer)
+        graph.tensors[table].buffer = len(model.obj.buffers) - 1
+        graph.operators.remove(dequantize)
+        kept[(graph.tensors[table].name or b"").decode("utf-8", "replace")] = _TABLE_KEPT
+    if kept:
+        drop_unused(model)
+        notes.append(f"embedding tables stored in float32 for LiteRT's GPU accelerator: {', '.join(kept)}")
+    return pack(model) if kept else flatbuffer
 
 
 def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: list[np.ndarray],
