@@ -128,6 +128,17 @@ class TFAlbert(tf.Module):
         H = hidden.shape[-1]
         return tf.reshape(tf.slice(hidden, [0, 0, 0], [1, 1, H]), [1, H])
 
+    def _add_positions(self, x: tf.Tensor, table: nn.Embedding, T) -> tf.Tensor:
+        """``x`` (B, T, E) plus the embeddings of positions 0..T-1."""
+        if self.static_len is None:
+            return x + tf.slice(self._w(table.weight), [0, 0], [T, -1])
+        # LiteRT's GPU accelerator (ai-edge-litert 2.3, WebGPU) adds a constant of the tensor's
+        # own shape wrongly in 2-D and 3-D (one row of one operand for every position); in the
+        # (1, T, 1, E) layout it adds element by element.
+        E = table.embedding_dim
+        positions = tf.reshape(tf.slice(self._w(table.weight), [0, 0], [T, E]), [1, T, 1, E])
+        return tf.reshape(tf.reshape(x, [1, T, 1, E]) + positions, [1, T, E])
+
     def _layer_norm(self, x: tf.Tensor, ln: nn.LayerNorm) -> tf.Tensor:
         mean = tf.reduce_mean(x, axis=-1, keepdims=True)
         var = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1, keepdims=True)
@@ -160,15 +171,7 @@ class TFAlbert(tf.Module):
         emb, enc, config = albert.embeddings, albert.encoder, self.config
         B, T = self._sizes(input_ids)
         x = self._lookup(emb.word_embeddings, input_ids) + self._lookup(emb.token_type_embeddings, token_type_ids)
-        if self.static_len is None:
-            x = x + tf.slice(self._w(emb.position_embeddings.weight), [0, 0], [T, -1])  # (B, T, E)
-        else:
-            # LiteRT's GPU accelerator (ai-edge-litert 2.3, WebGPU) adds a constant of the tensor's
-            # own shape wrongly in 2-D and 3-D (one row of one operand for every position); in the
-            # (1, T, 1, E) layout it adds element by element.
-            E = config.embedding_size
-            positions = tf.reshape(tf.slice(self._w(emb.position_embeddings.weight), [0, 0], [T, E]), [1, T, 1, E])
-            x = tf.reshape(tf.reshape(x, [1, T, 1, E]) + positions, [1, T, E])
+        x = self._add_positions(x, emb.position_embeddings, T)  # (B, T, E)
         x = self._layer_norm(x, emb.LayerNorm)
         # (B, 1, 1, T): computed once, shared by every layer application.
         mask = tf.reshape(tf.cast(attention_mask, tf.float32), [B, 1, 1, T])

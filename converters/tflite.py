@@ -109,7 +109,7 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128,
             if _converts_in_child():
                 _convert_in_children(model, tmp, seq_len, layers, static_len)
             else:
-                tmp.write_bytes(convert(model, seq_len=seq_len, layers=layers, static=static))
+                tmp.write_bytes(convert(model, seq_len=seq_len, layers=layers, **({"static": True} if static else {})))
             log.info("converted to TFLite in %.1f s (%d bytes)", time.perf_counter() - start, tmp.stat().st_size)
     except OSError as exc:  # not a full disk or a read-only file system: staged says those
         raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
