@@ -54,15 +54,15 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
 @click.option("--max-seq-len", type=int, default=None, metavar="N",
               help="executorch only: the longest sequence the .pte takes (default: the model's "
                    "max_position_embeddings). ExecuTorch sizes the tensors it keeps outside XNNPACK for it and "
-                   "allocates them at load (ALBERT-base: 2.3 MiB at 512 tokens, 0.6 MiB at 128); a longer input "
-                   "is refused.")
+                   "allocates them at load, so a shorter maximum takes less memory; a longer input is refused.")
 @click.option("--layers", type=click.Choice(LAYER_FORMS), default=None,
               help="tflite only: how the shared layer's applications are written (default loop). loop writes "
                    "each run of one weight group as a WHILE operator over one body subgraph: the TFLite "
                    "Interpreter with default options (as an Android or iOS app opens a file) then packs the shared "
-                   "weights for XNNPACK once, not once per layer (ALBERT-base int8: 72 MiB peak RSS against 150 MiB for "
-                   "TFAlbertModel's converted file, 0.65x / 0.81x its time at 32 / 128 tokens). unrolled writes every application's operators "
-                   "in sequence, one subgraph, as TensorFlow's converter does. `quantize` keeps the form for "
+                   "weights for XNNPACK once, not once per layer: a smaller peak memory in an app's Interpreter "
+                   "than TFAlbertModel's converted file, and shorter calls (benchmarks/peers.py measures both; its "
+                   "results hold the figures). unrolled writes every application's operators in sequence, one "
+                   "subgraph, as TensorFlow's converter does. `quantize` keeps the form for "
                    "int8-dynamic and fp16 and writes int8-full and int16x8 unrolled. MediaPipe's text tasks take "
                    "single-subgraph files only, so the mediapipe target is always unrolled.")
 @click.option("--static", is_flag=True,
