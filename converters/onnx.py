@@ -33,6 +33,8 @@ from albert_edge.formats.graph import INPUT_NAMES, StoredTensor
 from albert_edge.formats.weights import find_duplicates
 from albert_edge.rewrite.initializers import drop_unused_initializers, graph_outputs, remove_initializers
 
+from .onnx_static import STATIC_OPSET, make_static
+
 __all__ = ["export", "deduplicate_weights", "drop_unused_initializers", "INPUT_NAMES", "MIN_OPSET", "DEFAULT_OPSET", "EXTERNAL_DATA_THRESHOLD"]
 
 log = logging.getLogger(__name__)
@@ -46,13 +48,19 @@ DEFAULT_OPSET = 20
 EXTERNAL_DATA_THRESHOLD = 2**31 - 2**26
 
 
-def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, opset: int = DEFAULT_OPSET,
-           external_data_threshold: int = EXTERNAL_DATA_THRESHOLD) -> Path:
+def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, opset: int | None = None,
+           external_data_threshold: int = EXTERNAL_DATA_THRESHOLD, static: bool = False) -> Path:
     """Write ``model`` (eval mode, forward(input_ids, attention_mask, token_type_ids)) to
     ``out_path`` as ONNX: int64 inputs with dynamic batch and sequence axes, outputs named
     ``model.output_names``, each weight stored once. When the weights pass
     ``external_data_threshold`` bytes they go to ``<out_path name>.data`` beside it.
-    ``seq_len`` is only the length of the example the exporter traces with."""
+    ``seq_len`` is only the length of the example the exporter traces with.
+
+    ``static``: int32 inputs of the fixed shape ``[1, seq_len]``, the graph written for a phone's
+    NPU (:mod:`.onnx_static`: shapes folded, LayerNorm and GELU in element-wise ops), in opset
+    ``STATIC_OPSET`` unless ``opset`` says otherwise. ``opset`` defaults to ``DEFAULT_OPSET``."""
+    if opset is None:
+        opset = STATIC_OPSET if static else DEFAULT_OPSET
     if opset < MIN_OPSET:
         raise ConversionError(f"opset {opset} is too old: ONNX export needs opset {MIN_OPSET} or newer")
     out_path = Path(out_path)
@@ -60,9 +68,11 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, opset: int
         raise ConversionError(f"cannot write {out_path}: {out_path.parent} is not a directory")
     with tempfile.TemporaryDirectory(prefix=".onnx-export-", dir=out_path.parent) as tmp:
         traced = Path(tmp) / "traced.onnx"
-        _trace(model, traced, seq_len=seq_len, opset=opset)
+        _trace(model, traced, seq_len=seq_len, opset=opset, static=static)
         proto = onnx.load(str(traced), load_external_data=True)
     proto = deduplicate_weights(proto, inplace=True)  # no second copy of every weight in memory
+    if static:
+        make_static(proto)
     proto.producer_name, proto.producer_version = "albert-edge", __version__
     _save(proto, out_path, external_data_threshold)
     try:
@@ -72,18 +82,23 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, opset: int
     return out_path
 
 
-def _trace(model, path: Path, *, seq_len: int, opset: int) -> None:
+def _trace(model, path: Path, *, seq_len: int, opset: int, static: bool = False) -> None:
     import torch
 
     config = model.config
-    T = max(2, min(seq_len, config.max_position_embeddings))  # length 1 would be traced as a constant
     gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, config.vocab_size, (2, T), generator=gen)
+    if static:  # the one shape the file takes: every shape in the graph is a constant
+        ids = torch.randint(0, config.vocab_size, (1, min(seq_len, config.max_position_embeddings)), generator=gen)
+    else:
+        T = max(2, min(seq_len, config.max_position_embeddings))  # length 1 would be traced as a constant
+        ids = torch.randint(0, config.vocab_size, (2, T), generator=gen)
     example = (ids, torch.ones_like(ids), torch.zeros_like(ids))
-    dynamic = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
     outputs = list(model.output_names)
-    for name in outputs:
-        dynamic[name] = {0: "batch"} if _per_sequence(model, name) else {0: "batch", 1: "sequence"}
+    dynamic = None
+    if not static:
+        dynamic = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
+        for name in outputs:
+            dynamic[name] = {0: "batch"} if _per_sequence(model, name) else {0: "batch", 1: "sequence"}
     with warnings.catch_warnings(), _linears_as_matmul(model), _stdout_to_stderr():
         warnings.simplefilter("ignore")  # tracer and deprecation chatter; the result is verified
         try:

@@ -40,7 +40,7 @@ from albert_edge.errors import ConversionError, first_line
 from albert_edge.formats.graph import GraphContents
 
 __all__ = ["export", "to_ort", "write_operator_configs", "read_contents", "verify_options", "quantized_file", "ort_twin", "OrtTwin",
-           "OPTIMIZATION", "LEVELS", "SCHEMES", "TWIN_ATOL", "OPERATOR_CONFIGS"]
+           "OPTIMIZATION", "STATIC_OPTIMIZATION", "LEVELS", "SCHEMES", "TWIN_ATOL", "OPERATOR_CONFIGS"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,9 @@ LEVELS = ("disable", "basic", "extended", "all")
 # (FusedMatMul, FastGelu, DynamicQuantizeMatMul); "all" adds layout changes for the CPU it runs
 # on, which a file for phones must not carry.
 OPTIMIZATION = "extended"
+# A static file for NNAPI / Core ML: constant folding and eliminations only, the graph those
+# providers are given (onnxruntime's mobile checker reads a file at this level too).
+STATIC_OPTIMIZATION = "basic"
 # Never in an .ort: NCHWc layouts are x86-only (onnxruntime's converter leaves them out for
 # ARM), and SkipLayerNormalization is slower than what it fuses (albert_edge.runtime.onnx_engine).
 _LEFT_OUT = ("NchwcTransformer",)
@@ -68,19 +71,24 @@ _TWIN_LENGTHS = (1, 5, 16, 64, 128)
 
 
 def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, opset: int | None = None,
-           optimization: str = OPTIMIZATION) -> Path:
+           optimization: str | None = None, static: bool = False) -> Path:
     """Write ``model`` (eval mode, forward(input_ids, attention_mask, token_type_ids)) to
     ``out_path`` as an .ort: the ONNX export of :mod:`.onnx` (int64 inputs with dynamic batch and
-    sequence axes), optimized by onnxruntime at ``optimization`` and saved in ORT format; the
-    reduced-build operator configurations are (re)written beside it."""
+    sequence axes), optimized by onnxruntime at ``optimization`` (default :data:`OPTIMIZATION`)
+    and saved in ORT format; the reduced-build operator configurations are (re)written beside it.
+
+    ``static``: the static ``[1, seq_len]`` export for a phone's NPU (:mod:`.onnx_static`),
+    optimized at :data:`STATIC_OPTIMIZATION` unless told: the extended level's fusions
+    (LayerNormalization, FastGelu, FusedMatMul) are operators NNAPI and Core ML do not take."""
     from . import onnx as onnx_export
 
     out_path = Path(out_path)
     if not out_path.parent.is_dir():
         raise ConversionError(f"cannot write {out_path}: {out_path.parent} is not a directory")
+    optimization = optimization or (STATIC_OPTIMIZATION if static else OPTIMIZATION)
     with tempfile.TemporaryDirectory(prefix=".ort-export-", dir=out_path.parent) as tmp:
         source = Path(tmp) / "model.onnx"
-        onnx_export.export(model, source, seq_len=seq_len, opset=opset or onnx_export.DEFAULT_OPSET)
+        onnx_export.export(model, source, seq_len=seq_len, opset=opset, static=static)
         to_ort(source, out_path, optimization=optimization)
     write_operator_configs(out_path.parent)
     return out_path
@@ -266,12 +274,15 @@ def read_contents(path: str | os.PathLike) -> GraphContents:
     """What the .ort stores, read back by the device side's reader (as ``inspect`` reads it),
     with what the manifest records of its format."""
     from albert_edge.formats import ort_reader
+    from albert_edge.formats.manifest import static_length
 
     contents = ort_reader.read(path)
     meta = contents.metadata
+    # what export() converts at: a static file for the NPU providers at the basic level
+    optimization = STATIC_OPTIMIZATION if static_length(path, contents) else OPTIMIZATION
     contents.metadata = {**meta, "format_version": {
         "opset": meta.get("opset"), "ort_format_version": meta.get("ort_format_version"),
-        "onnxruntime_version": _onnxruntime_version(), "optimization": OPTIMIZATION,
+        "onnxruntime_version": _onnxruntime_version(), "optimization": optimization,
     }}
     return contents
 
@@ -290,7 +301,7 @@ def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
 # -- the int8 twin ---------------------------------------------------------------------------
 
 def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
-                   opset: int | None = None):
+                   opset: int | None = None, static: bool = False):
     """Write the ``scheme`` twin of the verified fp32 .ort ``parent`` (a
     converters.result.ConvertedFile) in ``tmp``: the fp32 .onnx (in ``opset``) is quantized by
     albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
@@ -305,6 +316,10 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
 
     if scheme not in SCHEMES:
         raise ConversionError(f"unknown .ort scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
+    if static:
+        raise ConversionError(f"--scheme {scheme} makes a CPU-only file (its activations are quantized at run time), "
+                              "not one for a static file's NPU: quantize the static model.onnx with "
+                              "`albert-edge quantize --scheme int8-static`")
     path = tmp / f"model.{scheme}.ort"
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=".ort-quantize-", dir=tmp) as scratch:

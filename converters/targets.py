@@ -145,12 +145,12 @@ def _onnx_text() -> Exporter:
 
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
-    Target("onnx", ".onnx", "onnx", "convert", Lazy(_onnx), options=("opset", "external_data_threshold")),
+    Target("onnx", ".onnx", "onnx", "convert", Lazy(_onnx), options=("opset", "external_data_threshold", "static")),
     Target("tflite", ".tflite", "tflite", "convert", Lazy(_tflite), options=("layers", "static")),
     Target("executorch", ".pte", "executorch", "convert-executorch", Lazy(_executorch),
            options=("scheme", "max_seq_len")),
     # ONNX Runtime's own format, what ONNX Runtime Mobile loads.
-    Target("ort", ".ort", "ort", "convert", Lazy(_ort), options=("opset", "scheme")),
+    Target("ort", ".ort", "ort", "convert", Lazy(_ort), options=("opset", "scheme", "static")),
     # A .tflite with TFLite metadata and the tokenizer inside, for MediaPipe Tasks (albert-edge[mobile]).
     Target("mediapipe", ".mediapipe.tflite", "tflite", "mobile", Lazy(_mediapipe), options=("tokenizer",)),
     # An .onnx whose input is the text: the tokenizer is a node (onnxruntime-extensions, albert-edge[onnx-text]).
