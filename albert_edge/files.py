@@ -42,7 +42,8 @@ from pathlib import Path
 
 from .errors import OutputError, user_message
 
-__all__ = ["staged", "staged_files", "atomic_write", "cache_root", "check_new_file", "check_output_dir", "check_not_input",
+__all__ = ["staged", "staged_files", "atomic_write", "cache_root", "check_new_file", "check_output_dir",
+           "check_not_input",
            "staged_dir", "install", "link_or_copy", "write_failure", "missing_root", "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.

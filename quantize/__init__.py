@@ -146,8 +146,8 @@ def _prepare(model_path: str | os.PathLike, config: QuantizeConfig, out_path: st
     config.check_against(recipe)
     build = build or _BUILDERS.get(recipe.format)
     if build is None:
-        raise ConfigError(f"{source.path.name}: a {recipe.format} file is converted again from its model to quantize it: "
-                          "use albert_edge.converters.quantized.quantize_file (what `albert-edge quantize` runs)")
+        raise ConfigError(f"{source.path.name}: a {recipe.format} file is converted again from its model to quantize "
+                          "it: use albert_edge.converters.quantized.quantize_file (what `albert-edge quantize` runs)")
     out = Path(out_path) if out_path is not None else default_out_path(source.path, recipe)
     _check_out(out, source.path, recipe, force)
     if beside is not None:

@@ -29,7 +29,8 @@ DEVICE = ("albert_edge.config", "albert_edge.params", "albert_edge.errors", "alb
           "albert_edge.formats", "albert_edge.runtime", "albert_edge.profile", "albert_edge.report",
           "albert_edge.demo")
 # The build side (and the libraries only it may use).
-BUILD = ("albert_edge.converters", "albert_edge.quantize", "albert_edge.rewrite", "albert_edge.train", "albert_edge.model",
+BUILD = ("albert_edge.converters", "albert_edge.quantize", "albert_edge.rewrite", "albert_edge.train",
+         "albert_edge.model",
          "albert_edge.checkpoints", "albert_edge.pipeline", "torch", "tensorflow", "tf_keras", "transformers",
          "executorch", "safetensors")
 
@@ -244,7 +245,8 @@ def test_a_circle_is_found(tmp_path):
                    + "\ndef later():\n    from .weights import read_file\n")
     found["albert_edge.formats.graph"] = bad
     assert ["albert_edge.formats.graph", "albert_edge.formats.weights"] in [
-        [m for m in group if m in ("albert_edge.formats.graph", "albert_edge.formats.weights")] for group in circles(found)]
+        [m for m in group if m in ("albert_edge.formats.graph", "albert_edge.formats.weights")]
+        for group in circles(found)]
 
 
 @pytest.mark.parametrize("statement", [
@@ -271,7 +273,8 @@ def test_a_package_circle_is_found(tmp_path):
                    + "\ndef later():\n    from albert_edge.converters.export import convert\n")
     found["albert_edge.quantize.result"] = bad
     assert ["albert_edge.converters", "albert_edge.quantize"] in [
-        [p for p in group if p in ("albert_edge.converters", "albert_edge.quantize")] for group in package_circles(found)]
+        [p for p in group if p in ("albert_edge.converters", "albert_edge.quantize")]
+        for group in package_circles(found)]
 
 
 # ------------------------------------------------------------------ one way to write an output
