@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from albert_edge.rewrite.onnx_fuse import fuse_attention, residuals_as_sum
 from albert_edge.errors import ConversionError
@@ -33,7 +34,8 @@ from .calibration import Batch
 from .onnx_graph import (check_gemm_weights, find_lookup_tables, find_word_embeddings, float_tied_decoder,
                          pack_attention_inputs, quantize_tied_table, to_float16)
 from .result import Built
-from .schemes import CalibrationMethod, QuantizeConfig, Recipe
+from .onnx_npu import dequantized_tied_table
+from .schemes import CalibrationMethod, QuantizeConfig, Recipe, static_variant
 from .source import ModelFile
 
 __all__ = ["build"]
@@ -49,14 +51,17 @@ _OP_TYPES = ["MatMul", "Gemm"]
 def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
           calibration: Sequence[Batch] = ()) -> Built:
     """Quantize the fp32 ONNX file of ``source`` into ``out`` with ``recipe``."""
-    builder = _BUILDERS[recipe.method]
     model = onnx.load(str(source.path), load_external_data=True)
+    variant = static_variant(recipe) if _static_inputs(model) else recipe  # a file for a phone's NPU
+    builder = _BUILDERS[variant.method]
     if recipe.method == "dynamic":
         # One node per layer in place of ~35 (Reshape/Transpose/Softmax/shape arithmetic). Not
         # for static QDQ, which quantizes the attention products themselves, nor fp16.
         fuse_attention(model, source.config.num_attention_heads, inplace=True)
         residuals_as_sum(model)  # so that a default onnxruntime session keeps LayerNorm unfused
-    built = builder(model, out, config, calibration)
+    built = builder(model, out, config, calibration, tied_decoder=variant.tied_decoder)
+    if variant is not recipe:
+        built.notes.insert(0, variant.notes)
     try:
         onnx.checker.check_model(str(out))
     except onnx.checker.ValidationError as exc:
@@ -64,14 +69,16 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
     return built
 
 
-def _prepare_embeddings(model: onnx.ModelProto, config: QuantizeConfig) -> tuple[list[str], dict[str, str], list[str]]:
-    """Quantize the word-embedding table ourselves (or keep it float when asked). Returns the
-    nodes onnxruntime must leave alone, the weights kept float, and notes."""
+def _prepare_embeddings(model: onnx.ModelProto, config: QuantizeConfig,
+                        tied_decoder: str = "integer") -> tuple[list[str], dict[str, str], list[str]]:
+    """Quantize the word-embedding table ourselves (or keep it float when asked), the tied
+    decoder reading it as ``tied_decoder`` says (:class:`.schemes.Recipe`). Returns the nodes
+    onnxruntime must leave alone, the weights kept float, and notes."""
     table = find_word_embeddings(model.graph)
     if table is None:
         raise ConversionError("no Gather reads the word embeddings with input_ids: not an albert-edge export")
     if config.quantize_embeddings:
-        made = quantize_tied_table(model, table)
+        made = (dequantized_tied_table if tied_decoder == "dequantized" else quantize_tied_table)(model, table)
         note = ("word embeddings: int8 with one scale per row, stored once"
                 + (" and read by the tied MLM decoder too" if table.gemms else ""))
         # Position and token-type rows too (3/4 of their bytes, 188 KiB in ALBERT-base): on
@@ -117,7 +124,7 @@ def _quiet_advice() -> Iterator[None]:
             log.debug("onnxruntime: %s", printed.getvalue().strip())
 
 
-def _dynamic(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibration) -> Built:
+def _dynamic(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibration, **_) -> Built:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     exclude, kept, notes = _prepare_embeddings(model, config)
@@ -144,13 +151,14 @@ _CALIBRATORS = {
 }
 
 
-def _static(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibration: Sequence[Batch]) -> Built:
+def _static(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibration: Sequence[Batch],
+            tied_decoder: str = "integer") -> Built:
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     if not calibration:
         raise ConversionError("int8-static needs calibration batches")
-    exclude, kept, notes = _prepare_embeddings(model, config)
-    reader = _reader(calibration)
+    exclude, kept, notes = _prepare_embeddings(model, config, tied_decoder)
+    reader = _reader(calibration, _input_dtypes(model))
     with tempfile.TemporaryDirectory(prefix=".albert-edge-calibrate-", dir=out.parent) as tmp:
         method, cache = _calibrate(model, reader, config.calibration_method, Path(tmp))
         with _quiet_advice():
@@ -165,7 +173,7 @@ def _static(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibrati
                 extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
             )
     notes.append(f"activation ranges: {config.calibration_method.value} over {reader.count} calibration sequences")
-    if exclude:
+    if exclude and tied_decoder == "integer":
         notes.append("the tied MLM decoder quantizes its input at run time (its table is the embedding lookup's)")
     return Built(out, kept, notes)
 
@@ -190,15 +198,29 @@ def _calibrate(model: onnx.ModelProto, reader, method: CalibrationMethod, tmp: P
     return ort_method, tmp / "ranges.json"
 
 
-def _reader(batches: Sequence[Batch]):
+def _static_inputs(model: onnx.ModelProto) -> bool:
+    """Whether every input of ``model`` has a fixed shape (convert --static)."""
+    return all(d.HasField("dim_value") for v in model.graph.input for d in v.type.tensor_type.shape.dim)
+
+
+def _input_dtypes(model: onnx.ModelProto) -> dict[str, np.dtype]:
+    """The numpy dtype of each graph input: int64 ids, or int32 in a static file for an NPU."""
+    return {v.name: helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type) for v in model.graph.input
+            if v.type.tensor_type.elem_type}
+
+
+def _reader(batches: Sequence[Batch], dtypes: dict[str, np.dtype] | None = None):
     """onnxruntime's CalibrationDataReader over our batches, one example at a time (the
-    calibrators keep what each run produces; single rows keep that small on large models)."""
+    calibrators keep what each run produces; single rows keep that small on large models), each
+    input in the dtype the model takes (``dtypes``)."""
     from onnxruntime.quantization import CalibrationDataReader
+
+    dtypes = dtypes or {}
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.items = [{k: v[i:i + 1] for k, v in b.feeds.items()} for b in batches
-                          for i in range(b.feeds["input_ids"].shape[0])]
+            self.items = [{k: v[i:i + 1].astype(dtypes.get(k, v.dtype)) for k, v in b.feeds.items()}
+                          for b in batches for i in range(b.feeds["input_ids"].shape[0])]
             self.count = len(self.items)
             self._it = iter(self.items)
 
@@ -211,7 +233,7 @@ def _reader(batches: Sequence[Batch]):
     return Reader()
 
 
-def _fp16(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibration) -> Built:
+def _fp16(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibration, **_) -> Built:
     onnx.save(to_float16(model), str(out))
     return Built(out, {}, ["every weight and activation in float16; outputs cast back to float32"])
 

@@ -9,7 +9,7 @@ TFLite quantizer reads the converter settings (``optimizations``, ``supported_op
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from albert_edge.errors import ConfigError
 
 __all__ = [
     "Scheme", "CalibrationMethod", "Recipe", "RECIPES", "QuantizeConfig", "recipe_for", "schemes_for",
-    "FORMATS", "TFLITE_COMPAT",
+    "FORMATS", "TFLITE_COMPAT", "STATIC_VARIANTS", "static_variant",
 ]
 
 FORMATS = ("onnx", "tflite")
@@ -81,6 +81,10 @@ class Recipe:
     tied_per_tensor: bool = False  # per-tensor weight scales when the MLM decoder is tied
     share_input_ranges: bool = False  # the layer applications of a shared weight: one input range, one bias
     full_range_tables: bool = False  # embedding tables quantized over their whole range, not a calibrated one
+    # ONNX: how the MLM decoder tied to the int8 word table reads it. "integer": its input
+    # quantized at run time (DynamicQuantizeLinear + MatMulInteger, fast on a CPU); "dequantized":
+    # a float Gemm over DequantizeLinear(table), operators NNAPI lists (a static file's variant).
+    tied_decoder: str = "integer"
     notes: str = ""
 
     @property
@@ -138,6 +142,21 @@ RECIPES: dict[tuple[str, Scheme], Recipe] = {
         optimizations=True, supported_types=("float16",), embeddings_option=False,
     ),
 }
+
+
+# What a static-shape file (convert --static: [1, N] inputs, for a phone's NPU) is quantized with
+# instead of the scheme's recipe: no operator NNAPI does not list (quantize/onnx.py picks it).
+STATIC_VARIANTS: dict[tuple[str, Scheme], Recipe] = {
+    ("onnx", Scheme.INT8_STATIC): replace(
+        RECIPES[("onnx", Scheme.INT8_STATIC)], tied_decoder="dequantized",
+        notes="static file for NNAPI: QDQ around every MatMul/Gemm with calibrated ranges; the tied MLM decoder "
+              "is a float Gemm over the dequantized int8 word table (no run-time quantization)"),
+}
+
+
+def static_variant(recipe: Recipe) -> Recipe:
+    """The recipe a static-shape file of ``recipe``'s format is quantized with (itself when it has none)."""
+    return STATIC_VARIANTS.get((recipe.format, recipe.scheme), recipe)
 
 
 def schemes_for(fmt: str) -> list[Scheme]:
