@@ -116,8 +116,13 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
 
 @click.command("inspect", short_help="What a model file stores, in which precision, and any weight stored twice.")
 @click.argument("model_file", type=click.Path(path_type=Path))
+@click.option("--partitions", is_flag=True,
+              help="Also how ONNX Runtime Mobile's NPU providers would split an .onnx (NNAPI; Core ML MLProgram and "
+                   "NeuralNetwork), by onnxruntime's own mobile usability checker: partitions, nodes covered, and "
+                   "the operators left to the CPU with the checker's reason. One partition covering every node is "
+                   "what `convert --static` writes for.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-def inspect(model_file: Path, as_json: bool) -> None:
+def inspect(model_file: Path, partitions: bool, as_json: bool) -> None:
     """Read MODEL_FILE (.onnx, ONNX Runtime .ort, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
     a .tflite's TFLite metadata (the MediaPipe task, tensor names, tokenizer inside, labels),
     weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
@@ -129,6 +134,10 @@ def inspect(model_file: Path, as_json: bool) -> None:
 
     with err_console.status(f"reading {model_file.name}"):
         data = inspect_model(model_file)
+        if partitions:
+            from ..formats.mobile_partitions import mobile_partitions
+
+            data["partitions"] = mobile_partitions(model_file).to_dict()
     if as_json:
         print_json(data)
         return
@@ -160,6 +169,20 @@ def inspect(model_file: Path, as_json: bool) -> None:
         _print_executorch(data["executorch"])
     if "ort" in data:
         _print_ort(data["ort"], data["precision"]["weight_bytes_by_dtype"])
+    if "partitions" in data:
+        _print_partitions(data["partitions"])
+
+
+def _print_partitions(report: dict) -> None:
+    """NNAPI / Core ML partitions by onnxruntime's mobile checker; for a dynamic-shape file also
+    as they would be with its shapes fixed."""
+    for title, rows in (("as it is", report["providers"]), ("with its shapes fixed", report["if_fixed"])):
+        if rows:
+            print_table(f"NPU partitions, {title} ({report['checker']}, {report['nodes']} nodes at the basic level)",
+                        ["provider", "partitions", "nodes covered", "left to the CPU (reason)"],
+                        [(p["provider"], p["partitions"], f"{p['covered']}/{p['nodes']} ({100 * p['coverage']:.1f}%)",
+                          "; ".join(f"{u['op']} x{u['nodes']} ({u['reason']})" for u in p["unsupported"]) or "none")
+                         for p in rows], right=(1,))
 
 
 def _print_ort(ort: dict, by_dtype: dict) -> None:

@@ -17,8 +17,10 @@ Device side: onnx and onnxruntime are imported when a file is checked.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -118,9 +120,7 @@ def mobile_partitions(path: str | os.PathLike, providers: tuple[Provider, ...] =
     if not path.is_file():
         raise RuntimeUnavailable(f"{path}: no such model file")
     try:
-        ort = optional_import("onnxruntime")
-        checker = optional_import("onnxruntime.tools.mobile_helpers.usability_checker")
-        utils = optional_import("onnxruntime.tools.onnx_model_utils")
+        ort, checker, utils = _checker_modules()
     except ImportError as exc:
         raise RuntimeUnavailable(f"the NNAPI / Core ML partition check needs onnxruntime and onnx ({exc})") from None
     with tempfile.TemporaryDirectory(prefix=".albert-edge-partitions-") as tmp:
@@ -139,6 +139,21 @@ def mobile_partitions(path: str | os.PathLike, providers: tuple[Provider, ...] =
         if dynamic:
             report.if_fixed.append(_partitions(checker, model, provider, fixed=False))
     return report
+
+
+def _checker_modules():
+    """onnxruntime, its usability checker and its model utilities. ``onnxruntime.tools``' own
+    ``__init__`` imports torch whenever torch is installed (for its PyTorch export helpers, which
+    the checker does not use): the package is entered without running it, so checking a file
+    never imports torch."""
+    ort = optional_import("onnxruntime")
+    if "onnxruntime.tools" not in sys.modules:
+        spec = importlib.util.find_spec("onnxruntime.tools")
+        if spec is None:
+            raise ImportError("onnxruntime has no tools package")
+        sys.modules["onnxruntime.tools"] = importlib.util.module_from_spec(spec)  # its __path__, not its __init__
+    return (ort, optional_import("onnxruntime.tools.mobile_helpers.usability_checker"),
+            optional_import("onnxruntime.tools.onnx_model_utils"))
 
 
 def _partitions(checker, model, provider: Provider, fixed: bool) -> Partitions:
