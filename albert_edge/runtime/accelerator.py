@@ -169,7 +169,7 @@ def _no_vulkan(detail: str) -> NoVulkanDevice:
 _UNSUPPORTED = "Following operations are not supported by GPU delegate:"
 _SPLIT = re.compile(r"(\d+) operations will run on the GPU, and the remaining (\d+) operations will run on the CPU")
 _NONE = re.compile(r"No operations will run on the GPU, and all (\d+) operations will run on the CPU")
-_DYNAMIC = re.compile(r"tensor#(\d+) is a dynamic-sized tensor")
+_DYNAMIC = re.compile(r"tensor#(-?\d+) is a dynamic-sized tensor")
 _ADAPTER = re.compile(r"Selected adapter: (.+)")
 _NO_ADAPTER = "No adapters found"
 _OP = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -246,9 +246,35 @@ def _op_count(path: str | Path) -> int:
     return int(_graph(path)[2].OperatorsLength())
 
 
+# Operators whose output size is read from some of their inputs (by index): with one of those
+# computed rather than constant, the output is dynamic-sized. (Not RESHAPE: the interpreter works
+# out its shape while preparing, from a shape computed from static input shapes; the accelerator
+# named the position SLICE, never a RESHAPE before it.)
+_SIZED_BY = {"SLICE": (1, 2), "STRIDED_SLICE": (1, 2, 3), "RANGE": (0, 1, 2), "FILL": (0,), "BROADCAST_TO": (1,)}
+
+
+def _first_dynamic(schema, model, sub, names: dict[int, str]) -> int | None:
+    """The first tensor of ``sub`` whose size an operator reads from a computed tensor."""
+    constant = {t for t in range(sub.TensorsLength()) if model.Buffers(sub.Tensors(t).Buffer()).DataLength() > 0}
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        inputs = op.InputsAsNumpy().tolist()
+        sizes = _SIZED_BY.get(names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode()), ""), ())
+        if any(k < len(inputs) and inputs[k] >= 0 and inputs[k] not in constant for k in sizes):
+            return int(op.OutputsAsNumpy()[0])
+    return None
+
+
 def _tensor_origin(path: str | Path, tensor: int) -> str:
-    """``tensor#N 'name' (made by OP)`` of the signature's subgraph, for the accelerator's refusal."""
+    """``tensor#N 'name' (made by OP)`` of the signature's subgraph, for the accelerator's refusal.
+    Where the accelerator names no tensor (``tensor#-1``), the first one sized by a computed tensor."""
     schema, model, sub = _graph(path)
+    if tensor < 0:
+        names = {v: k for k, v in vars(schema.BuiltinOperator).items() if isinstance(v, int)}
+        tensor = _first_dynamic(schema, model, sub, names)
+        if tensor is None:
+            return "a tensor"
     if not 0 <= tensor < sub.TensorsLength():
         return f"tensor#{tensor}"
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if isinstance(v, int)}
