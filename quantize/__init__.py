@@ -34,6 +34,7 @@ from .calibration import Prepared, prepare
 from .checks import QuantCheck, check_quantized, describe, float_weights
 from .record import check_destination, parity, record
 from .source import ModelFile, open_model_file
+from .static_text import for_static
 from .result import Builder, Companion, QuantizeResult
 from .schemes import RECIPES, CalibrationMethod, QuantizeConfig, Recipe, Scheme, recipe_for, schemes_for
 
@@ -160,7 +161,13 @@ def _prepare(model_path: str | os.PathLike, config: QuantizeConfig, out_path: st
     if seq_len > source.config.max_position_embeddings:
         raise ConfigError(f"seq_len {seq_len} is above the model's max_position_embeddings "
                           f"({source.config.max_position_embeddings})")
-    return _Job(source, config, recipe, build, out, prepare(config, source, recipe, seq_len))
+    text = prepare(config, source, recipe, seq_len)
+    if source.entry.static_len:  # convert --static: inputs [1, N], so every row on its own, padded to N
+        if seq_len > source.entry.static_len:
+            raise ConfigError(f"--seq-len {seq_len} is above the {source.entry.static_len} tokens the static file "
+                              f"{source.path.name} takes; give at most {source.entry.static_len}")
+        text = for_static(text, source.entry.static_len)
+    return _Job(source, config, recipe, build, out, text)
 
 
 def _make(job: _Job, tmp: Path) -> _Made:
