@@ -27,8 +27,10 @@ from albert_edge.converters.quantized import quantize_file  # noqa: E402
 from albert_edge.model import build_model  # noqa: E402
 from albert_edge.quantize import QuantizeConfig  # noqa: E402
 
-TINY = AlbertConfig.preset("tiny")
+TINY = AlbertConfig.preset("tiny").replace(vocab_size=400)  # the test spiece.model's vocabulary
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus.txt"
 N = 16
+SCHEMES = ("int8-dynamic", "fp16", "int8-full", "int16x8")  # every TFLite scheme
 
 # At the file's default length: the buffers CompiledModel makes, sized as the file says.
 DEFAULT_LENGTH = textwrap.dedent("""
@@ -102,9 +104,10 @@ def _in_child(script: str, path: Path, feeds: dict[str, np.ndarray], tmp: Path, 
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory) -> dict[str, Path]:
-    """One file of each kind: dynamic loop and unrolled, static, and the int8-dynamic and fp16
-    files quantize writes from the dynamic one."""
+def files(tmp_path_factory, spiece_model) -> dict[str, Path]:
+    """One file of each kind: dynamic loop and unrolled, static, and every scheme's file quantize
+    writes from the dynamic one (what is checked
+    here is how CompiledModel sizes the buffers; int8-full and int16x8 calibrate on real text)."""
     torch.manual_seed(0)
     model = build_model(TINY, "base")
     with torch.no_grad():
@@ -116,12 +119,14 @@ def files(tmp_path_factory) -> dict[str, Path]:
     made = {"dynamic loop": root / "loop" / "model.tflite",
             "dynamic unrolled": tflite.export(model, root / "unrolled.tflite", seq_len=N, layers="unrolled"),
             "static": tflite.export(model, root / "static.tflite", seq_len=N, static=True)}
-    for scheme in ("int8-dynamic", "fp16"):
-        made[scheme] = quantize_file(made["dynamic loop"], QuantizeConfig(scheme, eval_samples=4)).out_path
+    for scheme in SCHEMES:
+        config = QuantizeConfig(scheme, calibration=(str(CORPUS),), tokenizer=spiece_model, num_samples=8,
+                                eval_samples=4)
+        made[scheme] = quantize_file(made["dynamic loop"], config).out_path
     return made
 
 
-@pytest.mark.parametrize("kind", ["dynamic loop", "dynamic unrolled", "static", "int8-dynamic", "fp16"])
+@pytest.mark.parametrize("kind", ["dynamic loop", "dynamic unrolled", "static", *SCHEMES])
 def test_compiled_model_at_the_default_length(files, kind, tmp_path):
     path, feeds = files[kind], _feeds(N)
     got = _in_child(DEFAULT_LENGTH, path, feeds, tmp_path)
