@@ -7,7 +7,9 @@ when executorch's own bindings are the only ExecuTorch installed).
 - :mod:`.onnx_engine`: how an .onnx file is opened in onnxruntime (weights mapped, not copied);
 - :mod:`.compiled`: .tflite through LiteRT's CompiledModel, each shared weight packed once;
 - :mod:`.litert`: .tflite through the classic ``Interpreter`` (XNNPACK off, or the route above declined);
-- :mod:`.pte_engine`: ExecuTorch .pte files, XNNPACK's weights cache on (each shared weight packed once).
+- :mod:`.pte_engine`: ExecuTorch .pte files, XNNPACK's weights cache on (each shared weight packed once);
+- :mod:`.gpu`: ``accelerator="gpu"``: a static .tflite on LiteRT's GPU accelerator, an .onnx on CUDA;
+- :mod:`.static`: what a static-shape file (``convert --static``) takes, and the one line when fed otherwise.
 """
 
 from __future__ import annotations
@@ -28,8 +30,13 @@ from . import compiled
 from .litert import DELEGATES, InterpreterBackend
 from .onnx_engine import PROVIDERS, OnnxBackend
 from .pte_engine import PteBackend
+from .static import feed_problem, static_length
 
-__all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES"]
+__all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES", "ACCELERATORS",
+           "GPU_PRECISIONS"]
+
+ACCELERATORS = ("cpu", "gpu")
+GPU_PRECISIONS = ("fp32", "fp16")
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +46,26 @@ class Session:
 
     Integer feeds are cast to the dtype the model wants (int64 for our ONNX files, int32 for
     TFLite). TFLite inputs are resized to the shape of each feed, so one file serves any batch
-    size and sequence length.
+    size and sequence length. A static-shape file (``convert --static``: [1, N] inputs,
+    ``static_len`` N) takes feeds of that shape only: others are refused in one line
+    (StaticShapeMismatch, a ValueError) naming the fix, on every accelerator; pad to N with
+    attention_mask 0, as an app does.
+
+    ``accelerator`` is where the model computes: "cpu" (the default) or "gpu". On "gpu" a .tflite
+    runs through LiteRT's GPU accelerator (its CompiledModel with the GPU first and the CPU for the
+    operators the GPU does not take), static-shape files only (StaticShapeOnly for a dynamic one,
+    NoVulkanDevice where the accelerator finds no device); ``gpu_precision`` "fp32" (the default:
+    float32 arithmetic, within 1e-5 of the CPU) or "fp16" (the accelerator's own default, faster
+    on a phone's GPU). ``placement`` then says where its operators went, from the accelerator's own
+    report (:class:`~albert_edge.runtime.accelerator.GpuPlacement`: ops on the GPU and the CPU, each
+    fallback with its reason, the adapter); None on the CPU. An .onnx on "gpu" runs on
+    onnxruntime's CUDA provider (or the GPU ``provider`` named). On a software Vulkan device
+    (lavapipe) the GPU path runs and computes right, and its timings mean nothing.
 
     ``provider`` picks the onnxruntime execution provider ("cpu", "cuda", "tensorrt" or the full
     provider name; default CPU) and ``delegate`` the TFLite delegate ("xnnpack", the
     interpreter's default, or "none"); each applies only to its format. ``accelerator`` names what
-    really runs the model: the first provider of the onnxruntime session, or the delegate.
+    really runs the model: the first provider of the onnxruntime session, the delegate, or "gpu".
     ``ops_trace`` (ONNX only) turns on onnxruntime's profiler, writing its JSON trace under that
     path prefix; ``end_profiling()`` stops it and returns the trace file.
     ``weights_once`` (TFLite with XNNPACK) runs the file through LiteRT's CompiledModel with
@@ -64,15 +85,20 @@ class Session:
 
     def __init__(self, path: str | os.PathLike, num_threads: int | None = None, provider: str | None = None,
                  delegate: str = "xnnpack", ops_trace: str | os.PathLike | None = None,
-                 weights_once: bool = True, app_defaults: bool = False):
+                 weights_once: bool = True, app_defaults: bool = False, accelerator: str = "cpu",
+                 gpu_precision: str = "fp32"):
         self.path = Path(path)
         if not self.path.is_file():
             raise RuntimeUnavailable(f"{self.path}: no such model file")
         self.format = format_of(self.path)
         self.num_threads = num_threads
         self.app_defaults = app_defaults
+        _check_accelerator(accelerator, gpu_precision, self.format, app_defaults, delegate)
+        self.gpu_precision: str | None = gpu_precision if accelerator == "gpu" else None
         weights_once = weights_once and not app_defaults
-        if self.format in ("onnx", "ort"):
+        if accelerator == "gpu":
+            self._backend = self._gpu_backend(provider, ops_trace)
+        elif self.format in ("onnx", "ort"):
             if self.format == "ort":
                 check_ort(self.path)  # damaged: one line here, not a retry announced on stdout by onnxruntime
             self._backend = OnnxBackend(self.path, num_threads, provider, ops_trace, app_defaults=app_defaults)
@@ -95,6 +121,22 @@ class Session:
         self.outputs: list[TensorSpec] = self._backend.outputs
         self.backend_name: str = self._backend.name
         self.accelerator: str = self._backend.accelerator
+        self.placement = getattr(self._backend, "placement", None)
+        self.static_len: int | None = static_length([s.shape for s in self.inputs]) if self.format != "executorch" else None
+
+    def _gpu_backend(self, provider: str | None, ops_trace):
+        """The backend of ``accelerator="gpu"``: LiteRT's GPU accelerator for a .tflite, a GPU
+        execution provider for an .onnx / .ort."""
+        from .gpu import GpuTFLite, onnx_gpu_provider
+
+        if self.format in ("onnx", "ort"):
+            if self.format == "ort":
+                check_ort(self.path)
+            return OnnxBackend(self.path, self.num_threads, onnx_gpu_provider(provider), ops_trace)
+        check_tflite(self.path)
+        if ops_trace is not None:
+            raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
+        return GpuTFLite(self.path, self.num_threads, self.gpu_precision)
 
     def end_profiling(self) -> Path | None:
         """Stop onnxruntime's profiler and return its trace file (None when it was not on)."""
@@ -133,10 +175,33 @@ class Session:
                 f"{self.path.name}: feeds must be exactly {', '.join(self.input_names)}"
                 f" (missing: {', '.join(missing) or '-'}; unknown: {', '.join(unknown) or '-'})"
             )
+        if self.static_len is not None:
+            problem = feed_problem(self.path, self.static_len, {n: tuple(np.shape(feeds[n])) for n in self.input_names})
+            if problem is not None:
+                raise problem
         return {spec.name: _cast(feeds[spec.name], spec) for spec in self.inputs}
 
     def __repr__(self) -> str:
         return f"Session({str(self.path)!r}, backend={self.backend_name!r})"
+
+
+def _check_accelerator(accelerator: str, gpu_precision: str, fmt: str, app_defaults: bool, delegate: str) -> None:
+    """One line for an accelerator that does not combine with the file or the other options."""
+    if accelerator not in ACCELERATORS:
+        raise RuntimeUnavailable(f"unknown accelerator {accelerator!r}; expected one of {', '.join(ACCELERATORS)}")
+    if gpu_precision not in GPU_PRECISIONS:
+        raise RuntimeUnavailable(f"unknown GPU precision {gpu_precision!r}; expected one of {', '.join(GPU_PRECISIONS)}")
+    if accelerator == "cpu":
+        return
+    if fmt == "executorch":
+        raise RuntimeUnavailable("accelerator 'gpu' runs .tflite files (LiteRT's GPU accelerator) and .onnx / .ort "
+                                 "files (onnxruntime's CUDA provider); a .pte runs on the CPU here")
+    if app_defaults:
+        raise RuntimeUnavailable("app_defaults opens a file with the runtime's default options, on the CPU; "
+                                 "accelerator 'gpu' is another setting: use one or the other")
+    if fmt == "tflite" and delegate != "xnnpack":
+        raise RuntimeUnavailable(f"delegate {delegate!r} is a CPU setting; on accelerator 'gpu' the operators the "
+                                 "GPU does not take run on XNNPACK")
 
 
 def _cast(value: np.ndarray, spec: TensorSpec) -> np.ndarray:

@@ -299,7 +299,7 @@ def _refusal_message(path, reason: str, shapes: list[list[int]]) -> str:
     if "dynamic-sized" in reason:
         inputs = ", ".join(sorted({str(s) for s in shapes})) or "?"
         return (f"{path}: the GPU accelerator takes static-shape files only: convert with a fixed length "
-                f"([1, N] inputs; this file's inputs are {inputs}, and its {reason})")
+                f"(`albert-edge convert --static`: [1, N] inputs; this file's inputs are {inputs}, and its {reason})")
     return f"{path}: LiteRT's GPU accelerator refuses it: {reason}"
 
 
