@@ -47,6 +47,15 @@ _SECTIONS = [
             click.option("--provider", default="cpu", show_default=True, metavar="NAME,...",
                          help="ONNX files: onnxruntime execution providers, cpu, cuda and/or tensorrt (GPU builds "
                               "only)."),
+            click.option("--accelerator", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,
+                         help="Where the model computes. 'gpu': a static .tflite (convert --static) on LiteRT's GPU "
+                              "accelerator, the operators it leaves on the CPU; an .onnx on onnxruntime's CUDA "
+                              "provider. Each record carries the accelerator's own report (operators on the GPU and "
+                              "the CPU, each fallback with its reason, the adapter). On a software Vulkan device "
+                              "(Mesa's lavapipe) the timings mean nothing: the record says so."),
+            click.option("--gpu-precision", type=click.Choice(["fp32", "fp16"]), default="fp32", show_default=True,
+                         help="With --accelerator gpu: the GPU's arithmetic, float32 (as exact as the CPU) or "
+                              "float16 (the accelerator's own default)."),
             click.option("--as-app", is_flag=True,
                          help="Also measure every setting with each file opened as an app opens it: the runtime's "
                               "own API with its default options, the thread count the only setting (the TFLite "

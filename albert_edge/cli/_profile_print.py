@@ -64,7 +64,8 @@ _SHORT_RUNTIME = {"onnxruntime": "ort", "ai_edge_litert": "litert", "tflite_runt
 def _runs_on(record: dict) -> str:
     provider = {full: short for short, full in PROVIDERS.items()}.get(record["provider"], record["provider"])
     app = " app" if record.get("opened_as") == APP else ""
-    return f"{_SHORT_RUNTIME.get(record['runtime'], record['runtime'])}:{provider}{app}"
+    gpu = f" {record['gpu_precision']}" if record.get("accelerator") == "gpu" and record.get("gpu_precision") else ""
+    return f"{_SHORT_RUNTIME.get(record['runtime'], record['runtime'])}:{provider}{gpu}{app}"
 
 
 def print_measured(records: list[dict], comparisons: list, baseline: Path | None) -> None:
@@ -102,6 +103,8 @@ def print_measured(records: list[dict], comparisons: list, baseline: Path | None
         console.print("timing: 'good' = the p50's interval met --ci-target on a quiet machine; 'noisy' = other work, "
                       "drift or held-up calls (the note says which): compare such figures with care; 'unusable' = too "
                       "few calls or too much spread to say anything")
+    for line in placement_lines(records):
+        console.print(line)
     versions = sorted({f"{r['runtime']} {r.get('runtime_version')}" for r in records})
     dev = records[0].get("device") or {} if records else {}
     console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
@@ -123,6 +126,18 @@ def print_measured(records: list[dict], comparisons: list, baseline: Path | None
         print_comparisons(comparisons, baseline)
     elif baseline is not None:
         console.print(f"no record in {baseline} matches these files and settings")
+
+
+def placement_lines(records: list[dict]) -> list[str]:
+    """Where LiteRT's GPU accelerator put each file's operators, once per file and precision."""
+    lines = []
+    for (name, precision), r in {(r["file_name"], r.get("gpu_precision")): r for r in records
+                                 if r.get("placement")}.items():
+        p = r["placement"]
+        fallbacks = "; ".join(f"{f['op']}: {f['reason']}" for f in p.get("fallbacks") or []) or "no fallbacks"
+        lines.append(f"GPU ({precision}) {name}: {p['gpu_ops']} of {p['ops']} operators on the GPU, {p['cpu_ops']} on "
+                     f"the CPU ({fallbacks}); adapter: {p.get('adapter') or 'not named'}")
+    return lines
 
 
 def print_comparisons(comparisons: list, baseline: Path) -> None:

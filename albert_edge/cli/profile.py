@@ -68,7 +68,8 @@ def _options(given: dict[str, Any]) -> ProfileOptions:
         text=given["text"], tokenizer=given["tokenizer"], max_sentences=given["max_sentences"], ops=given["ops"],
         ops_runs=given["ops_runs"], fixed=given["fixed"], ci_target=given["ci_target"],
         max_seconds=max(given["max_seconds"], min_seconds), wait_quiet=given["wait_quiet"],
-        mediapipe=given["mediapipe"], as_app=given["as_app"])
+        mediapipe=given["mediapipe"], as_app=given["as_app"], accelerator=given["accelerator"],
+        gpu_precision=given["gpu_precision"])
     return ProfileOptions(
         settings=settings,
         output=OutputOptions(csv=given["csv_path"], append=given["append_path"], force=given["force"]),

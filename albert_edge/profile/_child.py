@@ -62,9 +62,10 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
 
     start = time.perf_counter()
     app = job.get("engine") == APP
+    accelerator = job.get("accelerator") or "cpu"
     session = (MediaPipeTask(path, job["task"]) if fed.mediapipe else
                Session(path, num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"],
-                       app_defaults=app))
+                       app_defaults=app, accelerator=accelerator, gpu_precision=job.get("gpu_precision") or "fp32"))
     load_ms = (time.perf_counter() - start) * 1e3
     memory.after_load_rss, memory.peak_after_load = _memory()
     limits = _after_load(session, path, job, fed, warnings)
@@ -81,7 +82,9 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     # reading is this process's peak (what GNU time's maximum RSS reports for it).
     after = device.describe()
     memory.after_timed_rss, memory.peak_after_timed = _memory()
-    warnings += _judged(lat, job, activity.competing(during, job["threads"]) + device.throttle_warnings(before, after))
+    placement = getattr(session, "placement", None)
+    warnings += _judged(lat, job, activity.competing(during, job["threads"]) + device.throttle_warnings(before, after),
+                        _software_gpu(placement))
     # Real text profiles the first sentence only, which the latency over all sentences does not describe.
     ops = _ops(path, job, fed.feeds[0], lat.p50 if job["seq_len"] is not None else None) if job["ops"] else None
     return ProfileRecord(
@@ -95,6 +98,8 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
         device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
         text=fed.text_stats, ops=ops, warnings=warnings, model=limits.to_dict(),
         input_kind="text" if fed.text_in else "token ids", opened_as=APP if app else None,
+        accelerator=accelerator, gpu_precision=getattr(session, "gpu_precision", None),
+        placement=placement.to_dict() if placement is not None else None,
         machine={"before": job.get("machine_before"), "during": during},
         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
@@ -174,13 +179,27 @@ def _timed(session, fed: _Feeds, job: dict[str, Any]) -> tuple[Latency, dict[str
     return lat, during
 
 
-def _judged(lat: Latency, job: dict[str, Any], machine: list[str]) -> list[str]:
+def _judged(lat: Latency, job: dict[str, Any], machine: list[str], unusable: list[str] = ()) -> list[str]:
     """Judge the timing (sets ``lat.quality`` and its reasons) from its statistics and ``machine``,
-    the warnings about other work and throttling; those warnings, then the timing's own reasons."""
+    the warnings about other work and throttling, and ``unusable``, reasons that make any timing
+    meaningless (a software GPU); those warnings, then the timing's own reasons."""
     lat.quality, lat.quality_reasons = judge(lat, job["ci_target"], [m for m in machine if not m.startswith("info:")],
                                              fixed_shape=job["seq_len"] is not None)
-    timing = [r for r in lat.quality_reasons if r not in machine]
-    return machine + ([f"timing {lat.quality}: {'; '.join(timing)}"] if timing else [])
+    if unusable:
+        lat.quality, lat.quality_reasons = "unusable", [*unusable, *lat.quality_reasons]
+    timing = [r for r in lat.quality_reasons if r not in machine and r not in unusable]
+    return [*unusable, *machine] + ([f"timing {lat.quality}: {'; '.join(timing)}"] if timing else [])
+
+
+def _software_gpu(placement) -> list[str]:
+    """On a software Vulkan device (lavapipe) the timing says nothing about a GPU: the warning that
+    makes it unusable, or none."""
+    if placement is None:
+        return []
+    from ..runtime.gpu import software_warning
+
+    warning = software_warning(placement.adapter)
+    return [warning] if warning else []
 
 
 def _memory() -> tuple[int | None, int | None]:

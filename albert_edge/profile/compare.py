@@ -62,8 +62,10 @@ def setting_key(record: dict[str, Any]) -> tuple:
     # A call fed the text (its tokenizer timed too) is another setting than one fed the same file's
     # ids; records from before input_kind was kept were all fed ids.
     # A file opened as an app opens it (opened_as) is another setting than the same file in Session.
+    # The GPU (and its precision) is another setting than the CPU; older records ran on the CPU.
     return tuple(record.get(k) for k in _SETTING) + (record.get("host"), record.get("input_kind") == "text",
-                                                     record.get("opened_as"))
+                                                     record.get("opened_as"), record.get("accelerator") or "cpu",
+                                                     record.get("gpu_precision"))
 
 
 def compare(records: list[dict[str, Any]], baseline: list[dict[str, Any]],

@@ -60,6 +60,11 @@ def run(files: Sequence[str | os.PathLike], options: ProfileOptions | None = Non
 
     options = options or ProfileOptions()
     settings, out, baseline = options.settings, options.output, options.baseline
+    if settings.accelerator == "gpu" and options.estimates.devices:
+        from .settings import ProfileError
+
+        raise ProfileError("--accelerator gpu: --estimate scales CPU rooflines by this machine's CPU efficiency: "
+                           "estimate from a CPU profile")
     files = [Path(f) for f in files]
     csv_path, append_path, calibration = (Path(p) if p else None for p in (out.csv, out.append,
                                                                            options.estimates.calibration))

@@ -97,6 +97,12 @@ class ProfileRecord:
     opened_as: str | None = None
     ops: dict[str, Any] | None = None  # --ops breakdown
     weights_once: bool | None = None  # TFLite: run by LiteRT's CompiledModel with one packed copy per shared weight
+    # Where the model computed: "cpu" | "gpu" (profile --accelerator); None in older records (the CPU).
+    accelerator: str | None = None
+    gpu_precision: str | None = None  # on the GPU: "fp32" (float32 arithmetic) | "fp16"; None on the CPU
+    # On LiteRT's GPU accelerator: its own report of the file (GpuPlacement.to_dict(): ops, gpu_ops,
+    # cpu_ops, fallbacks with op and reason, refused, reason, adapter, enforce_f32, runtime).
+    placement: dict[str, Any] | None = None
     model: dict[str, Any] | None = None  # what the file takes: max_seq_len (and its source), vocab, input shape, dynamic
     # Other work on the machine: "before" (watched by the parent before the child started) and
     # "during" (the timed calls): cores busy with other work, CPU steal, run queue, load average.

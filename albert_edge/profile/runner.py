@@ -58,6 +58,7 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
         if text_in and settings.fixed and max(settings.batches) > 1:
             raise ProfileError(f"{path}: it takes one text per call (its tokenizer is inside), so --batch "
                                f"{max(settings.batches)} cannot be fed: profile it at --batch 1")
+        _check_static(path, fmt, settings)
         limits = model_limits(path)
         too_long = [n for n in settings.seq_lens if limits.max_seq_len and n > limits.max_seq_len]
         if settings.fixed and too_long:
@@ -73,6 +74,8 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                   "max_seconds": settings.max_seconds}
         accelerators = ([{"provider": p, "delegate": "xnnpack"} for p in settings.providers] if fmt in ("onnx", "ort")
                         else [{"provider": None, "delegate": d} for d in settings.delegates])
+        if settings.accelerator == "gpu":
+            accelerators = _gpu_jobs(path, fmt, settings)
         for acc in accelerators:
             for threads in settings.threads:
                 shapes = [(b, n) for b in settings.batches for n in settings.seq_lens] if settings.fixed else []
@@ -90,9 +93,80 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
         _check_mediapipe(files, jobs)
     if settings.text is not None:
         check_text(settings)
-    if any(job["provider"] not in (None, "cpu", "CPUExecutionProvider") for job in jobs):
+    if settings.accelerator != "gpu" and any(job["provider"] not in (None, "cpu", "CPUExecutionProvider")
+                                             for job in jobs):
         _check_providers(settings.providers)
+    if settings.accelerator == "gpu" and any(format_of(p) == "tflite" for p in files):
+        _check_vulkan()
     return jobs
+
+
+def _static_len(path: Path, fmt: str) -> int | None:
+    """N of a static-shape file's [1, N] inputs (convert --static): a .tflite's own signature, another
+    format's entry in the manifest beside it; None for a dynamic file."""
+    from ..runtime.static import static_length
+
+    if fmt == "tflite":
+        from ..runtime.compiled import read_signature
+
+        signature = read_signature(path)
+        return static_length([s.shape for s in signature[1]]) if signature else None
+    from .inputs import read_manifest
+
+    entry = next((f for f in read_manifest(path.parent / "manifest.json").get("files") or []
+                  if isinstance(f, dict) and f.get("name") == path.name), {})
+    n = entry.get("static_len")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def _check_static(path: Path, fmt: str, settings) -> None:
+    """A static-shape file takes its one shape: another --seq-len or --batch fails here, in one line."""
+    from ..runtime.static import length_problem
+    from .settings import ProfileError
+
+    n = _static_len(path, fmt)
+    if n is None:
+        return
+    if settings.fixed:
+        for asked in settings.seq_lens:
+            problem = length_problem(n, asked, instead=f"profile it at --seq-len {n}")
+            if problem:
+                raise ProfileError(f"{path}: --seq-len {asked}: {problem}")
+        if max(settings.batches) > 1:
+            raise ProfileError(f"{path}: --batch {max(settings.batches)}: this file takes one row ([1, {n}] inputs): "
+                               "profile it at --batch 1")
+    if settings.text is not None:
+        raise ProfileError(f"{path}: --text feeds sentences at their own lengths, and this file takes {n} tokens "
+                           f"([1, {n}] inputs): profile it at --seq-len {n}")
+
+
+def _gpu_jobs(path: Path, fmt: str, settings) -> list[dict[str, Any]]:
+    """The engine part of the jobs of ``path`` on --accelerator gpu, after checking the GPU takes it."""
+    from ..runtime.accelerator import StaticShapeOnly, _input_shapes, _refusal_message
+    from .settings import ProfileError
+
+    gpu = {"accelerator": "gpu", "gpu_precision": settings.gpu_precision}
+    if fmt in ("onnx", "ort"):
+        from ..runtime.gpu import onnx_gpu_provider
+
+        providers = [p for p in settings.providers if p.lower() not in ("cpu", "cpuexecutionprovider")] or ["cuda"]
+        return [{"provider": onnx_gpu_provider(p), "delegate": "xnnpack", **gpu} for p in providers]
+    if fmt != "tflite":
+        raise ProfileError(f"{path}: --accelerator gpu runs .tflite files (LiteRT's GPU accelerator) and .onnx / .ort "
+                           f"files (onnxruntime's CUDA provider); a .{fmt} file runs on the CPU here")
+    shapes = _input_shapes(path)
+    if any(d < 0 for shape in shapes for d in shape):
+        raise StaticShapeOnly(_refusal_message(path, "inputs are dynamic-sized", shapes))
+    return [{"provider": None, "delegate": "xnnpack", **gpu}]
+
+
+def _check_vulkan() -> None:
+    """No Vulkan device for LiteRT's GPU accelerator: one line before anything is measured."""
+    from ..runtime.accelerator import _no_vulkan, vulkan_available
+
+    reason = vulkan_available()
+    if reason is not None:
+        raise _no_vulkan(reason)
 
 
 def _mediapipe_task(path: Path) -> dict[str, Any] | None:
@@ -147,6 +221,8 @@ def _watch(wait: float, progress: Callable[[str], None] | None) -> dict[str, Any
 
 def describe_job(job: dict[str, Any]) -> str:
     acc = f"mediapipe {job['task']}" if job.get("engine") == "mediapipe" else job["provider"] or f"delegate={job['delegate']}"
+    if job.get("accelerator") == "gpu":
+        acc = f"{job['provider'] or 'gpu'} ({job['gpu_precision']})"
     acc += " as an app opens it (runtime defaults)" if job.get("engine") == APP else ""
     shape = f"seq={job['seq_len']}" if job["seq_len"] is not None else "real text"
     return f"{Path(job['file_as_given']).name} {acc} threads={job['threads']} batch={job['batch']} {shape}"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import AlbertEdgeError
-from ..runtime import DELEGATES, PROVIDERS
+from ..runtime import ACCELERATORS, DELEGATES, GPU_PRECISIONS, PROVIDERS
 
 __all__ = ["MLPERF", "ProfileError", "ProfileSettings", "forward_args"]
 
@@ -33,7 +33,10 @@ class ProfileSettings:
     ``mediapipe``, a file with MediaPipe metadata (``convert --to mediapipe``) is also run through
     MediaPipe Tasks' TextClassifier / TextEmbedder, the text in, once per shape (batch 1). With
     ``as_app``, every setting is also measured with the file opened as an app opens it: the
-    runtime's own API with its default options (``Session(app_defaults=True)``).
+    runtime's own API with its default options (``Session(app_defaults=True)``). With ``accelerator``
+    "gpu", every setting runs through ``Session(..., accelerator="gpu", gpu_precision=...)``: a static
+    .tflite on LiteRT's GPU accelerator, an .onnx on onnxruntime's CUDA provider; the records carry
+    the placement the accelerator reported.
     """
 
     seq_lens: tuple[int, ...] = (16, 32, 64, 128)
@@ -55,6 +58,8 @@ class ProfileSettings:
     wait_quiet: float = 0.0
     mediapipe: bool = False  # files with MediaPipe metadata also through MediaPipe Tasks, the text in
     as_app: bool = False  # every setting also as an app opens the file: the runtime's defaults
+    accelerator: str = "cpu"  # "gpu": LiteRT's GPU accelerator (.tflite, static files) or CUDA (.onnx)
+    gpu_precision: str = "fp32"  # with accelerator "gpu": the GPU's arithmetic, "fp32" or "fp16"
 
     def __post_init__(self) -> None:
         for name in ("seq_lens", "batches", "threads"):
@@ -75,8 +80,27 @@ class ProfileSettings:
         if not 0 < self.ci_target < 1 or self.max_seconds < 0 or self.wait_quiet < 0:
             raise ProfileError(f"ci_target ({self.ci_target}) must be between 0 and 1 (a share of the p50), "
                                f"max_seconds ({self.max_seconds}) and wait_quiet ({self.wait_quiet}) >= 0")
+        if self.accelerator not in ACCELERATORS or self.gpu_precision not in GPU_PRECISIONS:
+            raise ProfileError(f"accelerator must be one of {', '.join(ACCELERATORS)} and GPU precision one of "
+                               f"{', '.join(GPU_PRECISIONS)}, got {self.accelerator!r} and {self.gpu_precision!r}")
+        if self.accelerator == "gpu":
+            _check_gpu(self)
         if not self.fixed and self.text is None:
             raise ProfileError("nothing to profile: the fixed-length sweep is off and no --text is given")
+
+
+def _check_gpu(settings: ProfileSettings) -> None:
+    """The options that do not combine with --accelerator gpu, in one line each."""
+    clashes = [
+        (settings.as_app, "--as-app opens each file with the runtime's default options, on the CPU"),
+        (settings.mediapipe, "--mediapipe runs MediaPipe Tasks' Python API, which computes on the CPU here"),
+        (settings.ops, "--ops breaks down CPU runs (onnxruntime's and LiteRT's CPU profilers)"),
+        (settings.delegates != ("xnnpack",), "--delegate is a CPU setting (on the GPU, the operators it leaves run "
+                                             "on XNNPACK)"),
+    ]
+    for clash, why in clashes:
+        if clash:
+            raise ProfileError(f"--accelerator gpu: {why}: profile the GPU and that apart")
 
 
 def forward_args(settings: ProfileSettings) -> list[str]:
@@ -104,4 +128,6 @@ def forward_args(settings: ProfileSettings) -> list[str]:
         args.append("--mediapipe")
     if settings.as_app:
         args.append("--as-app")
+    if settings.accelerator != "cpu":  # a device with an older albert-edge knows no --accelerator for the CPU
+        args += ["--accelerator", settings.accelerator, "--gpu-precision", settings.gpu_precision]
     return args
