@@ -121,8 +121,14 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
                    "NeuralNetwork), by onnxruntime's own mobile usability checker: partitions, nodes covered, and "
                    "the operators left to the CPU with the checker's reason. One partition covering every node is "
                    "what `convert --static` writes for.")
+@click.option("--accelerator", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,
+              help="'gpu': also where LiteRT's GPU accelerator puts a .tflite's operators, from its own report (run "
+                   "in a child process): operators on the GPU and on the CPU, each fallback with its reason, its "
+                   "refusal of a dynamic-shape file, the adapter it selected.")
+@click.option("--gpu-precision", type=click.Choice(["fp32", "fp16"]), default="fp32", show_default=True,
+              help="With --accelerator gpu: the GPU's arithmetic, float32 or float16 (the accelerator's default).")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-def inspect(model_file: Path, partitions: bool, as_json: bool) -> None:
+def inspect(model_file: Path, partitions: bool, accelerator: str, gpu_precision: str, as_json: bool) -> None:
     """Read MODEL_FILE (.onnx, ONNX Runtime .ort, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
     a .tflite's TFLite metadata (the MediaPipe task, tensor names, tokenizer inside, labels),
     weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
@@ -138,6 +144,8 @@ def inspect(model_file: Path, partitions: bool, as_json: bool) -> None:
             from ..formats.mobile_partitions import mobile_partitions
 
             data["partitions"] = mobile_partitions(model_file).to_dict()
+        if accelerator == "gpu":
+            data["gpu"] = _gpu_placement(model_file, data["format"], gpu_precision)
     if as_json:
         print_json(data)
         return
@@ -171,6 +179,39 @@ def inspect(model_file: Path, partitions: bool, as_json: bool) -> None:
         _print_ort(data["ort"], data["precision"]["weight_bytes_by_dtype"])
     if "partitions" in data:
         _print_partitions(data["partitions"])
+    if "gpu" in data:
+        _print_gpu(data["gpu"])
+
+
+def _gpu_placement(model_file: Path, fmt: str, precision: str) -> dict:
+    """LiteRT's GPU accelerator's own report of a .tflite (a dynamic-shape file: its refusal)."""
+    from ..errors import RuntimeUnavailable
+    from ..runtime.accelerator import gpu_placement
+
+    if fmt != "tflite":
+        raise RuntimeUnavailable(f"{model_file}: --accelerator gpu reports LiteRT's GPU accelerator on a .tflite, and "
+                                 f"this is a .{fmt} file (an .onnx's NPU partitions: --partitions)")
+    return gpu_placement(model_file, enforce_f32=precision == "fp32").to_dict()
+
+
+def _print_gpu(p: dict) -> None:
+    """Where LiteRT's GPU accelerator puts the file's operators, as its own report says."""
+    from ..runtime.gpu import software_warning
+
+    precision = "float32" if p["enforce_f32"] else "float16"
+    refused = "no"
+    if p["refused"]:
+        fix = "; `convert --static` writes a file it takes" if "dynamic-sized" in (p["reason"] or "") else ""
+        refused = f"yes: {p['reason']}{fix}"
+    rows = [("operators", p["ops"]), ("on the GPU", p["gpu_ops"]), ("on the CPU", p["cpu_ops"]),
+            ("refused", refused), ("adapter", p["adapter"] or "not named"), ("runtime", p["runtime"])]
+    print_table(f"GPU placement (LiteRT's GPU accelerator, {precision} arithmetic)", ["", ""], rows)
+    if p["fallbacks"]:
+        print_table("Operators left on the CPU (the accelerator's reason)", ["op", "reason"],
+                    [(f["op"], f["reason"]) for f in p["fallbacks"]])
+    warning = software_warning(p["adapter"])
+    if warning:
+        console.print(f"adapter: {warning}")
 
 
 def _print_partitions(report: dict) -> None:
