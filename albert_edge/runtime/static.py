@@ -32,15 +32,16 @@ def static_length(shapes: Sequence[Sequence]) -> int | None:
     return lengths.pop() if len(lengths) == 1 else None
 
 
-def length_problem(n: int, asked: int) -> str | None:
-    """Why a static file of ``n`` tokens cannot take ``asked`` tokens, naming the fix; None when it can."""
+def length_problem(n: int, asked: int, instead: str | None = None) -> str | None:
+    """Why a static file of ``n`` tokens cannot take ``asked`` tokens, naming the fix (``instead``
+    first when given: what the caller can do with this file); None when it can."""
     if asked == n:
         return None
     fix = f"convert with --seq-len {asked} --static"
-    if asked > n:
-        return f"this file takes {n} tokens ([1, {n}] inputs), not {asked}: pad or cut the text to {n}, or {fix}"
-    return (f"this file takes {n} tokens ([1, {n}] inputs), not {asked}: pad them to {n} (attention_mask 0 on "
-            f"the padding, as an app does), or {fix}")
+    if instead is None:
+        instead = (f"pad or cut the text to {n}" if asked > n else
+                   f"pad them to {n} (attention_mask 0 on the padding, as an app does)")
+    return f"this file takes {n} tokens ([1, {n}] inputs), not {asked}: {instead}, or {fix}"
 
 
 def feed_problem(path: str | os.PathLike, n: int, shapes: dict[str, tuple[int, ...]]) -> StaticShapeMismatch | None:
