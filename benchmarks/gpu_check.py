@@ -1,0 +1,533 @@
+"""Static ONNX files on an NVIDIA GPU (a Jetson, or a datacenter card standing in for one):
+onnxruntime's CUDA and TensorRT execution providers, where each file's nodes run, how close the
+outputs are to PyTorch's, and `albert-edge profile` records of the static files.
+
+For each model shape (the tiny preset; ALBERT-base's shape, random weights): ``convert --to onnx
+--static`` (fp32, [1, N] inputs), its fp16 file (``quantize --scheme fp16``) and the dynamic fp32
+file for comparison. Each file x provider is opened as ``runtime.Session`` opens it (the provider,
+then the CPU for what it does not take) with onnxruntime's profiler on: the providers the session
+really holds, the nodes each provider ran (from the profiler's trace: every node event names its
+provider), and the outputs on one padded, two-segment row against PyTorch's (largest absolute
+difference and cosine). Then ``albert-edge profile --provider P`` times the static files (its
+records are appended to a .jsonl beside the result). One JSON result file: versions (onnxruntime
+build, CUDA runtime, cuDNN, TensorRT), the GPU and driver from nvidia-smi, commit, date.
+
+    benchmarks/gpu_check.sh                         # installs onnxruntime-gpu, then runs this
+    python benchmarks/gpu_check.py --providers cpu  # the dry run: the same steps on the CPU provider
+
+Exit status: 0 every check passed; 1 a check failed (the result file says which); 2 bad options;
+3 no usable CUDA execution provider here (one line; nothing is built).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = {"tiny": "tiny", "albert-base": "albert-base-v2"}  # shape -> albert_edge.config preset
+KINDS = ("static-fp32", "static-fp16", "dynamic-fp32")
+SHORT = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "cuda", "TensorrtExecutionProvider": "tensorrt"}
+FULL = {v: k for k, v in SHORT.items()}
+# Cosine to PyTorch a file must reach on a provider: fp32 (CUDA may use TF32 in its matrix products)
+# and fp16 files.
+MIN_COSINE = {"fp32": 0.9999, "fp16": 0.999}
+NO_CUDA = 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--providers", default="cuda,tensorrt",
+                        help="execution providers to check, comma-separated: cuda, tensorrt, or cpu alone for a dry "
+                             "run with the CPU onnxruntime (default: cuda,tensorrt; TensorRT is recorded as not "
+                             "available where its libraries are missing)")
+    parser.add_argument("--shapes", default="tiny,albert-base", help=f"model shapes: {', '.join(SHAPES)}")
+    parser.add_argument("--seq-len", type=int, default=128, help="N of the static files' [1, N] inputs")
+    parser.add_argument("--profile-seconds", type=float, default=2.0,
+                        help="albert-edge profile --max-seconds per file x provider (0: no profile records)")
+    parser.add_argument("--budget", type=float, default=300.0,
+                        help="seconds for the whole run: a step that would start past it is recorded as skipped")
+    parser.add_argument("--device-name", default=None, help="the <device> of gpu_check-<device>.json (default: "
+                                                            "the GPU's name from nvidia-smi, or the board's)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="result file (default: benchmarks/results/gpu_check-<device>.json; a --providers cpu "
+                             "run: under --work)")
+    parser.add_argument("--work", type=Path, default=None, help="folder for the files (default: a temporary one)")
+    parser.add_argument("--setup-seconds", type=float, default=None,
+                        help="seconds the venv took to make (gpu_check.sh passes it), kept in the result")
+    parser.add_argument("--child", nargs=2, metavar=("STEP", "JOB"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(CHILD_STEPS[args.child[0]](json.loads(args.child[1]))))
+        return 0
+    providers = [p.strip().lower() for p in args.providers.split(",") if p.strip()]
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    bad = [p for p in providers if p not in FULL] + [s for s in shapes if s not in SHAPES]
+    if bad or not providers or not shapes or ("cpu" in providers and len(providers) > 1):
+        parser.error(f"--providers takes cuda and/or tensorrt, or cpu alone; --shapes {', '.join(SHAPES)} "
+                     f"(got {', '.join(bad) or args.providers})")
+    if args.work is None:
+        with tempfile.TemporaryDirectory(prefix="gpu-check-") as work:
+            return run(args, providers, shapes, Path(work))
+    args.work.mkdir(parents=True, exist_ok=True)
+    return run(args, providers, shapes, args.work)
+
+
+def run(args, providers: list[str], shapes: list[str], work: Path) -> int:
+    start = time.monotonic()
+    deadline = start + args.budget
+    env = child_env(work)
+    probes = {p: child("probe", {"provider": p, "work": str(work)}, env, timeout=120) for p in providers}
+    cuda = probes.get("cuda")
+    if cuda is not None and not cuda.get("taken"):
+        print(f"gpu_check: no usable CUDA execution provider: {cuda.get('reason')} (or run with --providers cpu for "
+              "the dry run)", file=sys.stderr)
+        return NO_CUDA
+    usable = [p for p in providers if probes[p].get("taken")]
+    gpu = nvidia_smi()
+    device = args.device_name or slug((gpu[0]["name"] if gpu else None) or board() or "cpu")
+    out = args.out or (work / f"gpu_check-{device}.json" if providers == ["cpu"]
+                       else ROOT / "benchmarks" / "results" / f"gpu_check-{device}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    records = out.with_suffix(".profile.jsonl")
+    records.unlink(missing_ok=True)
+    result = {
+        "benchmark": "gpu_check",
+        "what": "static ONNX files (fp32, fp16; the dynamic fp32 for comparison) on onnxruntime's GPU execution "
+                "providers: providers held, nodes per provider, outputs against PyTorch, profile records; random "
+                "weights",
+        "dry_run": providers == ["cpu"], "device": device, "seq_len": args.seq_len, "weights": "random (seed 0)",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit(),
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "board": board(),
+                    "cpu_cores": os.cpu_count(), "gpus": gpu, "driver_cuda": driver_cuda()},
+        "versions": versions(probes),
+        "providers": {p: ({"available": True} if probes[p].get("taken") else
+                          {"available": False, "reason": f"not available: {probes[p].get('reason')}"})
+                      for p in providers},
+        "engine_cache": "TensorRT engines cached per file (ORT_TENSORRT_ENGINE_CACHE_ENABLE) so profile's children "
+                        "reuse the check's build" if "tensorrt" in usable else None,
+        "files": [], "checks": [], "profiles": [], "skipped": [], "failed": [],
+        "profile_records": records.name,
+        "seconds": {} if args.setup_seconds is None else {"setup (venv, installs)": args.setup_seconds},
+    }
+    for shape in shapes:
+        if time.monotonic() > deadline:
+            result["skipped"].append({"shape": shape, "why": "time budget"})
+            continue
+        built = time.monotonic()
+        files = child("build", {"shape": shape, "seq_len": args.seq_len, "work": str(work / shape)}, None, timeout=600)
+        if "error" in files:
+            result["failed"].append({"shape": shape, "why": f"build failed: {files['error']}"})
+            continue
+        result["seconds"][f"build {shape}"] = round(time.monotonic() - built, 1)
+        result["files"] += [{k: v for k, v in f.items() if k != "path"} for f in files["files"]]
+        for f in files["files"]:
+            for p in usable:
+                if time.monotonic() > deadline:
+                    result["skipped"].append({"shape": shape, "kind": f["kind"], "provider": p, "why": "time budget"})
+                    continue
+                job = {**f, "provider": p, "reference": files["reference"], "work": str(work)}
+                result["checks"].append({"shape": shape, "kind": f["kind"], **child("check", job, env, timeout=400)})
+                write(out, result)
+        for f in (f for f in files["files"] if f["static_len"] and args.profile_seconds > 0):
+            for p in usable:
+                if time.monotonic() > deadline:
+                    result["skipped"].append({"shape": shape, "kind": f["kind"], "provider": p,
+                                              "why": "time budget (profile)"})
+                    continue
+                row = profile(f, p, args.seq_len, args.profile_seconds, records, env, work)
+                result["profiles"].append({"shape": shape, "kind": f["kind"], **row})
+                write(out, result)
+    result["seconds"]["total"] = round(time.monotonic() - start, 1)
+    result["ok"] = (bool(result["checks"]) and not result["failed"] and all(c.get("ok") for c in result["checks"])
+                    and all(p.get("ok") for p in result["profiles"]))
+    write(out, result)
+    print(table(result))
+    print(out)
+    return 0 if result["ok"] else 1
+
+
+# ---- the steps that run in a child process (a fresh onnxruntime, or torch kept out of the GPU runs)
+
+def build_step(job: dict) -> dict:
+    """The three files of one shape, built and verified as `convert` and `quantize` do, and
+    PyTorch's outputs on the reference row."""
+    import torch
+
+    from albert_edge.config import AlbertConfig
+    from albert_edge.converters.export import convert
+    from albert_edge.converters.quantized import quantize_file
+    from albert_edge.formats import manifest
+    from albert_edge.model import build_model
+    from albert_edge.quantize import QuantizeConfig
+
+    work, seq_len = Path(job["work"]), job["seq_len"]
+    config = AlbertConfig.preset(SHAPES[job["shape"]])
+    if config.max_position_embeddings < seq_len:  # the tiny preset holds 64 positions
+        config = config.replace(max_position_embeddings=seq_len)
+    torch.manual_seed(0)
+    model = build_model(config, "base")
+    with torch.no_grad():  # every parameter off its initial value: nothing the converter could fold away
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    model.eval()
+    batch = reference_row(config.vocab_size, config.pad_token_id, seq_len)
+    with torch.no_grad():
+        out = model(*(torch.from_numpy(batch[n].astype(np.int64)) for n in batch))
+    out = out if isinstance(out, tuple) else (out,)
+    reference = work / "reference.npz"
+    work.mkdir(parents=True, exist_ok=True)
+    np.savez(reference, **batch, **{f"out:{n}": t.numpy() for n, t in zip(model.output_names, out)})
+    timings = {}
+    start = time.perf_counter()
+    convert(model, work / "static", targets=("onnx",), head="base", seq_len=seq_len, static=True)
+    timings["static-fp32"] = time.perf_counter() - start
+    start = time.perf_counter()
+    # one [1, N] row per evaluation batch: the static file takes no other shape
+    quantize_file(work / "static" / "model.onnx", QuantizeConfig("fp16", batch_size=1, eval_samples=4))
+    timings["static-fp16"] = time.perf_counter() - start
+    start = time.perf_counter()
+    convert(model, work / "dynamic", targets=("onnx",), head="base", seq_len=seq_len)
+    timings["dynamic-fp32"] = time.perf_counter() - start
+    files = []
+    for kind, folder, name in (("static-fp32", "static", "model.onnx"), ("static-fp16", "static", "model.fp16.onnx"),
+                               ("dynamic-fp32", "dynamic", "model.onnx")):
+        entry = next(e for e in manifest.read(work / folder).files if e.name == name)
+        path = work / folder / name
+        files.append({"kind": kind, "path": str(path), "file": f"{folder}/{name}", "precision": entry.precision,
+                      "static_len": entry.static_len, "size": path.stat().st_size,
+                      "stored_bytes": entry.weights.get("stored_bytes"),
+                      "unique_bytes": entry.weights.get("unique_bytes"), "build_s": round(timings[kind], 1)})
+    return {"files": files, "reference": str(reference)}
+
+
+def reference_row(vocab_size: int, pad_id: int, T: int, seed: int = 1) -> dict[str, np.ndarray]:
+    """One row of random ids, its last quarter padding, its second half segment 1."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocab_size, size=(1, T)).astype(np.int32)
+    mask = np.ones((1, T), np.int32)
+    ids[0, T - T // 4:], mask[0, T - T // 4:] = pad_id, 0
+    types = np.zeros((1, T), np.int32)
+    types[0, T // 2:] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def check_step(job: dict) -> dict:
+    """One file on one provider, opened with runtime.Session's settings and onnxruntime's profiler
+    on: providers held, nodes per provider, outputs against PyTorch's."""
+    import onnxruntime as ort
+
+    from albert_edge.runtime.onnx_engine import inference_session, ort_providers, session_options
+
+    path, asked = Path(job["path"]), FULL[job["provider"]]
+    row = {"file": job["file"], "provider": job["provider"], "precision": job["precision"]}
+    trace = Path(job["work"]) / "traces" / f"{path.parent.parent.name}-{path.parent.name}-{path.stem}-{job['provider']}"
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    options = session_options(ort, path, None, asked, ops_trace=trace)
+    start = time.perf_counter()
+    try:
+        session = inference_session(ort, path, options, ort_providers(asked, ort.get_available_providers()))
+    except Exception as exc:  # onnxruntime raises its own exception types
+        return {**row, "ok": False, "problems": [f"cannot load: {first_line(exc)}"]}
+    row["load_s"] = round(time.perf_counter() - start, 2)
+    row["providers_used"] = session.get_providers()
+    row["provider_options"] = {k: v for k, v in session.get_provider_options().get(asked, {}).items()
+                               if k in ("use_tf32", "trt_fp16_enable", "trt_engine_cache_enable", "device_id")}
+    ref = np.load(job["reference"])
+    feeds = {i.name: ref[i.name].astype(np.int64 if "int64" in i.type else np.int32) for i in session.get_inputs()}
+    names = [o.name for o in session.get_outputs()]
+    start = time.perf_counter()
+    outs = dict(zip(names, session.run(names, feeds)))
+    row["first_call_ms"] = round((time.perf_counter() - start) * 1e3, 2)
+    nodes = nodes_by_provider(Path(session.end_profiling()))
+    row["nodes"] = {SHORT.get(p, p): len(n) for p, n in nodes.items()}
+    off = {p: n for p, n in nodes.items() if p != asked}
+    row["cpu_fallback_nodes"] = len(nodes.get("CPUExecutionProvider", {})) if asked != "CPUExecutionProvider" else 0
+    row["nodes_off_provider"] = {SHORT.get(p, p): op_counts(n) for p, n in off.items()}
+    row["max_abs_diff"] = {n: float(np.abs(outs[n].astype(np.float32) - ref[f"out:{n}"]).max()) for n in names}
+    row["cosine"] = {n: cosine(outs[n], ref[f"out:{n}"]) for n in names}
+    problems = []
+    if row["providers_used"][0] != asked:
+        problems.append(f"the session holds {row['providers_used']}, not {asked} first")
+    if asked not in nodes:
+        problems.append(f"no node ran on {asked}")
+    low = {n: c for n, c in row["cosine"].items() if c < MIN_COSINE[job["precision"]]}
+    if low:
+        problems.append(f"cosine to PyTorch below {MIN_COSINE[job['precision']]}: {low}")
+    return {**row, "ok": not problems, "problems": problems}
+
+
+def nodes_by_provider(trace: Path) -> dict[str, dict[str, str]]:
+    """{provider: {node name: op type}} of every node onnxruntime's profiler saw run."""
+    nodes: dict[str, dict[str, str]] = {}
+    for event in json.loads(trace.read_text()):
+        args = event.get("args") or {}
+        if event.get("cat") == "Node" and "provider" in args:
+            name = re.sub(r"_kernel_time$", "", event["name"])
+            nodes.setdefault(args["provider"], {})[name] = args.get("op_name", "?")
+    return nodes
+
+
+def op_counts(nodes: dict[str, str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for op in nodes.values():
+        counts[op] = counts.get(op, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def probe_step(job: dict) -> dict:
+    """Whether ``provider`` really takes a one-node model here (onnxruntime lists a provider it was
+    built with even where its libraries cannot load, then runs on the CPU), the reason when not
+    (from onnxruntime's log), and the CUDA libraries' versions."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    asked = FULL[job["provider"]]
+    found = {"onnxruntime": ort.__version__, "available": ort.get_available_providers(), **library_versions()}
+    if asked not in found["available"]:
+        return {**found, "taken": False, "reason": f"{asked} is not in this onnxruntime build (onnxruntime "
+                f"{ort.__version__}, providers: {', '.join(found['available'])}): install onnxruntime-gpu"}
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "probe", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = Path(job["work"]) / "probe.onnx"
+    path.write_bytes(model.SerializeToString())
+    options = ort.SessionOptions()
+    options.log_severity_level = 2  # a provider that fails to load says why at warning or error level
+    with held_stderr() as said:
+        try:
+            session = ort.InferenceSession(str(path), options, providers=[asked, "CPUExecutionProvider"])
+            taken = session.get_providers()[0] == asked
+            session.run(None, {"x": np.ones((1, 8), np.float32)})
+        except Exception as exc:  # onnxruntime raises its own exception types
+            taken = False
+            said.append(first_line(exc))
+    reason = None if taken else next((line for line in said if re.search(r"error|fail|cannot|not found", line, re.I)),
+                                     said[-1] if said else "the session fell back to the CPU")
+    return {**found, "taken": taken, "reason": reason}
+
+
+class held_stderr:
+    """Lines written to file descriptor 2 (onnxruntime's C++ log) while the block runs."""
+
+    def __enter__(self) -> list[str]:
+        self.lines: list[str] = []
+        self.file = tempfile.TemporaryFile()
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+        return self.lines
+
+    def __exit__(self, *exc) -> None:
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.file.seek(0)
+        text = self.file.read().decode(errors="replace")
+        self.lines[:0] = [line.strip() for line in text.splitlines() if line.strip()]
+        self.file.close()
+
+
+def library_versions() -> dict:
+    """CUDA runtime, cuDNN and TensorRT versions as the libraries themselves report them (None where
+    a library does not load)."""
+    import ctypes
+
+    def call(names: tuple[str, ...], fn: str, pointer: bool) -> int | None:
+        for name in names:
+            try:
+                f = getattr(ctypes.CDLL(name), fn)
+            except (OSError, AttributeError):
+                continue
+            if not pointer:
+                f.restype = ctypes.c_size_t if fn == "cudnnGetVersion" else ctypes.c_int
+                return int(f())
+            value = ctypes.c_int()
+            return value.value if f(ctypes.byref(value)) == 0 else None
+        return None
+
+    cudart = call(("libcudart.so.13", "libcudart.so.12", "libcudart.so"), "cudaRuntimeGetVersion", True)
+    cudnn = call(("libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"), "cudnnGetVersion", False)
+    trt = call(("libnvinfer.so.10", "libnvinfer.so"), "getInferLibVersion", False)
+    return {"cuda_runtime": f"{cudart // 1000}.{cudart % 1000 // 10}" if cudart else None,
+            "cudnn": f"{cudnn // 10000}.{cudnn % 10000 // 100}.{cudnn % 100}" if cudnn and cudnn >= 90000 else cudnn,
+            "tensorrt": f"{trt // 10000}.{trt % 10000 // 100}.{trt % 100}" if trt else None}
+
+
+CHILD_STEPS = {"build": build_step, "check": check_step, "probe": probe_step}
+
+
+def child(step: str, job: dict, env: dict | None, timeout: float) -> dict:
+    """``step`` in a fresh Python: its JSON answer, or {"error": ...} with the last line it said."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", step, json.dumps(job)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"error": f"{step} ran past {timeout:.0f} s", "ok": False, "problems": [f"{step}: timed out"]}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    said = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    error = f"{step} exited {done.returncode}: {said[-1] if said else '(nothing said)'}"
+    return {"error": error, "ok": False, "problems": [error], "taken": False, "reason": error}
+
+
+def child_env(work: Path) -> dict:
+    """The environment of the GPU steps: the CUDA, cuDNN and TensorRT libraries that pip installed
+    on the library path (onnxruntime-gpu's own requirements' first), TensorRT engines cached."""
+    env = dict(os.environ)
+    dirs = cuda_library_dirs()
+    if dirs:
+        old = [d for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(dirs + old)
+    env.setdefault("ORT_TENSORRT_ENGINE_CACHE_ENABLE", "1")
+    env.setdefault("ORT_TENSORRT_CACHE_PATH", str(work / "trt-cache"))
+    return env
+
+
+def cuda_library_dirs() -> list[str]:
+    """Folders of shared libraries in pip's nvidia-* and tensorrt* packages, those onnxruntime-gpu
+    requires first (a CUDA 12 build beside torch's CUDA 13 libraries must find its own cuDNN)."""
+    try:
+        needs = metadata.requires("onnxruntime-gpu") or ()
+        wanted = [re.split(r"[ ;<>=~!\[]", r, maxsplit=1)[0].lower() for r in needs]
+    except metadata.PackageNotFoundError:
+        wanted = []
+    ranked: list[tuple[int, str]] = []
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if not (name.startswith(("nvidia-", "tensorrt")) and dist.files):
+            continue
+        for d in sorted({str(dist.locate_file(f).parent) for f in dist.files if ".so" in f.name}):
+            ranked.append((0 if name in wanted else 1, d))
+    return list(dict.fromkeys(d for _, d in sorted(ranked, key=lambda r: r[0])))
+
+
+def profile(file: dict, provider: str, seq_len: int, seconds: float, records: Path, env: dict, work: Path) -> dict:
+    """`albert-edge profile` of one static file on one provider; its record appended to ``records``
+    (the file named relative to the work folder, as the record keeps the path it was given)."""
+    cmd = [sys.executable, "-m", "albert_edge", "profile", os.path.relpath(file["path"], work),
+           "--provider", provider, "--seq-len", str(seq_len), "--batch", "1", "--threads", "1", "--warmup", "10",
+           "--runs", "50", "--min-seconds", str(min(1.0, seconds)), "--max-seconds", str(seconds), "--json",
+           "--append", str(records.resolve())]
+    row = {"file": file["file"], "provider": provider}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work, timeout=300)
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        return {**row, "ok": False, "problems": [f"profile exited {done.returncode}: {said[-1] if said else ''}"]}
+    (record,) = json.loads(done.stdout)
+    lat = record["latency"]
+    row.update({"record_provider": record["provider"], "count": lat["count"], "p50_ms": lat["p50"],
+                "p50_ci": lat["p50_ci"], "p90_ms": lat["p90"], "p90_ci": lat["p90_ci"], "quality": lat["quality"],
+                "load_ms": record["load_ms"], "first_call_ms": record["first_call_ms"]})
+    wrong = record["provider"] != FULL[provider]
+    return {**row, "ok": not wrong, "problems": [f"profile ran on {record['provider']}"] if wrong else []}
+
+
+# ---- the machine
+
+def nvidia_smi() -> list[dict]:
+    fields = ("name", "driver_version", "memory.total", "compute_cap", "pci.bus_id")
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in out.splitlines() if line.strip()]
+
+
+def driver_cuda() -> str | None:
+    """The newest CUDA version the driver supports (nvidia-smi's header)."""
+    try:
+        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"CUDA Version:\s*([\d.]+)", out)
+    return match.group(1) if match else None
+
+
+def board() -> str | None:
+    from albert_edge.device import board as device_board
+
+    return device_board()
+
+
+def versions(probes: dict) -> dict:
+    found = {}
+    for dist in ("albert-edge", "onnxruntime", "onnxruntime-gpu", "onnx", "torch", "numpy"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = None
+    probe = next(iter(probes.values()), {})
+    found.update({k: probe.get(k) for k in ("cuda_runtime", "cudnn", "tensorrt")})
+    found["onnxruntime_build"] = probe.get("onnxruntime")
+    found["pip_cuda_packages"] = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()
+                                        if (d.metadata["Name"] or "").lower().startswith(("nvidia-", "tensorrt")))
+    return found
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
+
+
+def commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def write(out: Path, result: dict) -> None:
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(out)
+
+
+def table(result: dict) -> str:
+    prof = {(p["shape"], p["kind"], p["provider"]): p for p in result["profiles"]}
+    lines = [f"{'shape':<12}{'file':<14}{'provider':<10}{'held':<6}{'nodes (cpu)':<13}{'max diff':<10}"
+             f"{'cosine':<10}p50 ms [95% CI]"]
+    for c in result["checks"]:
+        p = prof.get((c["shape"], c["kind"], c["provider"]), {})
+        nodes = c.get("nodes", {})
+        held = "yes" if c.get("providers_used", [""])[0] == FULL[c["provider"]] else "NO"
+        diff = max(c.get("max_abs_diff", {}).values(), default=float("nan"))
+        cos = min(c.get("cosine", {}).values(), default=float("nan"))
+        timing = (f"{p['p50_ms']:.3g} [{p['p50_ci'][0]:.3g}, {p['p50_ci'][1]:.3g}]"
+                  if p.get("p50_ci") else ("-" if not p else "failed"))
+        lines.append(f"{c['shape']:<12}{c['kind']:<14}{c['provider']:<10}{held:<6}"
+                     f"{sum(nodes.values())} ({c.get('cpu_fallback_nodes', '?')})".ljust(55)[:55]
+                     + f"{diff:<10.2g}{cos:<10.6f}{timing}")
+        lines += [f"    problem: {problem}" for problem in c.get("problems", [])]
+    lines += [f"{name}: {value['reason']}" for name, value in result["providers"].items() if not value["available"]]
+    lines += [f"skipped: {s}" for s in result["skipped"]] + [f"FAILED: {f['why']}" for f in result["failed"]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
