@@ -50,6 +50,8 @@ def report(sources: tuple[str, ...], out_dir: Path, seq_lens: tuple[int, ...], t
         return
     for table in tables(result.data):
         print_table(table.title, table.columns, table.rows, right=table.right)
+        if table.lead:
+            console.print(table.lead)
     for line in result.data["missing"]:
         console.print(f"not in this report: {line}")
     if result.data.get("chart_note"):

@@ -5,11 +5,14 @@ analysis and the manifest, latency and memory from profile records as they were 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..config import PAPER_PARAMS, PRESETS, AlbertConfig
 from ..params import param_report
+from .accelerator_snippets import accelerator_snippets
+from .accelerators import accelerator_data
 from .compute import DEFAULT_SEQ_LENS, compute_rows
 from .files import file_row
 from .snippets import snippets
@@ -32,7 +35,7 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
         "sources": inputs.sources,
         "model": None, "params": None, "param_parts": None, "compute": [],
         "presets": preset_rows(),
-        "files": [], "snippets": [], "profile": list(inputs.profile), "profile_rows": [],
+        "files": [], "accelerators": None, "snippets": [], "profile": list(inputs.profile), "profile_rows": [],
         "missing": [], "notes": list(inputs.notes), "charts": [],
     }
     if inputs.config is not None:
@@ -50,7 +53,9 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
         if on_file is not None:
             on_file(item.path.name)
         data["files"].append(file_row(item))
-    data["snippets"] = snippets(data["files"])
+    _label(data["files"])
+    data["accelerators"] = accelerator_data(data["files"], data["profile"])
+    data["snippets"] = snippets(data["files"]) + accelerator_snippets(data["files"], data["accelerators"])
     if not inputs.files:
         data["missing"].append("no model files or conversion directory: file sizes and accuracy are not shown")
     elif all(f["random_weights"] for f in data["files"]):
@@ -66,6 +71,14 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
     elif all(r["estimated"] for r in inputs.profile):
         data["missing"].append("no measured latency: every profile record is an estimate")
     return data
+
+
+def _label(files: list[dict[str, Any]]) -> None:
+    """Files of more than one folder (a static conversion beside the dynamic one: both hold a
+    model.tflite) are named with their folder."""
+    if len({str(Path(f["path"]).parent) for f in files}) > 1:
+        for f in files:
+            f["label"] = f"{f['folder']}/{f['name']}"
 
 
 def _weights_of(inputs: Inputs) -> str | None:

@@ -133,7 +133,7 @@ def _file_sizes(data, plt):
     dtypes = sorted({d for f in files for d, n in f["bytes_by_precision"].items() if n >= 0.01 * f["bytes"]},
                     key=lambda d: -sum(f["bytes_by_precision"].get(d, 0) for f in files))
     palette = dict(zip(dtypes, _PARTS * 3))
-    labels = [f"{f['format']} {f['scheme'] or '?'}" for f in files]
+    labels = [f"{f['format']} {f['scheme'] or '?'}" + (" static" if f.get("static_len") else "") for f in files]
     for i, f in enumerate(files):
         ax.barh(i, f["bytes"] / scale, height=0.7, color="#e4e8ec", label="whole file" if i == 0 else None)
         start = 0

@@ -22,6 +22,8 @@ def file_row(item: ModelFileInput) -> dict[str, Any]:
     row: dict[str, Any] = {
         "name": item.path.name,
         "path": str(item.path),
+        "folder": item.path.parent.name,
+        "label": item.path.name,  # build_data prefixes the folder when the report reads more than one
         "format": inspected["format"],
         "scheme": scheme,
         "bytes": item.path.stat().st_size + sum(d["size"] for d in (entry.data_files if entry else [])),
@@ -36,8 +38,12 @@ def file_row(item: ModelFileInput) -> dict[str, Any]:
         "accuracy_note": None,
         "random_weights": item.random_weights,
         "inspect": inspected,
+        "static_len": entry.static_len if entry is not None else _static_len(item.path, inspected["format"]),
+        "gpu": None,
     }
     parity = entry.parity if entry is not None and isinstance(entry.parity, dict) else {}
+    if isinstance(parity.get("gpu"), dict):  # convert --static's run on LiteRT's GPU accelerator
+        row["gpu"] = parity["gpu"]
     accuracy = parity.get("accuracy")
     if item.quantize_result is not None:
         accuracy = item.quantize_result["accuracy"]
@@ -59,6 +65,16 @@ def file_row(item: ModelFileInput) -> dict[str, Any]:
     if random_ids:
         row["accuracy_note"] = "agreement measured on random token ids, not real text (left out of the accuracy chart)"
     return row
+
+
+def _static_len(path, fmt: str) -> int | None:
+    """N of a static-shape file that no manifest describes, read from the file as convert does."""
+    if fmt not in ("tflite", "onnx", "ort"):
+        return None
+    from ..formats.manifest import static_length
+    from ..formats.weights import read_file
+
+    return static_length(path, read_file(path))
 
 
 # What one agreement is counted over, by the kind of output (quantize.accuracy's output kinds).

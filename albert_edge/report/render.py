@@ -40,6 +40,13 @@ def _summary(data: dict[str, Any]) -> list[str]:
                             if "mlm_unigram_acc" in evaluation else "")
                          + (f", sentence-order accuracy {100 * evaluation['sop_acc']:.1f}%" if "sop_acc" in evaluation
                             else "") + ".")
+        if context.get("static_dir"):
+            lines.append(f"With static-shape files for phone GPUs and NPUs (`pipeline --static`, in "
+                         f"{context['static_dir']}/): the Accelerators table says which file each accelerator "
+                         "takes; they are not profiled here, where those accelerators are not.")
+        elif context.get("static_in"):
+            lines.append(f"Static-shape files (`pipeline --static`) are made for the small model only, to keep the "
+                         f"built-in default quick: {context['static_in']}.")
         if model.get("weights") == "random-init":
             lines.append("Weights: random (sizes and latency only; no accuracy is shown for these files"
                          + (f": the trained model's report has it, {context['accuracy_in']}" if context.get("accuracy_in")
@@ -64,6 +71,8 @@ def markdown(data: dict[str, Any], title: str) -> str:
         if chart and chart["name"] not in shown:
             out += [f"![{chart['title']}](charts/{chart['png']})", ""]
             shown.add(chart["name"])
+        if table.lead:
+            out += [f"**{table.lead}**", ""]
         out += _md_table(table)
         out += [f"- {n}" for n in table.notes]
     for name, chart in charts.items():
@@ -98,6 +107,7 @@ img{max-width:100%;height:auto;display:block;margin:.6rem 0}
 .note{color:#52606d;font-size:.85rem}.est{color:#a33;font-weight:600}
 pre{background:#f6f8fa;border:1px solid #e8edf2;padding:.6rem;overflow-x:auto;font-size:.8rem}
 summary{cursor:pointer;margin:.4rem 0}
+.lead{background:#eef6ff;border-left:4px solid #3b82c4;padding:.5rem 1rem}
 .noisy{background:#fff1c2;padding:0 .2rem}.unusable{background:#f8d3cc;padding:0 .2rem;text-decoration:line-through}
 """
 
@@ -123,6 +133,8 @@ def html_page(data: dict[str, Any], title: str, chart_dir: Path) -> str:
         if chart and chart["name"] not in shown:
             parts.append(_img(chart, chart_dir))
             shown.add(chart["name"])
+        if table.lead:
+            parts.append(f'<p class="lead">{esc(table.lead)}</p>')
         parts.append(_html_table(table))
         parts += [f'<p class="note">{esc(n)}</p>' for n in table.notes]
     for name, chart in charts.items():
@@ -145,7 +157,7 @@ def _snippet_lines(group: dict[str, Any]) -> tuple[list[str], list[tuple[str, st
     facts += [f"{PLATFORM_TITLES[p]}: none. {why}" for p, why in group["missing"].items()]
     if group["tokenize"]:
         facts.append(group["tokenize"])
-    facts += [f"{f['name']}: {f['note']}" for f in group["files"]]
+    facts += [f"{f.get('label', f['name'])}: {f['note']}" for f in group["files"]]
     code = [(p, text, names) for p in PLATFORMS for text, names in blocks(group, p)]
     return facts, code
 
@@ -160,7 +172,7 @@ def _md_snippets(groups: list[dict[str, Any]]) -> list[str]:
     out = ["", f"## {SNIPPETS_TITLE}", "", SNIPPETS_INTRO]
     for group in groups:
         facts, code = _snippet_lines(group)
-        out += ["", f"### {group['framework']}: {', '.join(f['name'] for f in group['files'])}", ""]
+        out += ["", f"### {group['framework']}: {', '.join(f.get('label', f['name']) for f in group['files'])}", ""]
         out += [f"- {line}" for line in facts]
         for platform, text, names in code:
             out += ["", f"{PLATFORM_TITLES[platform]}, {_for_files(names)}:", "", f"```{LANGUAGES[platform]}",
@@ -176,7 +188,7 @@ def _html_snippets(groups: list[dict[str, Any]]) -> list[str]:
     for group in groups:
         facts, code = _snippet_lines(group)
         parts.append(f"<details><summary><strong>{esc(group['framework'])}</strong>: "
-                     f"{esc(', '.join(f['name'] for f in group['files']))}</summary>")
+                     f"{esc(', '.join(f.get('label', f['name']) for f in group['files']))}</summary>")
         parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in facts) + "</ul>")
         for platform, text, names in code:
             parts.append(f"<p>{esc(PLATFORM_TITLES[platform])}, {esc(_for_files(names))}:</p>"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "Framework", "FileFacts", "facts_of", "framework_of",
-           "snippets", "blocks"]
+           "snippets", "blocks", "new_group", "file_snippet"]
 
 PLATFORMS = ("kotlin", "swift", "js")  # Android, iOS, Web
 PLATFORM_TITLES = {"kotlin": "Android (Kotlin)", "swift": "iOS (Swift)", "js": "Web (JavaScript)"}
@@ -32,13 +32,14 @@ class Dtype:
     swift: str  # Int64
     js_array: str  # BigInt64Array
     js_map: str  # what turns a JS number into an element of js_array
+    kotlin_write: str = "writeInt"  # LiteRT's Kotlin TensorBuffer method
 
     def js(self, values: str) -> str:
         return f"{self.js_array}.from({values}{', ' + self.js_map if self.js_map else ''})"
 
 
 DTYPES = {
-    "int64": Dtype("LongArray", "LongBuffer", "Int64", "BigInt64Array", "BigInt"),
+    "int64": Dtype("LongArray", "LongBuffer", "Int64", "BigInt64Array", "BigInt", "writeLong"),
     "int32": Dtype("IntArray", "IntBuffer", "Int32", "Int32Array", ""),
 }
 _PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"
@@ -179,6 +180,8 @@ def _fill(f: FileFacts, template: str) -> str:
                                           for name, shape in f.outputs),
             "kt_ort_inputs": "\n".join(f'    "{name}" to OnnxTensor.createTensor(env, {d.kotlin_buffer}.wrap('
                                        f'{_value(name)}), longArrayOf(1, n.toLong())),' for name, _ in f.inputs),
+            "kt_gpu_writes": "\n".join(f"inputs[{i}].{d.kotlin_write}({_value(name)})  // {name}"
+                                        for i, (name, _) in enumerate(f.inputs)),
             "kt_pte_inputs": ", ".join(f"EValue.from(Tensor.fromBlob({_value(name)}, longArrayOf(1, n.toLong())))"
                                        for name, _ in f.inputs),
             "swift_litert_inputs": "\n".join(
@@ -482,17 +485,25 @@ def snippets(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if framework is None:
             continue
         name = framework.name.format(task=f.task or "")
-        group = groups.setdefault(name, {
-            "framework": name, "key": framework.key, "packages": dict(framework.packages),
+        group = groups.setdefault(name, new_group(framework, name))
+        group["files"].append(file_snippet(framework, f, row.get("label", f.name)))
+    return list(groups.values())
+
+
+def new_group(framework: Framework, name: str) -> dict[str, Any]:
+    """A framework's entry in the report's snippets, without its files."""
+    return {"framework": name, "key": framework.key, "packages": dict(framework.packages),
             "missing": {p: framework.missing for p in PLATFORMS if framework.code[p] is None},
-            "tokenize": TOKENIZE_NOTE if framework.tokenize else None, "files": []})
-        group["files"].append({
-            "name": f.name, "task": f.task,
+            "tokenize": TOKENIZE_NOTE if framework.tokenize else None, "files": []}
+
+
+def file_snippet(framework: Framework, f: FileFacts, label: str) -> dict[str, Any]:
+    """One file's note and code per platform in ``framework``; ``label`` names it in the report
+    (with its folder where files of two folders share a name)."""
+    return {"name": f.name, "label": label, "task": f.task,
             "inputs": [{"name": n, "dtype": d} for n, d in f.inputs], "outputs": [n for n, _ in f.outputs],
             "seq_len": f.seq_len, "note": _fill(f, framework.note),
-            "code": {p: _code(framework, f, p) for p in PLATFORMS},
-        })
-    return list(groups.values())
+            "code": {p: _code(framework, f, p) for p in PLATFORMS}}
 
 
 def blocks(group: dict[str, Any], platform: str) -> list[tuple[str, list[str]]]:
@@ -506,5 +517,5 @@ def blocks(group: dict[str, Any], platform: str) -> list[tuple[str, list[str]]]:
             continue
         stem, _, suffix = f["name"].partition(".")
         key = code.replace(f["name"], "\0").replace(f'"{stem}", ofType: "{suffix}"', "\0")
-        shown.setdefault(key, (code, []))[1].append(f["name"])
+        shown.setdefault(key, (code, []))[1].append(f.get("label", f["name"]))
     return list(shown.values())

@@ -21,6 +21,7 @@ class Table:
     right: tuple[int, ...] = ()  # number columns
     notes: tuple[str, ...] = field(default=())
     chart: str | None = None  # the chart drawn from the same figures
+    lead: str | None = None  # one sentence shown above the table
 
 
 def fmt_count(n: float | None) -> str:
@@ -47,7 +48,7 @@ def _ms(x: float | None) -> str:
 
 def tables(data: dict[str, Any]) -> list[Table]:
     out = []
-    for make in (_params, _compute, _presets, _files, _profile):
+    for make in (_params, _compute, _presets, _files, _accelerators, _profile):
         table = make(data)
         if table is not None:
             out.append(table)
@@ -122,14 +123,25 @@ def _files(data) -> Table | None:
         else:
             acc = "not shown (random weights)" if f["random_weights"] else "-"
         if f["accuracy_note"]:
-            notes.setdefault(f["accuracy_note"], []).append(f["name"])
-        rows.append((f["name"], f["format"], f["scheme"] or "?", fmt_bytes(f["bytes"]),
+            notes.setdefault(f["accuracy_note"], []).append(f.get("label", f["name"]))
+        rows.append((f.get("label", f["name"]), f["format"], f["scheme"] or "?", fmt_bytes(f["bytes"]),
                      fmt_bytes(f["stored_weight_bytes"]), fmt_bytes(f["unique_weight_bytes"]), str(f["duplicates"]),
                      by, acc))
     return Table("files", "Model files", ("file", "format", "scheme", "size", "stored weights", "unique weights",
                                           "duplicates", "bytes by precision", "vs fp32 parent"),
                  tuple(rows), (3, 4, 5, 6), tuple(f"{', '.join(names)}: {note}" for note, names in notes.items()),
                  "file_sizes")
+
+
+def _accelerators(data) -> Table | None:
+    acc = data.get("accelerators")
+    if not acc:
+        return None
+    names = {a["key"]: a["name"] for a in acc["accelerators"]}
+    rows = tuple((r["label"], f"static [1, {r['static_len']}]" if r["static_len"] else "dynamic",
+                  *(r[key]["text"] for key in names)) for r in acc["rows"])
+    return Table("accelerators", "Accelerators: which file each takes, and how much of it",
+                 ("file", "shape", *names.values()), rows, notes=tuple(acc["notes"]), lead=acc["sentence"])
 
 
 # Machines whose onnxruntime CPU provider runs fp16 products through fp32 casts (its fp16 kernels are Arm's).

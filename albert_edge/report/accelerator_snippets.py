@@ -1,0 +1,135 @@
+"""The lines an app needs to hand a file to an accelerator: LiteRT's GPU accelerator (Kotlin),
+ONNX Runtime's NNAPI execution provider (Kotlin) and its Core ML provider in the MLProgram form
+(Swift), each for the file the report's Accelerators table says to take for it. Written against
+the APIs named in each framework's packages line; like the other snippets, not compiled on a
+phone. Device side: standard library only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .snippets import Framework, facts_of, file_snippet, new_group
+
+__all__ = ["ACCELERATED", "accelerator_snippets"]
+
+_LITERT_GPU = Framework(
+    key="litert-gpu", name="LiteRT on the GPU (CompiledModel, Accelerator.GPU)",
+    packages={"kotlin": "com.google.ai.edge.litert:litert:{litert} (its GPU accelerator is in the package); "
+                        "written against LiteRT {litert}'s CompiledModel Kotlin API"},
+    code={
+        "kotlin": """
+import com.google.ai.edge.litert.Accelerator
+import com.google.ai.edge.litert.CompiledModel
+
+// {file} is static: every input is [1, {n}], the only shape the GPU accelerator takes
+val model = CompiledModel.create(context.assets, "{file}", CompiledModel.Options(Accelerator.GPU))
+val tokens: {kt_array} = /* token ids, from the tokenizer */
+{length}
+val inputs = model.createInputBuffers()  // in the signature's order: {input_names}
+{kt_gpu_writes}
+val outputs = model.createOutputBuffers()  // in the signature's order: {output_names}
+model.run(inputs, outputs)
+val {first_output} = outputs[0].readFloat()  // flattened, batch 1
+""",
+        "swift": None, "js": None,
+    },
+    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    missing="LiteRT's GPU path on iOS (the Metal delegate) and in a browser (LiteRT.js on WebGPU) is another API, "
+            "not checked here: run the file there on the CPU (the LiteRT lines above)",
+)
+
+_ORT_NNAPI = Framework(
+    key="onnxruntime-nnapi", name="ONNX Runtime Mobile with NNAPI",
+    packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android; written against its 1.20 Java API "
+                        "(SessionOptions.addNnapi, ai.onnxruntime.providers.NNAPIFlags); Android 15 deprecates "
+                        "NNAPI, which still runs there"},
+    code={
+        "kotlin": """
+import ai.onnxruntime.OnnxTensor
+import ai.onnxruntime.OrtEnvironment
+import ai.onnxruntime.OrtSession
+import ai.onnxruntime.providers.NNAPIFlags
+import java.nio.{kt_buffer}
+import java.util.EnumSet
+
+val env = OrtEnvironment.getEnvironment()
+val options = OrtSession.SessionOptions()
+// NNAPI takes the nodes it supports; CPU_DISABLED keeps NNAPI's own reference CPU path out, so
+// a node no accelerator takes runs on onnxruntime's CPU kernels
+options.addNnapi(EnumSet.of(NNAPIFlags.CPU_DISABLED))
+val session = env.createSession(modelBytes, options)  // {file}, read from the app's assets
+val tokens: {kt_array} = /* token ids, from the tokenizer */
+{length}
+val inputs = mapOf(
+{kt_ort_inputs}
+)
+session.run(inputs).use {{ result ->
+    val {first_output} = result.get("{first_output}").get().value  // outputs: {output_names}
+}}
+""",
+        "swift": None, "js": None,
+    },
+    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    missing="NNAPI is Android's: on iOS the Core ML provider takes an .onnx (its lines below, where the report "
+            "names a file for it); a browser has neither",
+)
+
+_ORT_COREML = Framework(
+    key="onnxruntime-coreml", name="ONNX Runtime Mobile with Core ML (MLProgram)",
+    packages={"swift": "CocoaPods: onnxruntime-objc; written against its 1.20 API "
+                       "(ORTCoreMLExecutionProviderOptions.createMLProgram)"},
+    code={
+        "kotlin": None,
+        "swift": """
+import onnxruntime_objc
+
+let env = try ORTEnv(loggingLevel: .warning)
+let options = try ORTSessionOptions()
+let coreML = ORTCoreMLExecutionProviderOptions()
+coreML.createMLProgram = true  // the MLProgram form, the one the report's table counts
+coreML.onlyAllowStaticInputShapes = true  // {file} is static: [1, {n}]
+try options.appendCoreMLExecutionProvider(with: coreML)
+let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
+                             sessionOptions: options)
+let tokens: [{swift_type}] = /* token ids, from the tokenizer */
+{swift_length}
+let inputs: [String: ORTValue] = [
+{swift_ort_inputs}
+]
+let outputs = try session.run(withInputs: inputs, outputNames: ["{first_output}"], runOptions: nil)
+let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_names}
+""",
+        "js": None,
+    },
+    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    missing="Core ML is Apple's: on Android the NNAPI provider takes an .onnx (its lines above); a browser has neither",
+)
+
+# The accelerator (a key of report.accelerators.ACCELERATORS) each framework hands its file to.
+ACCELERATED = {"gpu": _LITERT_GPU, "nnapi": _ORT_NNAPI, "coreml": _ORT_COREML}
+
+
+def accelerator_snippets(files: list[dict[str, Any]], accelerators: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """One snippet group per accelerator the report names a static file for (the file it says to
+    take), in the report's snippet format."""
+    if not accelerators:
+        return []
+    by_label = {f["label"]: f for f in files}
+    groups = []
+    for key, framework in ACCELERATED.items():
+        take = accelerators["take"][key]
+        row = by_label.get(take["file"]) if take["status"] in ("whole", "part") else None
+        if row is None or row["static_len"] is None:  # a dynamic file's share is too small to hand over
+            continue
+        group = new_group(framework, framework.name)
+        litert = _litert_version(row)
+        group["packages"] = {p: text.replace("{litert}", litert) for p, text in group["packages"].items()}
+        group["files"].append(file_snippet(framework, facts_of(row), row["label"]))
+        groups.append(group)
+    return groups
+
+
+def _litert_version(row: dict[str, Any]) -> str:
+    """The LiteRT version whose GPU accelerator placed the file ("2.3.0"), from its record."""
+    runtime = ((row.get("gpu") or {}).get("placement") or {}).get("runtime") or ""
+    return runtime.rsplit(" ", 1)[-1] if runtime.startswith("ai-edge-litert ") else "2.x"
