@@ -122,7 +122,9 @@ class Session:
         self.backend_name: str = self._backend.name
         self.accelerator: str = self._backend.accelerator
         self.placement = getattr(self._backend, "placement", None)
-        self.static_len: int | None = static_length([s.shape for s in self.inputs]) if self.format != "executorch" else None
+        # N of a static-shape file's [1, N] inputs (a .pte declares its upper bounds instead)
+        shapes = [s.shape for s in self.inputs]
+        self.static_len: int | None = None if self.format == "executorch" else static_length(shapes)
 
     def _gpu_backend(self, provider: str | None, ops_trace):
         """The backend of ``accelerator="gpu"``: LiteRT's GPU accelerator for a .tflite, a GPU
@@ -190,7 +192,8 @@ def _check_accelerator(accelerator: str, gpu_precision: str, fmt: str, app_defau
     if accelerator not in ACCELERATORS:
         raise RuntimeUnavailable(f"unknown accelerator {accelerator!r}; expected one of {', '.join(ACCELERATORS)}")
     if gpu_precision not in GPU_PRECISIONS:
-        raise RuntimeUnavailable(f"unknown GPU precision {gpu_precision!r}; expected one of {', '.join(GPU_PRECISIONS)}")
+        raise RuntimeUnavailable(f"unknown GPU precision {gpu_precision!r}; expected one of "
+                                 f"{', '.join(GPU_PRECISIONS)}")
     if accelerator == "cpu":
         return
     if fmt == "executorch":

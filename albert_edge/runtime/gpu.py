@@ -142,6 +142,11 @@ class GpuTFLite:
         shapes = _input_shapes(self.path)
         if any(d < 0 for shape in shapes for d in shape):
             raise StaticShapeOnly(_refusal_message(self.path, "inputs are dynamic-sized", shapes))
+        if "tensorflow" in sys.modules:
+            # Measured with tensorflow 2.x: CompiledModel.from_file dies with SIGSEGV on the GPU then.
+            raise RuntimeUnavailable(
+                "LiteRT's GPU accelerator crashes in a process that has imported TensorFlow: open the file on the "
+                "GPU in a process without tensorflow (albert_edge.runtime.accelerator.run_on_gpu runs it in a child)")
         enforce_f32 = PRECISIONS[precision]
         compiled_model = optional_import("ai_edge_litert.compiled_model")
         from ai_edge_litert.cpu_options import CpuOptions
