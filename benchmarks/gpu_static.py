@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +26,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from result_meta import commit  # noqa: E402  (where the figures come from)
 
 HEADS = ("base", "classification")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -131,14 +133,6 @@ def run(shape: str, seq_len: int, work: Path) -> list[dict]:
             rows.append(row)
             print(json.dumps({k: row[k] for k in ("head", "file", "gpu_ops", "cpu_ops")}), file=sys.stderr)
     return rows
-
-
-def commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def main() -> None:

@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from result_meta import commit  # noqa: E402  (where the figures come from)
 
 HEADS = {"albert-base": ("base", "mlm"), "small": ("pretraining",)}
 
@@ -140,14 +142,6 @@ def run(model_name: str, seq_len: int, samples: int, work: Path) -> list[dict]:
                        for p in row["partitions"]["providers"]}
             print(json.dumps({"head": head, "file": what, **summary}), file=sys.stderr)
     return rows
-
-
-def commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def main() -> None:

@@ -23,8 +23,8 @@ SHELL = ROOT / "benchmarks" / "gpu_check.sh"
 N = 32
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+def _module(name: str = "gpu_check"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -81,13 +81,13 @@ def test_the_dry_run_writes_a_result_of_every_file_and_provider(dry_run):
 def test_an_output_far_from_pytorch_fails_its_check(dry_run, tmp_path):
     """The comparison is real: the same file against a reference that is off fails, saying why."""
     work = dry_run[0]
-    gpu_check = _module()
+    steps = _module("gpu_check_steps")
     reference = dict(np.load(work / "files" / "tiny" / "reference.npz"))
     reference["out:last_hidden_state"] = -reference["out:last_hidden_state"]
     np.savez(tmp_path / "reference.npz", **reference)
-    row = gpu_check.check_step({"path": str(work / "files" / "tiny" / "static" / "model.onnx"), "provider": "cpu",
-                                "precision": "fp32", "file": "static/model.onnx",
-                                "reference": str(tmp_path / "reference.npz"), "work": str(tmp_path)})
+    row = steps.check_step({"path": str(work / "files" / "tiny" / "static" / "model.onnx"), "provider": "cpu",
+                            "precision": "fp32", "file": "static/model.onnx",
+                            "reference": str(tmp_path / "reference.npz"), "work": str(tmp_path)})
     assert row["ok"] is False
     assert row["cosine"]["last_hidden_state"] < 0 and row["cosine"]["pooler_output"] > 0.999
     assert [p.split(":")[0] for p in row["problems"]] == ["cosine to PyTorch below 0.9999"]
