@@ -49,11 +49,17 @@ def _steps(ctx, param, value: str | None) -> tuple[str, ...]:
 @click.option("--only", callback=_steps, default=None, metavar="STEPS",
               help="Run only these steps (comma-separated): checkpoint, convert, quantize, profile, report.")
 @click.option("--skip", callback=_steps, default=None, metavar="STEPS", help="Leave out these steps (comma-separated).")
+@click.option("--static", is_flag=True,
+              help="Also make static-shape files ([1, --seq-len] inputs, what phone GPUs and NPUs take) of the onnx "
+                   "and tflite targets, in files-static/ beside files/, quantized for their accelerators: fp16 "
+                   ".tflite (LiteRT's GPU), int8-static .onnx (NNAPI; needs the checkpoint's spiece.model). The "
+                   "report covers both folders and says which file each accelerator takes. On the built-in default, "
+                   "for the small model only. Off by default.")
 @click.option("--force", is_flag=True, help="Use --out even when it holds files the pipeline did not write.")
 @click.option("--json", "as_json", is_flag=True, help="Print the steps and report paths as JSON.")
 def pipeline(source: str | None, out_dir: Path, targets: tuple[str, ...], schemes: tuple[str, ...], seq_len: int,
              profile_seq_lens: tuple[int, ...], threads: int, runs: int, min_seconds: float, only: tuple[str, ...],
-             skip: tuple[str, ...], force: bool, as_json: bool) -> None:
+             skip: tuple[str, ...], static: bool, force: bool, as_json: bool) -> None:
     """Convert SOURCE (a checkpoint directory, or a Hugging Face model id such as
     albert/albert-base-v2 or org/name@revision) to ONNX and TFLite, quantize each file
     (int8-dynamic, fp16), profile every file on this machine and write a report per model; prints
@@ -70,7 +76,7 @@ def pipeline(source: str | None, out_dir: Path, targets: tuple[str, ...], scheme
     options = PipelineOptions(
         out_dir=out_dir, source=source, targets=targets or ("onnx", "tflite"), schemes=schemes or None,
         seq_len=seq_len, profile_seq_lens=profile_seq_lens, threads=threads, runs=runs, min_seconds=min_seconds,
-        only=only, skip=skip, force=force)
+        only=only, skip=skip, force=force, static=static)
     with progress() as bar:
         task = bar.add_task("pipeline", total=None)
 

@@ -5,7 +5,8 @@ quantized files (the schemes that make sense for each format) -> measured profil
     result = run_pipeline(PipelineOptions(out_dir=Path("out"), source="run/"))
 
 Each model gets a directory in ``out_dir``: ``checkpoint/`` (built-in default only),
-``files/`` (the conversion, with manifest.json), ``profile.json`` and ``report/``.
+``files/`` (the conversion, with manifest.json), ``profile.json`` and ``report/``; with
+``static``, ``files-static/`` beside ``files/``: static-shape files for phone GPUs and NPUs.
 ``pipeline.json`` records the sha256 of what each step read and wrote; a re-run skips a step
 whose outputs are all there, unchanged, and made from the same inputs. With no source the
 built-in default (see :mod:`.default`) is used.
@@ -27,9 +28,11 @@ from ..errors import AlbertEdgeError
 from ..files import atomic_write, check_not_input, missing_root, staged_dir
 from ..hub import is_hub_id, repo_name, resolve
 from .state import PipelineError, State, digest
+from .static import (STATIC_DIR, STATIC_SCHEMES, quantize_static, static_fp32_files, static_model_files, static_of,
+                     static_setting)
 
 __all__ = ["PipelineOptions", "PipelineResult", "StepResult", "PipelineError", "run_pipeline", "STEPS",
-           "DEFAULT_SCHEMES"]
+           "DEFAULT_SCHEMES", "STATIC_SCHEMES", "STATIC_DIR"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ class PipelineOptions:
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     force: bool = False
+    static: bool = False  # also static-shape files for the GPU and NPUs (STATIC_DIR)
 
     def __post_init__(self) -> None:
         for name in ("only", "skip"):
@@ -73,9 +77,17 @@ class PipelineOptions:
         for scheme in self.schemes or ():
             if not _formats_of(scheme, self.targets):
                 raise PipelineError(f"scheme {scheme!r} is not available for {' or '.join(self.targets)}")
+        if self.static and not self.static_targets:
+            raise PipelineError(f"--static makes static {' and '.join(STATIC_SCHEMES)} files; targets given: "
+                                f"{', '.join(self.targets)} (add --to onnx or --to tflite)")
         if any(n > self.seq_len for n in self.profile_seq_lens):
             raise PipelineError(f"profile sequence lengths {self.profile_seq_lens} go beyond the conversion's "
                                 f"--seq-len {self.seq_len}")
+
+    @property
+    def static_targets(self) -> tuple[str, ...]:
+        """The targets of which static-shape files are made (none without ``static``)."""
+        return tuple(t for t in self.targets if t in STATIC_SCHEMES) if self.static else ()
 
     def wants(self, step: str) -> bool:
         return step in self.only if self.only else step not in self.skip
@@ -128,10 +140,15 @@ class _Model:
     shape: str | None = None  # the preset whose shape it has: the report compares with the paper
     random_weights: bool = False  # agreement figures mean nothing: measure them on a few batches only
     context: dict[str, Any] = field(default_factory=dict)
+    static: bool = True  # static-shape files are made for it when the options ask (not for the random base shape)
 
     @property
     def files(self) -> Path:
         return self.dir / "files"
+
+    @property
+    def static_files(self) -> Path:
+        return self.dir / STATIC_DIR
 
     @property
     def profile(self) -> Path:
@@ -175,9 +192,11 @@ def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
 
     if options.source is None:
         random = _Model(default.RANDOM_NAME, root / default.RANDOM_NAME, root / default.RANDOM_NAME / "checkpoint",
-                        recipe="albert-base-v2 seed 0 v1", random_weights=True, shape="albert-base-v2")
+                        recipe="albert-base-v2 seed 0 v1", random_weights=True, shape="albert-base-v2", static=False)
         random.make = lambda out, progress: (default.make_random(out), {"weights": "random-init"})[1]
         random.context["accuracy_in"] = f"../../{default.SMALL_NAME}/report/report.html"
+        if options.static:  # the built-in default stays quick: static files of the small model only
+            random.context["static_in"] = f"../../{default.SMALL_NAME}/report/report.html"
         small = _Model(default.SMALL_NAME, root / default.SMALL_NAME, root / default.SMALL_NAME / "checkpoint",
                        recipe=json.dumps(asdict(default.PIPELINE_RECIPE), sort_keys=True))
         small.make = lambda out, progress: {"pretraining": default.make_small(out, _training(progress))[1]}
@@ -221,18 +240,21 @@ def _run_step(name: str, model: _Model, options: PipelineOptions, state: State,
 
 
 def _in_manifest(model: _Model, outputs: dict[str, str], root: Path) -> bool:
-    """Model files a step wrote must also be in the conversion's manifest with the same sha256."""
+    """Model files a step wrote must also be in their conversion's manifest with the same sha256."""
     from ..formats import manifest as manifest_io
 
-    files = {Path(rel).name: sha for rel, sha in outputs.items()
-             if (root / rel).parent == model.files and Path(rel).suffix in SUFFIXES}
-    if not files:
-        return True
-    try:
-        listed = {e.name: e.sha256 for e in manifest_io.read(model.files).files}
-    except AlbertEdgeError:
-        return False
-    return all(listed.get(name) == sha for name, sha in files.items())
+    for folder in (model.files, model.static_files):
+        files = {Path(rel).name: sha for rel, sha in outputs.items()
+                 if (root / rel).parent == folder and Path(rel).suffix in SUFFIXES}
+        if not files:
+            continue
+        try:
+            listed = {e.name: e.sha256 for e in manifest_io.read(folder).files}
+        except AlbertEdgeError:
+            return False
+        if any(listed.get(name) != sha for name, sha in files.items()):
+            return False
+    return True
 
 
 # -- what each step reads ---------------------------------------------------------------------
@@ -248,7 +270,8 @@ def _checkpoint_inputs(model: _Model, options, state) -> dict[str, str]:
 def _convert_inputs(model: _Model, options, state) -> dict[str, str]:
     if not model.checkpoint.exists():
         return {"checkpoint": "missing"}
-    return {**digest([model.checkpoint], model.checkpoint.parent), **_settings(options, "targets", "seq_len")}
+    return {**digest([model.checkpoint], model.checkpoint.parent), **_settings(options, "targets", "seq_len"),
+            **static_setting(model, options)}
 
 
 def _fp32_files(model: _Model) -> list[Path]:
@@ -261,7 +284,8 @@ def _model_files(model: _Model) -> list[Path]:
 
 
 def _quantize_inputs(model: _Model, options, state) -> dict[str, str]:
-    return {**digest(_fp32_files(model), state.root), **_settings(options, "schemes")}
+    return {**digest(_fp32_files(model) + static_fp32_files(model, options), state.root),
+            **_settings(options, "schemes"), **static_setting(model, options)}
 
 
 def _profile_inputs(model: _Model, options, state) -> dict[str, str]:
@@ -271,8 +295,10 @@ def _profile_inputs(model: _Model, options, state) -> dict[str, str]:
 
 def _report_inputs(model: _Model, options, state) -> dict[str, str]:
     extra = [model.profile] if model.profile.is_file() else []
-    manifest = [model.files / "manifest.json"] if (model.files / "manifest.json").is_file() else []
-    return digest(_model_files(model) + manifest + extra, state.root)
+    manifest = [folder / "manifest.json" for folder in (model.files, model.static_files)
+                if (folder / "manifest.json").is_file() and (folder == model.files or static_of(model, options))]
+    return {**digest(_model_files(model) + static_model_files(model, options) + manifest + extra, state.root),
+            **static_setting(model, options)}
 
 
 _INPUTS = {"checkpoint": _checkpoint_inputs, "convert": _convert_inputs, "quantize": _quantize_inputs,
@@ -298,7 +324,15 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
         result = convert(model.checkpoint, staging, targets=options.targets, seq_len=options.seq_len,
                          on_step=lambda what, done, total: progress(f"convert: {what}"),
                          **({"scheme": schemes.pop()} if schemes else {}))
-    return [model.files / f.name for f in result.files], f"{len(result.files)} files", {}
+    made = [model.files / f.name for f in result.files]
+    static = static_of(model, options)
+    if not static:
+        return made, f"{len(made)} files", {}
+    with staged_dir(model.static_files, keep=False) as staging:
+        result = convert(model.checkpoint, staging, targets=static, seq_len=options.seq_len, static=True,
+                         on_step=lambda what, done, total: progress(f"convert --static: {what}"))
+    made_static = [model.static_files / f.name for f in result.files]
+    return made + made_static, f"{len(made)} files; {len(made_static)} static in {STATIC_DIR}/", {}
 
 
 def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
@@ -321,7 +355,10 @@ def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple
                                     eval_samples=8 if model.random_weights else 64, num_threads=options.threads)
             result = quantize_file(parent, config, force=True)  # the files directory is the pipeline's own
             made.append(result.out_path)
-    return made, f"{len(made)} files", {}
+    static, left_out = quantize_static(model, options, progress)
+    detail = f"{len(made)} files" + (f"; {len(static)} static" if static else "") + \
+        (f"; left out: {'; '.join(left_out)}" if left_out else "")
+    return made + static, detail, {}
 
 
 def _profile(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
@@ -343,9 +380,12 @@ def _report(model: _Model, options: PipelineOptions, state, progress) -> tuple[l
     from ..report import write_report
 
     sources = [str(model.files)] if (model.files / "manifest.json").is_file() else [str(model.checkpoint)]
+    context = {"pipeline": state.source.get("description"), "model": model.name, **model.context}
+    if static_of(model, options) and (model.static_files / "manifest.json").is_file():
+        sources.append(str(model.static_files))
+        context["static_dir"] = STATIC_DIR
     if model.profile.is_file():
         sources.append(str(model.profile))
-    context = {"pipeline": state.source.get("description"), "model": model.name, **model.context}
     result = write_report(sources, model.dir / "report", force=True, extra=context, name=model.shape or model.name,
                           title=f"albert-edge pipeline: {model.name}", on_step=lambda what: progress(f"report: {what}"))
     return [p for p in result.files if p.suffix != ".svg"], str(result.html), {}

@@ -30,6 +30,7 @@ class Accelerator:
     runs_it: str
     provider: str | None = None  # the provider's name in onnxruntime's mobile checker
     spoken: str = ""  # its name in a sentence ("the GPU (LiteRT)"); default: name
+    prefers: str | None = None  # of files it takes alike, the one whose scheme starts so
 
     @property
     def in_sentence(self) -> str:
@@ -39,11 +40,13 @@ class Accelerator:
 ACCELERATORS = (
     Accelerator("gpu", "GPU (LiteRT)", ("tflite",), "LiteRT's GPU accelerator (CompiledModel, Accelerator.GPU)",
                 spoken="the GPU (LiteRT)"),
-    Accelerator("nnapi", "NNAPI", ("onnx",), "ONNX Runtime Mobile's NNAPI execution provider (Android)", "NNAPI"),
+    # an NPU behind NNAPI computes in integers: of files it takes alike, the int8 one
+    Accelerator("nnapi", "NNAPI", ("onnx",), "ONNX Runtime Mobile's NNAPI execution provider (Android)", "NNAPI",
+                prefers="int8"),
     Accelerator("coreml", "Core ML (MLProgram)", ("onnx",),
                 "ONNX Runtime Mobile's Core ML execution provider in its MLProgram form (iOS)", "CoreML MLProgram"),
-    Accelerator("cpu", "CPU", ("tflite", "onnx", "ort", "executorch"), "XNNPACK (LiteRT, ExecuTorch), MLAS (onnxruntime)",
-                spoken="the CPU"),
+    Accelerator("cpu", "CPU", ("tflite", "onnx", "ort", "executorch"),
+                "XNNPACK (LiteRT, ExecuTorch), MLAS (onnxruntime)", spoken="the CPU"),
 )
 _BY_KEY = {a.key: a for a in ACCELERATORS}
 
@@ -176,15 +179,19 @@ def _cpu_cell(f: dict[str, Any]) -> dict[str, Any]:
 
 def _take(accelerator: Accelerator, rows: list[dict[str, Any]], profile) -> dict[str, Any]:
     """The file to take for ``accelerator``: the largest share of the file on it, then the fewest
-    partitions, then the fewest bytes; for the CPU the fastest measured file, or without a
-    profile the smallest that takes any length."""
+    partitions, then the scheme it prefers, then the fewest bytes; for the CPU the fastest
+    measured file, or without a profile the smallest that takes any length."""
     if accelerator.key == "cpu":
         return _take_cpu(rows, profile)
     key = accelerator.key
     taken = [r for r in rows if r[key]["share"]]
     if taken:
-        best = max(taken, key=lambda r: (r[key]["share"], -r[key].get("partitions", 1), -r["bytes"]))
-        why = _why(best[key], key) + ("; a static file takes more: convert --static" if best["static_len"] is None else "")
+        prefers = accelerator.prefers
+        best = max(taken, key=lambda r: (r[key]["share"], -r[key].get("partitions", 1),
+                                         bool(prefers and (r["scheme"] or "").startswith(prefers)), -r["bytes"]))
+        why = _why(best[key], key)
+        if best["static_len"] is None:
+            why += "; a static file takes more: convert --static"
         return {"file": best["label"], "why": why, "status": best[key]["status"]}
     unchecked = [r for r in rows if r[key]["status"] == "unchecked"]
     if unchecked:
