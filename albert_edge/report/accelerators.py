@@ -3,7 +3,8 @@ which file to take for each accelerator.
 
 - **GPU (LiteRT)**: a static .tflite's run on LiteRT's GPU accelerator, as its manifest entry
   records it (``convert --static``: operators on the GPU and on the CPU with the accelerator's
-  reason, the largest difference from PyTorch). A dynamic-shape .tflite is refused whole.
+  reason, the largest difference from PyTorch) or, where it records none, as a profile record of
+  the file does (``profile --accelerator gpu``). A dynamic-shape .tflite is refused whole.
 - **NNAPI** and **Core ML (MLProgram)**: an .onnx file's partitions by onnxruntime's own mobile
   checker (:mod:`albert_edge.formats.mobile_partitions`), run here when onnxruntime is installed.
 - **CPU**: every file, every operator (XNNPACK for LiteRT and ExecuTorch, MLAS for onnxruntime).
@@ -67,12 +68,14 @@ def accelerator_data(files: list[dict[str, Any]], profile: list[dict[str, Any]] 
     if not files:
         return None
     partitions, checker, unchecked = _partitions(files)
+    profiled = {r["sha256"]: r["placement"] for r in profile
+                if r.get("accelerator") == "gpu" and isinstance(r.get("placement"), dict) and r.get("sha256")}
     rows = []
     for f in files:
         rows.append({
             "label": f["label"], "name": f["name"], "folder": f["folder"], "format": f["format"],
             "scheme": f["scheme"], "bytes": f["bytes"], "sha256": f["sha256"], "static_len": f["static_len"],
-            "gpu": _gpu_cell(f),
+            "gpu": _gpu_cell(f, profiled.get(f["sha256"])),
             "nnapi": _partition_cell(f, partitions, unchecked, "NNAPI"),
             "coreml": _partition_cell(f, partitions, unchecked, "CoreML MLProgram"),
             "cpu": _cpu_cell(f),
@@ -91,14 +94,18 @@ def _cell(status: str, text: str, share: float | None = None, **figures: Any) ->
     return {"status": status, "text": text, "share": share, **figures}
 
 
-def _gpu_cell(f: dict[str, Any]) -> dict[str, Any]:
+def _gpu_cell(f: dict[str, Any], profiled: dict[str, Any] | None) -> dict[str, Any]:
+    """From the manifest's GPU run of the file or, where it has none, a profile record's placement."""
     if f["format"] != "tflite":
         return _cell("n/a", "-")
     if f["static_len"] is None:
         return _cell("none", "CPU only: dynamic shapes; convert --static for the GPU", 0.0)
     record = f["gpu"]
+    if (record is None or not record.get("ran")) and profiled is not None:
+        record = {"ran": True, "placement": profiled, "source": "profile --accelerator gpu"}
     if record is None:
-        return _cell("unchecked", "not checked: its manifest entry records no GPU run")
+        return _cell("unchecked", "not checked: no GPU run in its manifest entry or a profile record "
+                                  "(profile --accelerator gpu)")
     if not record.get("ran"):
         return _cell("unchecked", f"not checked: {record.get('reason') or 'the GPU check did not run'}")
     placement = record["placement"]
@@ -113,6 +120,8 @@ def _gpu_cell(f: dict[str, Any]) -> dict[str, Any]:
     diffs = record.get("max_abs_diff") or {}
     if diffs:
         text += f"; within {max(diffs.values()):.1g} of PyTorch in float32"
+    if record.get("source"):
+        text += f" ({record['source']})"
     status = "whole" if placement["cpu_ops"] == 0 else "part" if on_gpu else "none"
     return _cell(status, text, on_gpu / ops if ops else 0.0, ops=ops, gpu_ops=on_gpu, device=device, software=software,
                  ok=record.get("ok"))
@@ -214,6 +223,7 @@ def _why(cell: dict[str, Any], key: str) -> str:
 def _take_cpu(rows: list[dict[str, Any]], profile) -> dict[str, Any]:
     labels = {r["sha256"]: r["label"] for r in rows}
     measured = [p for p in profile if not p.get("estimated") and p.get("sha256") in labels
+                and (p.get("accelerator") or "cpu") == "cpu"
                 and (p.get("latency") or {}).get("p50") is not None and p.get("seq_len")]
     if measured:
         longest = max(p["seq_len"] for p in measured)
@@ -244,8 +254,8 @@ def _notes(rows: list[dict[str, Any]], checker: str | None, unchecked: str | Non
         notes.append("GPU: " + SOFTWARE_GPU_NOTE.format(device=", ".join(devices)))
     if any(r["gpu"]["status"] in ("whole", "part", "none") and r["static_len"] for r in rows):
         notes.append("GPU: placement by LiteRT's GPU accelerator itself, run when the file was converted (its "
-                     "manifest entry); TensorFlow's GPU-compatibility Analyzer is no guide: it passes files the "
-                     "accelerator refuses")
+                     "manifest entry) or profiled on the GPU; TensorFlow's GPU-compatibility Analyzer is no guide: it "
+                     "passes files the accelerator refuses")
     if checker:
         notes.append(f"NNAPI, Core ML: partitions by {checker} (after its basic optimization); each partition "
                      "boundary is a copy between the CPU and the accelerator, and the nodes left out run on the CPU")

@@ -158,6 +158,8 @@ def profile_rows(records: list[dict], files: list[dict]) -> list[dict[str, Any]]
             "host": r.get("host"),
             "warnings": [str(w) for w in r.get("warnings") or ()],
             "machine": _machine(r.get("device")),
+            "accelerator": r.get("accelerator") or "cpu", "gpu_precision": r.get("gpu_precision"),
+            "gpu_adapter": (r.get("placement") or {}).get("adapter"),
         })
     return rows
 

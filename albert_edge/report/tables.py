@@ -161,6 +161,7 @@ def _profile(data) -> Table | None:
             warned.append(f"[{len(warned) + 1}] {r['file_name']}, seq len {seq}: {'; '.join(r['warnings'])}")
             mark = f" [{len(warned)}]"
         runs_on = ("MediaPipe Tasks, own threads" if r.get("runtime") == "mediapipe" else
+                   f"LiteRT GPU accelerator, {r.get('gpu_precision') or 'fp32'}" if r.get("accelerator") == "gpu" else
                    f"{r['provider']}, {r['threads']} thr") + (", text in" if r.get("input_kind") == "text" else "") \
             + (", app defaults" if r.get("opened_as") == APP else "")
         rows.append((r["file_name"], r["scheme"] or "", r["device"], runs_on,
@@ -169,6 +170,11 @@ def _profile(data) -> Table | None:
                      _ms(r["load_ms"]), fmt_bytes(r["peak_rss"])))
     notes = ["estimates are computed for a device nobody ran on; they are never shown as measurements"] \
         if any(r["estimated"] for r in records) else []
+    software = sorted({r["gpu_adapter"].split(", arch=")[0] for r in records if r.get("accelerator") == "gpu"
+                       and "software" in (r.get("gpu_adapter") or "").lower()})
+    if software:
+        notes.append(f"GPU rows ran on {', '.join(software)}, a software Vulkan device (Mesa's lavapipe, on the CPU): "
+                     "their timings mean nothing about a GPU")
     if any(r.get("opened_as") == APP for r in records):
         notes.append("app defaults: the file opened as an app opens it, the runtime's own API with its default options "
                      "(profile --as-app); the other rows ran with albert-edge's settings (runtime.Session)")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from albert_edge.formats.mobile_partitions import mobile_partitions
-from albert_edge.report import write_report
+from albert_edge.report import tables, write_report
 from albert_edge.report.accelerators import accelerator_data
 
 from .conftest import SEQ
@@ -182,3 +182,34 @@ def test_app_lines_for_the_accelerators_are_for_the_file_to_take(both):
     assert "options.addNnapi(EnumSet.of(NNAPIFlags.CPU_DISABLED))" in kotlin and "IntBuffer" in kotlin
     assert "createMLProgram = true" in coreml["files"][0]["code"]["swift"]
     assert nnapi["files"][0]["code"]["swift"] is None and gpu["files"][0]["code"]["js"] is None
+
+
+def test_a_gpu_profile_record_stands_in_for_a_missing_manifest_record(static_conversion, tmp_path):
+    """A static .tflite whose manifest entry records no GPU run (a quantized one) shows the placement
+    of its `profile --accelerator gpu` record; its GPU timing is not a CPU pick and is marked as
+    meaning nothing on a software device."""
+    from albert_edge.profile import ProfileSettings, profile
+    from albert_edge.runtime.accelerator import vulkan_available
+
+    if vulkan_available():
+        pytest.skip(f"no Vulkan device for LiteRT's GPU accelerator: {vulkan_available()}")
+    static = tmp_path / "static"
+    shutil.copytree(static_conversion, static)
+    manifest = json.loads((static / "manifest.json").read_text())
+    for entry in manifest["files"]:
+        entry["parity"].pop("gpu", None)
+    (static / "manifest.json").write_text(json.dumps(manifest))
+    settings = dict(seq_lens=(SEQ,), threads=(1,), runs=2, min_seconds=0.0, warmup=1)
+    records = [r.to_dict() for r in profile([static / "model.tflite"], ProfileSettings(**settings, accelerator="gpu"))]
+    records += [r.to_dict() for r in profile([static / "model.onnx"], ProfileSettings(**settings))]
+    (tmp_path / "profile.json").write_text(json.dumps(records))
+    data = write_report([static, tmp_path / "profile.json"], tmp_path / "report", charts=False).data
+    gpu = _rows(data)["model.tflite"]["gpu"]
+    placement = next(r["placement"] for r in records if r.get("accelerator") == "gpu")
+    assert gpu["status"] == ("whole" if placement["cpu_ops"] == 0 else "part")
+    assert gpu["ops"] == placement["ops"] and gpu["text"].endswith("(profile --accelerator gpu)")
+    assert data["accelerators"]["take"]["cpu"]["file"] == "model.onnx"  # the only CPU record
+    profile_table = next(t for t in tables(data) if t.key == "profile")
+    assert any(row[3].startswith("LiteRT GPU accelerator, fp32") for row in profile_table.rows)
+    if "software" in (placement.get("adapter") or "").lower():
+        assert any("their timings mean nothing" in n for n in profile_table.notes)
