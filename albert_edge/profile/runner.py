@@ -109,7 +109,10 @@ def _static_len(path: Path, fmt: str) -> int | None:
     if fmt == "tflite":
         from ..runtime.compiled import read_signature
 
-        signature = read_signature(path)
+        try:
+            signature = read_signature(path)
+        except RuntimeUnavailable:  # a damaged file: its child says so, as for any file it cannot load
+            return None
         return static_length([s.shape for s in signature[1]]) if signature else None
     from .inputs import read_manifest
 
@@ -154,6 +157,9 @@ def _gpu_jobs(path: Path, fmt: str, settings) -> list[dict[str, Any]]:
     if fmt != "tflite":
         raise ProfileError(f"{path}: --accelerator gpu runs .tflite files (LiteRT's GPU accelerator) and .onnx / .ort "
                            f"files (onnxruntime's CUDA provider); a .{fmt} file runs on the CPU here")
+    from ..formats.tflite_check import check_tflite
+
+    check_tflite(path)  # a damaged file: the one line Session gives
     shapes = _input_shapes(path)
     if any(d < 0 for shape in shapes for d in shape):
         raise StaticShapeOnly(_refusal_message(path, "inputs are dynamic-sized", shapes))
