@@ -32,6 +32,7 @@ from albert_edge.runtime import Session
 from .accuracy import AccuracyReport, measure
 from .calibration import Prepared, prepare
 from .checks import QuantCheck, check_quantized, describe, float_weights
+from .gpu import gpu_run
 from .record import check_destination, parity, record
 from .source import ModelFile, open_model_file
 from .static_text import for_static
@@ -185,6 +186,8 @@ def _make(job: _Job, tmp: Path) -> _Made:
     accuracy = measure(Session(source.path, config.num_threads), Session(tmp, config.num_threads),
                        text.evaluation, source.head, text=text.described["evaluation"])
     figures = parity(source, job.out, recipe, accuracy, text.described, notes)
+    if source.format == "tflite" and source.entry.static_len:  # a static file: for the GPU too
+        figures["gpu"] = gpu_run(tmp, sample)
     check.accuracy = figures
     return _Made(check, accuracy, figures, notes, tmp.stat().st_size, accuracy.passes(config.max_drop))
 

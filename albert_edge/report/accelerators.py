@@ -119,7 +119,7 @@ def _gpu_cell(f: dict[str, Any], profiled: dict[str, Any] | None) -> dict[str, A
         text += "; on the CPU: " + "; ".join(f"{fb['op']} ({fb['reason']})" for fb in placement["fallbacks"])
     diffs = record.get("max_abs_diff") or {}
     if diffs:
-        text += f"; within {max(diffs.values()):.1g} of PyTorch in float32"
+        text += f"; within {max(diffs.values()):.1g} of {record.get('against', 'PyTorch')} in float32"
     if record.get("source"):
         text += f" ({record['source']})"
     status = "whole" if placement["cpu_ops"] == 0 else "part" if on_gpu else "none"

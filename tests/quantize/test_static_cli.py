@@ -36,6 +36,17 @@ def test_quantize_a_static_file(static_dir, file, scheme):
     assert made["kept"] and made["calibration"]["static_len"] == SEQ
     entry = next(e for e in json.loads((static_dir / "manifest.json").read_text())["files"] if e["name"] == out.name)
     assert entry["static_len"] == SEQ  # the quantized file takes [1, N] too
+    if parent.suffix == ".tflite":  # and LiteRT's GPU accelerator ran it, where there is a Vulkan device
+        from albert_edge.runtime.accelerator import vulkan_available
+
+        gpu = entry["parity"]["gpu"]
+        if vulkan_available() is not None:
+            assert gpu == {"ran": False, "reason": gpu["reason"]} and "Vulkan" in gpu["reason"]
+        else:
+            assert gpu["ran"] and gpu["against"] == "the same file on the CPU"
+            assert gpu["placement"]["ops"] > 0 and "path" not in gpu["placement"]
+            if scheme == "fp16":  # its gathered tables kept float32: every operator on the GPU
+                assert gpu["placement"]["cpu_ops"] == 0 and max(gpu["max_abs_diff"].values()) < 1e-4
 
 
 def test_a_length_above_the_static_one_is_one_line(static_dir):
