@@ -360,6 +360,10 @@ class OnnxBackend:
             if announced.getvalue():
                 log.debug("onnxruntime said while loading %s: %s", path, announced.getvalue().strip())
         self.accelerator = self._session.get_providers()[0]
+        if self.accelerator != providers[0]:  # onnxruntime falls back quietly when a provider's libraries fail
+            raise RuntimeUnavailable(f"{path}: onnxruntime could not start {providers[0]} (its session runs on "
+                                     f"{self.accelerator}): check that the CUDA, cuDNN and TensorRT libraries "
+                                     "this onnxruntime build needs are installed and found")
         self.inputs = [_ort_spec(a) for a in self._session.get_inputs()]
         self.outputs = [_ort_spec(a) for a in self._session.get_outputs()]
 
@@ -375,7 +379,9 @@ class OnnxBackend:
 
 
 def ort_providers(provider: str | None, available: list[str]) -> list[str]:
-    """The provider list for onnxruntime: the one asked for, then CPU for the nodes it cannot run."""
+    """The provider list for onnxruntime: the one asked for, then CPU for the nodes it cannot run;
+    TensorRT is followed by CUDA where the build has it (onnxruntime's advice: what TensorRT does not
+    take runs on the GPU, not the CPU)."""
     if provider is None:
         return ["CPUExecutionProvider"]
     full = PROVIDERS.get(provider.lower(), provider)
@@ -384,7 +390,9 @@ def ort_providers(provider: str | None, available: list[str]) -> list[str]:
     if full not in available:
         raise RuntimeUnavailable(f"execution provider {full} is not in this onnxruntime build (available: "
                                  f"{', '.join(available)}); install onnxruntime-gpu with CUDA/TensorRT for it")
-    return list(dict.fromkeys([full, "CPUExecutionProvider"]))
+    cuda = PROVIDERS["cuda"]
+    then = [cuda] if full == PROVIDERS["tensorrt"] and cuda in available else []
+    return list(dict.fromkeys([full, *then, "CPUExecutionProvider"]))
 
 
 def _ort_spec(arg) -> TensorSpec:

@@ -53,3 +53,15 @@ def test_ops_trace_is_written_and_ended(onnx_file, tmp_path):
     breakdown = onnx_breakdown(trace)
     assert breakdown["calls"] == 2 and len(breakdown["layers"]) == 4
     assert session.end_profiling() is None  # once only
+
+
+@pytest.mark.parametrize("available, expected", [
+    (["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"],
+     ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]),
+    (["TensorrtExecutionProvider", "CPUExecutionProvider"], ["TensorrtExecutionProvider", "CPUExecutionProvider"]),
+])
+def test_tensorrt_leaves_to_cuda_what_it_does_not_take(available, expected):
+    """onnxruntime's advice for TensorRT: CUDA after it, where the build has it, then the CPU."""
+    from albert_edge.runtime.onnx_engine import ort_providers
+
+    assert ort_providers("tensorrt", available) == expected
