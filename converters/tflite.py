@@ -122,9 +122,8 @@ def _convert_in_children(model: nn.Module, path: Path, seq_len: int, layers: str
     reads the weights this process holds, copy-on-write), a fresh Python converts it and writes
     ``path`` (it needs nothing of this process, so it maps none of it). TensorFlow gives little
     of its memory back: in one process the converter's peak came on top of the SavedModel's and
-    stayed through verification. ALBERT-xxlarge ``convert --to tflite`` (with verification):
-    7.81 GiB in one process; so, 4.02 GiB the largest process (the converter) and 5.06 GiB
-    summed over the processes (PSS; benchmarks/convert_sizes.py)."""
+    stayed through verification. Split this way, the largest process holds about half of what one
+    process held, and all of them together less than it (benchmarks/convert_sizes.py measures it)."""
     with _private_tempdir() as private:
         saved = os.path.join(private, "saved_model")
         _in_child(_save, model, saved, layers, static_len)

@@ -54,8 +54,8 @@ def read(path: str | os.PathLike) -> GraphContents:
 
 def check_ort(path: str | os.PathLike) -> None:
     """Walk every table of the .ort at ``path`` as :func:`read` does, each weight's size checked
-    against its shape but its bytes never read (the file is memory-mapped: the tables are a few
-    hundred KiB of ALBERT-base's 47 MB); RuntimeUnavailable, one line, when it is damaged. Run
+    against its shape but its bytes never read (the file is memory-mapped: the tables are a small
+    part of the file); RuntimeUnavailable, one line, when it is damaged. Run
     before onnxruntime sees the file, whose loader reports some damage only through a retry on
     another provider that it announces on stdout."""
     from ..errors import RuntimeUnavailable
