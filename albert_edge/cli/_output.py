@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -24,15 +25,91 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=_jsonable))
 
 
+@dataclass(frozen=True)
+class Column:
+    """One column of a printed table. ``number``: right-aligned, never wrapped or cut. ``drop``:
+    where a terminal too narrow for the whole table leaves this column out (lowest first); None
+    keeps it always."""
+
+    name: str
+    number: bool = False
+    drop: int | None = None
+
+
+# A text column is folded down to this many characters at the least before a column is left out.
+_TEXT_MIN = 8
+
+
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]],
                 right: Sequence[int] = ()) -> None:
-    """A table a person can read. ``right`` names the column indices to right-align (numbers)."""
-    table = Table(title=title, title_justify="left", show_lines=False)
-    for i, col in enumerate(columns):
-        table.add_column(col, justify="right" if i in right else "left")
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    console.print(table)
+    """A table a person can read. ``right`` names the column indices to right-align (numbers):
+    those are never cut; a terminal too narrow leaves whole columns out from the right."""
+    cols = [Column(c, i in right, drop=len(columns) - i if i else None) for i, c in enumerate(columns)]
+    show_table(title, cols, rows)
+
+
+def show_table(title: str | None, columns: Sequence[Column], rows: Iterable[Sequence[Any]],
+               after: Sequence[str] = ()) -> None:
+    """Print a table whose figures are always whole. Output that is not a terminal (a pipe, a
+    log) gets plain text as wide as the table needs; a terminal gets rich's table, its text
+    columns folded and, when even that is too wide, whole columns left out in their ``drop``
+    order with a line that names them. ``after``: lines printed below the table."""
+    out = console  # looked up here: a test may give the module another console
+    cells = [["" if v is None else " ".join(str(v).split("\n")) for v in row] for row in rows]
+    if not out.is_terminal:
+        out.out(plain_table(title, columns, cells), highlight=False)
+        for line in after:
+            out.print(line)
+        return
+    kept = list(range(len(columns)))
+    droppable = sorted((i for i, c in enumerate(columns) if c.drop is not None), key=lambda i: columns[i].drop)
+    while droppable and _narrowest(title, columns, cells, kept, out) > out.width:
+        kept.remove(droppable.pop(0))
+    out.print(_rich_table(title, columns, cells, kept))
+    for line in after:
+        out.print(line)
+    left_out = [columns[i].name for i in range(len(columns)) if i not in kept]
+    if left_out:
+        out.print(f"columns left out to fit {out.width} columns: {', '.join(left_out)} (a wider terminal, or the "
+                  "output piped to a file, shows every column)")
+
+
+def plain_table(title: str | None, columns: Sequence[Column], cells: Sequence[Sequence[str]]) -> str:
+    """The table as plain text, each column as wide as its widest cell: nothing is cut or wrapped."""
+    widths = [max([len(c.name), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if c.number else v.ljust(w)
+                         for v, w, c in zip(values, widths, columns)).rstrip()
+
+    lines = [title] if title else []
+    lines += [line([c.name for c in columns]), "  ".join("-" * w for w in widths)]
+    lines += [line(row) for row in cells]
+    return "\n".join(lines)
+
+
+def _rich_table(title: str | None, columns: Sequence[Column], cells: Sequence[Sequence[str]], kept: Sequence[int]):
+    from rich import box
+
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for i in kept:
+        c = columns[i]
+        table.add_column(c.name, justify="right" if c.number else "left", no_wrap=c.number,
+                         overflow="ignore" if c.number else "fold")
+    for row in cells:
+        table.add_row(*(row[i] for i in kept))
+    return table
+
+
+def _narrowest(title, columns, cells, kept, out: Console) -> int:
+    """The least width the table can take with its numbers whole: each text column folded down to
+    _TEXT_MIN characters."""
+    def short(i: int, text: str) -> str:
+        return text if columns[i].number else text[:_TEXT_MIN]
+
+    probe = _rich_table(None, [Column(short(i, c.name), c.number) for i, c in enumerate(columns)],
+                        [[short(i, v) for i, v in enumerate(row)] for row in cells], kept)
+    return out.measure(probe, options=out.options.update_width(10**6)).maximum
 
 
 def progress(**kwargs: Any):

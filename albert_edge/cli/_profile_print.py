@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from ..profile.record import APP
 from ..runtime import PROVIDERS
-from ._output import console, print_table
+from . import _output
+from ._output import Column, print_table, show_table
 
 if TYPE_CHECKING:
     from ..profile import ProfileResult
@@ -33,7 +34,7 @@ def print_devices() -> None:
     print_table("devices for --estimate (CPU complex; peak = 2 ops per multiply-accumulate)", DEVICE_COLUMNS,
                 device_rows(), right=(2, 3, 4, 5, 6, 7))
     for d in DEVICES:
-        console.print(f"{d.name}: {d.source}")
+        _output.console.print(f"{d.name}: {d.source}")
 
 
 def print_estimates(records: list[dict]) -> None:
@@ -43,7 +44,7 @@ def print_estimates(records: list[dict]) -> None:
     print_table("estimate (roofline x efficiency measured here; NOT measured on the device): p50 ms",
                 ESTIMATE_COLUMNS, estimate_rows(ProfileRecord.from_dict(r) for r in records),
                 right=tuple(range(2, len(ESTIMATE_COLUMNS))))
-    console.print("range: the estimate -/+ the calibration's leave-one-out error (each host measurement predicted "
+    _output.console.print("range: the estimate -/+ the calibration's leave-one-out error (each host measurement predicted "
                   "from the others); host fit: how far the calibration misses this machine's own robust time at the "
                   "setting; calibration: the quality and number of host measurements it rests on (a quiet one "
                   "outranks a noisy one); efficiency * above 1: the host ran faster than its roofline (the file fits "
@@ -68,55 +69,56 @@ def _runs_on(record: dict) -> str:
     return f"{_SHORT_RUNTIME.get(record['runtime'], record['runtime'])}:{provider}{gpu}{app}"
 
 
+# The measured records' columns; a narrow terminal leaves out the higher ``drop`` ones last.
+_MEASURED = (Column("file"), Column("scheme", drop=4), Column("runs on", drop=6), Column("thr", True, drop=5),
+             Column("shape"), Column("load", True, drop=3), Column("first", True, drop=2), Column("p50", True),
+             Column("±", True), Column("p90", True), Column("p99", True, drop=1), Column("MiB", True),
+             Column("timing"), Column("note"))
+
+
 def print_measured(records: list[dict], comparisons: list, baseline: Path | None) -> None:
-    from rich import box
-    from rich.table import Table
+    from ..report.tables import HALF_WIDTH_NOTE, half_width_text, interval_words
 
-    from ..profile.stats import interval_text
-
-    table = Table(title="latency in ms (p90 is the headline); peak resident memory of the measuring process",
-                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for i, col in enumerate(["file", "scheme", "runs on", "thr", "shape", "load", "first", "p50", "±95%", "p90",
-                             "p99", "MiB", "timing", "note"]):
-        table.add_column(col, justify="right" if 3 <= i <= 11 else "left", no_wrap=True)
-    notes = []
+    rows, notes = [], []
     for r in records:
         lat, mem = r.get("latency") or {}, r.get("memory") or {}
         seq = r["seq_len"] if r["input_mode"] == "fixed" else "text"
         shape = f"{r['batch']}x{seq}" if r["input_mode"] == "fixed" else "text"
-        warnings = ["estimate"] if r.get("estimated") else list(r.get("warnings") or [])
+        warnings = ["estimate"] if r.get("estimated") else [interval_words(w) for w in r.get("warnings") or []]
         if warnings:
             notes.append(f"[{len(notes) + 1}] {r['file_name']} {_runs_on(r)} threads={r['threads']} seq={seq}: "
                          + "; ".join(warnings))
-        table.add_row(*(str(v) for v in (
+        rows.append((
             r["file_name"] + (f" @{r['host']}" if r.get("host") else ""), r.get("scheme") or "-",
             _runs_on(r), r["threads"], shape, _ms(r.get("load_ms")), _ms(r.get("first_call_ms")),
-            _ms(lat.get("p50")), interval_text(lat) or "-", _ms(lat.get("p90")), _ms(lat.get("p99")),
-            _mib(mem.get("peak_after_timed")), lat.get("quality") or "-", f"[{len(notes)}]" if warnings else "")))
-    console.print(table)
+            _ms(lat.get("p50")), half_width_text(lat) or "-", _ms(lat.get("p90")), _ms(lat.get("p99")),
+            _mib(mem.get("peak_after_timed")), lat.get("quality") or "-", f"[{len(notes)}]" if warnings else ""))
+    show_table("latency in ms (p90 is the headline); peak resident memory of the measuring process", _MEASURED, rows)
+    if any(half_width_text(r.get("latency")) for r in records):
+        _output.console.print(f"±: {HALF_WIDTH_NOTE}")
     for note in notes:
-        console.print(note)
+        _output.console.print(note)
     if any(r.get("opened_as") == APP for r in records):
-        console.print("app: opened as an app opens the file, the runtime's own API with its default options (the "
+        _output.console.print("app: opened as an app opens the file, the runtime's own API with its default options (the "
                       "other rows: albert-edge's settings, runtime.Session)")
     if any((r.get("latency") or {}).get("quality") not in (None, "good") for r in records):
-        console.print("timing: 'good' = the p50's interval met --ci-target on a quiet machine; 'noisy' = other work, "
+        _output.console.print("timing: 'good' = the p50's interval met --ci-target on a quiet machine; 'noisy' = other work, "
                       "drift or held-up calls (the note says which): compare such figures with care; 'unusable' = too "
                       "few calls or too much spread to say anything")
     for line in placement_lines(records):
-        console.print(line)
+        _output.console.print(line)
     versions = sorted({f"{r['runtime']} {r.get('runtime_version')}" for r in records})
     dev = records[0].get("device") or {} if records else {}
-    console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
+    _output.console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
                   + (f", {dev['board']}" if dev.get("board") else "") + f", {dev.get('os')}")
     for (name, runtime), r in {(r["file_name"], r["runtime"]): r for r in records}.items():
         through = " through MediaPipe Tasks" if runtime == "mediapipe" else ""
-        console.print(f"{name}{through}: {_supports(r.get('model') or {}, r.get('input_kind'))}")
+        _output.console.print(f"{name}{through}: {_supports(r.get('model') or {}, r.get('input_kind'))}")
     for r in records:
         if r.get("text"):
             t = r["text"]
             again = t.get("same_shape_again") or {}
-            console.print(f"real text ({r['file_name']}, {r['provider']}, {r['threads']} threads): "
+            _output.console.print(f"real text ({r['file_name']}, {r['provider']}, {r['threads']} threads): "
                           f"{t['sentences']} sentences from {t['source']}, tokens p50 {t['tokens']['p50']:.0f} "
                           f"p90 {t['tokens']['p90']:.0f} max {t['tokens']['max']}; a shape change costs "
                           f"{_ms(again.get('shape_change_cost_p50_ms'))} ms per call (p50)")
@@ -125,7 +127,7 @@ def print_measured(records: list[dict], comparisons: list, baseline: Path | None
     if comparisons:
         print_comparisons(comparisons, baseline)
     elif baseline is not None:
-        console.print(f"no record in {baseline} matches these files and settings")
+        _output.console.print(f"no record in {baseline} matches these files and settings")
 
 
 def placement_lines(records: list[dict]) -> list[str]:
@@ -156,7 +158,7 @@ def print_comparisons(comparisons: list, baseline: Path) -> None:
                  for c in comparisons], right=(2, 3, 5, 6, 7, 8, 9))
     for c in comparisons:
         if c.verdict != "no change":
-            console.print(f"{c.file_name} threads={c.setting['threads']} seq={c.setting['seq_len'] or 'text'}: "
+            _output.console.print(f"{c.file_name} threads={c.setting['threads']} seq={c.setting['seq_len'] or 'text'}: "
                           f"{c.verdict}: {c.why}")
 
 
@@ -176,7 +178,7 @@ def _print_ops(r: dict) -> None:
     ops = r["ops"]
     label = f"{r['file_name']} {r['provider']} threads={r['threads']} seq={r['seq_len'] or 'text'}"
     if not ops.get("available"):
-        console.print(f"ops ({label}): {ops.get('note')}")
+        _output.console.print(f"ops ({label}): {ops.get('note')}")
         return
     spread = ops.get("spread") or f"{ops.get('calls')} calls"
     print_table(f"time per op type, {label} ({ops['total_ms']:.3f} ms of kernels per call; median, {spread})",
@@ -192,7 +194,7 @@ def _print_ops(r: dict) -> None:
                     [(o["depth"], o["group"], o["inner"], o["application"], f"{o['ms']:.4f}", _band(o),
                       f"{o['share']:.1%}") for o in ops["layers"]], right=(0, 1, 2, 3, 4, 5, 6))
     for line in _reconcile_lines(ops):
-        console.print(line)
+        _output.console.print(line)
 
 
 def _band(row: dict) -> str:

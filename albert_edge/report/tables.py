@@ -6,10 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..profile.record import APP
-from ..profile.stats import interval_text
+import re
 
-__all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK"]
+from ..profile.record import APP
+
+__all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK", "HALF_WIDTH_NOTE", "half_width_text",
+           "interval_words"]
+
+# What "±X%" beside a p50 is, wherever it is shown (the report, `profile`'s table, their notes).
+HALF_WIDTH_NOTE = ("half the width of the p50's 95% confidence interval, as a % of the p50 (an interval 9.4% of "
+                   "the p50 wide shows as ±4.7%)")
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,8 @@ def _profile(data) -> Table | None:
         kind = "ESTIMATE" if r["estimated"] else "measured"
         mark = ""
         if r.get("warnings"):  # the record's own warnings, each kept: a marked cell, its note below
-            warned.append(f"[{len(warned) + 1}] {r['file_name']}, seq len {seq}: {'; '.join(r['warnings'])}")
+            said = [interval_words(w, {"p50": r["p50_ms"], "p50_ci": r.get("p50_ci")}) for w in r["warnings"]]
+            warned.append(f"[{len(warned) + 1}] {r['file_name']}, seq len {seq}: {'; '.join(said)}")
             mark = f" [{len(warned)}]"
         runs_on = ("MediaPipe Tasks, own threads" if r.get("runtime") == "mediapipe" else
                    f"LiteRT GPU accelerator, {r.get('gpu_precision') or 'fp32'}" if r.get("accelerator") == "gpu" else
@@ -185,15 +192,17 @@ def _profile(data) -> Table | None:
            and str(r.get("machine") or "").lower() in _NO_ORT_FP16 for r in records):
         notes.append("fp16 .onnx files are slow on x86 CPUs: onnxruntime's CPU provider has no fp16 kernels there, so "
                      "the weights are cast to fp32 around each product (fp16 saves file size and memory, not time)")
+    if any(_interval(r).startswith("±") for r in records):
+        notes.append(f"p50 ±: {HALF_WIDTH_NOTE}; an estimate shows instead the range its calibration's error gives")
     if any(r.get("quality") for r in records):
-        notes.append("timing: the p50's 95% interval is beside it (an estimate: the range its calibration's error "
-                     "gives); 'good' = narrow on a quiet machine; " + QUALITY_MARK["noisy"] + " noisy = other work "
+        notes.append("timing: 'good' = the p50's interval is narrow on a quiet machine; " + QUALITY_MARK["noisy"]
+                     + " noisy = other work "
                      "on the machine, drift or held-up calls: compare such figures with care; " + QUALITY_MARK["unusable"]
                      + " unusable = too few calls or too much spread to say anything (the note of each says why)")
     if warned:
         notes += ["[n] marks a record the profiler warned about: read its figures with that in mind", *warned]
     return Table("profile", "Latency and memory (from profile records)",
-                 ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "±95%", "timing",
+                 ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "p50 ±", "timing",
                   "p90 ms", "load ms", "peak RSS"), tuple(rows), (4, 5, 7, 8, 10, 11, 12), tuple(notes), "latency")
 
 
@@ -201,9 +210,37 @@ def _profile(data) -> Table | None:
 QUALITY_MARK = {"noisy": "≈", "unusable": "✗"}
 
 
+def half_width_text(lat: Any) -> str:
+    """'±4.7%' for a p50 whose 95% interval is 9.4% of it wide (HALF_WIDTH_NOTE), '' without one.
+    ``lat``: a record's latency (dict or Latency) with p50 and p50_ci."""
+    if lat is None:
+        return ""
+    get = lat.get if isinstance(lat, dict) else lambda k: getattr(lat, k, None)
+    ci, p50 = get("p50_ci"), get("p50")
+    if not ci or not p50:
+        return ""
+    return f"±{(ci[1] - ci[0]) / 2 / p50:.1%}"
+
+
+# How the profiler words a p50 interval's width in its warnings ("the p50's interval is 9.4% of it wide").
+_WIDTH_WORDS = re.compile(r"the p50's interval is (\d+(?:\.\d+)?)% of it wide")
+
+
+def interval_words(text: str, lat: Any = None) -> str:
+    """A record's warning with the p50 interval's width put as the table puts it: "the p50's
+    interval is 9.4% of it wide" -> "the p50's 95% interval is ±4.7% of it" (from the record's
+    own interval when ``lat`` has it, so the note and the ± column show the same figure)."""
+    def half(match: re.Match) -> str:
+        figure = half_width_text(lat) or f"±{float(match.group(1)) / 2:g}%"
+        return f"the p50's 95% interval is {figure} of it"
+
+    return _WIDTH_WORDS.sub(half, text)
+
+
 def _interval(r: dict[str, Any]) -> str:
-    """'±1.3%' of a measured p50's interval, '1.8-2.4' of an estimate's range, '' without either."""
-    measured = interval_text({"p50": r.get("p50_ms"), "p50_ci": r.get("p50_ci")})
+    """'±1.3%' of a measured p50's interval (HALF_WIDTH_NOTE), '1.8-2.4' of an estimate's range,
+    '' without either."""
+    measured = half_width_text({"p50": r.get("p50_ms"), "p50_ci": r.get("p50_ci")})
     if measured:
         return measured
     if r.get("ms_range"):

@@ -393,7 +393,7 @@ def test_a_noisy_record_is_marked_with_its_interval(tmp_path, conversion, profil
     noisy.write_text(json.dumps(records))
     out = write(tmp_path, conversion, noisy)
     md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
-    assert "±2.0%" in md and "| noisy |" in md and md.count("| good |") == len(records) - 1
+    assert "±1.5%" in md and "| noisy |" in md and md.count("| good |") == len(records) - 1
     assert sum("≈" in line for line in md.splitlines() if line.startswith("|")) == 1
     assert 'class="noisy"' in page and "noisy = other work on the machine" in page
     assert "machine busy: other work kept 1.00 of 2 cores" in md
