@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["draw_all", "available", "MAIN_CHART", "NO_MATPLOTLIB"]
+__all__ = ["draw_all", "available", "MAIN_CHART", "NO_MATPLOTLIB", "unusable_left_out"]
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +178,18 @@ def _accuracy(data, plt):
     return fig
 
 
+def unusable_left_out(data) -> int:
+    """How many timings the latency chart leaves out because their record calls them unusable."""
+    return sum(1 for r in data["profile_rows"] if r["seq_len"] and r["p50_ms"] is not None
+               and r.get("quality") == "unusable")
+
+
 def _latency(data, plt):
-    rows = [r for r in data["profile_rows"] if r["seq_len"] and r["p50_ms"] is not None]
+    # A point the profiler called unusable (too few calls, too much spread) would draw a trend that
+    # is not there: it is left out, and the caption and the table's notes say how many.
+    rows = [r for r in data["profile_rows"] if r["seq_len"] and r["p50_ms"] is not None
+            and r.get("quality") != "unusable"]
+    left_out = unusable_left_out(data)
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(9.5, 3.8))
@@ -200,13 +210,17 @@ def _latency(data, plt):
         bars = [[max(p[1] - p[2], 0) for p in points], [max(p[3] - p[1], 0) for p in points]]
         line = ax.errorbar(xs, ys, yerr=bars, marker="o", markersize=3, capsize=3, elinewidth=1,
                            linestyle="--" if estimated else "-", label=label)
-        noisy = [p for p in points if p[4] in ("noisy", "unusable")]
-        if noisy:  # hollow rings around the points the profiler did not trust
+        noisy = [p for p in points if p[4] == "noisy"]
+        if noisy:  # hollow rings around the points the profiler did not fully trust
             ax.scatter([p[0] for p in noisy], [p[1] for p in noisy], s=90, facecolors="none",
                        edgecolors=line[0].get_color(), linewidths=1.2)
-    if any(r.get("quality") in ("noisy", "unusable") for r in rows):
-        ax.set_title("bars: 95% interval of the p50 (estimates: their range); ringed: noisy timing", loc="left",
-                     fontsize=8)
+    caption = ["bars: 95% interval of the p50 (estimates: their range)"]
+    if any(r.get("quality") == "noisy" for r in rows):
+        caption.append("ringed: noisy timing")
+    if left_out:
+        caption.append(f"{left_out} unusable timing{'s' * (left_out > 1)} left out (in the table, marked ✗)")
+    if len(caption) > 1:
+        ax.set_title("; ".join(caption), loc="left", fontsize=8)
     seqs = sorted({r["seq_len"] for r in rows})
     ax.set_xscale("log", base=2)
     ax.set_xticks(seqs, [str(n) for n in seqs])

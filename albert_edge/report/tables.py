@@ -9,6 +9,7 @@ from typing import Any
 import re
 
 from ..profile.record import APP
+from .charts import unusable_left_out
 
 __all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK", "HALF_WIDTH_NOTE", "half_width_text",
            "interval_words"]
@@ -199,6 +200,12 @@ def _profile(data) -> Table | None:
                      + " noisy = other work "
                      "on the machine, drift or held-up calls: compare such figures with care; " + QUALITY_MARK["unusable"]
                      + " unusable = too few calls or too much spread to say anything (the note of each says why)")
+    drawn = {c["name"] for c in data.get("charts") or ()}
+    left_out = unusable_left_out(data)
+    if left_out and "latency" in drawn:
+        notes.append(f"{left_out} unusable timing{'s are' if left_out > 1 else ' is'} left out of the latency chart "
+                     f"(their rows are marked {QUALITY_MARK['unusable']} above): too few calls or too much spread to "
+                     "draw a trend from")
     if warned:
         notes += ["[n] marks a record the profiler warned about: read its figures with that in mind", *warned]
     return Table("profile", "Latency and memory (from profile records)",
