@@ -156,23 +156,31 @@ def _accuracy(data, plt):
     files = [f for f in data["files"] if f["accuracy"] and not f["accuracy"].get("random_ids")]
     if not files:
         return None
+    from .tables import accuracy_interval
+
     fig, ax = plt.subplots(figsize=(8.5, 3.4))
     markers = {"int8": "o", "fp16": "s", "int16": "D"}
     for f in files:
         color = _ALBERT if f["format"] == "onnx" else _BERT
         marker = next((m for key, m in markers.items() if key in (f["scheme"] or "")), "^")
-        ax.scatter(f["bytes"] / 2**20, 100 * f["accuracy"]["headline"], color=color, marker=marker, s=40,
-                   label=f"{f['format']} {f['scheme']}: {100 * f['accuracy']['headline']:.2f}%")
+        value = 100 * f["accuracy"]["headline"]
+        ax.scatter(f["bytes"] / 2**20, value, color=color, marker=marker, s=40,
+                   label=f"{f['format']} {f['scheme']}: {value:.2f}%")
+        interval = accuracy_interval(f["accuracy"])
+        if interval:  # its 95% interval from the sample it was counted on (the files table's note says how)
+            ax.errorbar(f["bytes"] / 2**20, value, yerr=[[value - 100 * interval[0]], [100 * interval[1] - value]],
+                        color=color, capsize=3, elinewidth=1, linestyle="none")
     parents = [f for f in data["files"] if f["scheme"] == "fp32"]
     for f in parents:
         ax.scatter(f["bytes"] / 2**20, 100, facecolors="none", edgecolors=_ALBERT if f["format"] == "onnx" else _BERT,
                    s=40, label=f"{f['format']} fp32 (the reference)")
-    low = min(100 * f["accuracy"]["headline"] for f in files)
+    low = min(100 * (accuracy_interval(f["accuracy"]) or (f["accuracy"]["headline"],))[0] for f in files)
     ax.set_ylim(min(low - 2, 95), 101)
     ax.set_xlim(0, max(f["bytes"] for f in files + parents) / 2**20 * 1.1)
     ax.set_xlabel("file size (MiB)")
     ax.set_ylabel("agreement with fp32 parent (%)")
-    ax.set_title(f"headline figure: {files[0]['accuracy']['headline_of']}, on held-out text", loc="left",
+    bars = ", bars: 95% interval" if any(accuracy_interval(f["accuracy"]) for f in files) else ""
+    ax.set_title(f"headline figure: {files[0]['accuracy']['headline_of']}, on held-out text{bars}", loc="left",
                  fontsize=8)
     ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return fig

@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import math
 import re
 
 from ..profile.record import APP
 from .charts import unusable_left_out
 
 __all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK", "HALF_WIDTH_NOTE", "half_width_text",
-           "interval_words"]
+           "interval_words", "accuracy_interval"]
 
 # What "±X%" beside a p50 is, wherever it is shown (the report, `profile`'s table, their notes).
 HALF_WIDTH_NOTE = ("half the width of the p50's 95% confidence interval, as a % of the p50 (an interval 9.4% of "
@@ -122,7 +123,9 @@ def _files(data) -> Table | None:
         if f["accuracy"]:
             a = f["accuracy"]
             of = f" of {a['count']:,} {a['count_of']}" if a.get("count") else ""
-            acc = f"{100 * a['headline']:.2f}%{of} ({a['headline_of']})"
+            interval = accuracy_interval(a)
+            ci = f" (95% CI {100 * interval[0]:.2f}-{100 * interval[1]:.2f}%)" if interval else ""
+            acc = f"{100 * a['headline']:.2f}%{ci}{of} ({a['headline_of']})"
             if f["accuracy"]["random_ids"]:
                 acc += " on random ids"
         elif f["scheme"] == "fp32":
@@ -134,10 +137,42 @@ def _files(data) -> Table | None:
         rows.append((f.get("label", f["name"]), f["format"], f["scheme"] or "?", fmt_bytes(f["bytes"]),
                      fmt_bytes(f["stored_weight_bytes"]), fmt_bytes(f["unique_weight_bytes"]), str(f["duplicates"]),
                      by, acc))
+    shown = [accuracy_interval(f["accuracy"]) and f["accuracy"] for f in files if f["accuracy"]]
+    if any(a and "agreement" in a["headline_of"] for a in shown):
+        notes.setdefault("95% CI of an agreement: the Wilson score interval of the rate over the predictions it was "
+                         "counted on (the fewer, the wider)", [])
+    if any(a and "cosine" in a["headline_of"] for a in shown):
+        notes.setdefault("95% CI of a mean cosine: mean ± 1.96 sqrt((1 - mean)(mean - least) / n) over its n rows, "
+                         "the widest the spread can be between the least cosine recorded and 1 (the spread itself "
+                         "is not recorded)", [])
     return Table("files", "Model files", ("file", "format", "scheme", "size", "stored weights", "unique weights",
                                           "duplicates", "bytes by precision", "vs fp32 parent"),
-                 tuple(rows), (3, 4, 5, 6), tuple(f"{', '.join(names)}: {note}" for note, names in notes.items()),
+                 tuple(rows), (3, 4, 5, 6),
+                 tuple(f"{', '.join(names)}: {note}" if names else note for note, names in notes.items()),
                  "file_sizes")
+
+
+_Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def accuracy_interval(accuracy: dict[str, Any]) -> tuple[float, float] | None:
+    """The 95% interval of a headline accuracy figure from the sample it was measured on, or None
+    when the sample is not recorded. An agreement rate over n predictions: Wilson's score
+    interval. A mean cosine over n rows whose least is recorded: mean ± z sqrt((1 - mean)(mean -
+    least) / n), the variance at its largest for values between the least and 1 (Bhatia-Davis)."""
+    n, value = accuracy.get("count"), accuracy.get("headline")
+    if not isinstance(n, int) or n < 1 or not isinstance(value, (int, float)):
+        return None
+    z = _Z95
+    if "agreement" in str(accuracy.get("headline_of")):
+        centre = (value + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(value * (1 - value) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return max(0.0, centre - half), min(1.0, centre + half)
+    least = accuracy.get("cosine_min")
+    if "cosine" in str(accuracy.get("headline_of")) and isinstance(least, (int, float)):
+        half = z * math.sqrt(max(0.0, (1 - value) * (value - least)) / n)
+        return value - half, min(1.0, value + half)
+    return None
 
 
 def _accelerators(data) -> Table | None:
