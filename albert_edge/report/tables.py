@@ -63,6 +63,11 @@ def tables(data: dict[str, Any]) -> list[Table]:
     return out
 
 
+# How every parameter count of a report is counted (one count per model).
+PARAMS_COUNTED = ("params: unique parameters of the base model, each shared weight once; token, position and "
+                  "token-type embeddings, their LayerNorm and the pooler included, task heads left out")
+
+
 def _params(data) -> Table | None:
     params = data["params"]
     if params is None:
@@ -83,7 +88,7 @@ def _params(data) -> Table | None:
     title = (f"Parameters of {params['name']} (V={c['vocab_size']} E={c['embedding_size']} H={c['hidden_size']} "
              f"L={c['num_hidden_layers']} G={c['num_hidden_groups']}), beside BERT of the same shape")
     return Table("params", title, ("part", "shape", "params", "", "note"), tuple(rows), (2, 3),
-                 tuple(notes + params["notes"]), "overview")
+                 tuple([PARAMS_COUNTED, *notes, *params["notes"]]), "overview")
 
 
 def _compute(data) -> Table | None:
@@ -108,8 +113,9 @@ def _presets(data) -> Table:
                   fmt_bytes(r["fp32_bytes"]), fmt_count(r["macs_128"])) for r in data["presets"])
     return Table("presets", "ALBERT and BERT presets", ("preset", "E", "H", "L", "params", "paper", "fp32 weights",
                                                          "MACs @128"), rows, (1, 2, 3, 4, 5, 6, 7),
-                 ("BERT presets are built in ALBERT's layout (E = H, nothing shared); the BERT column of the "
-                  "parameter table leaves the E -> H projection out",), "presets")
+                 (PARAMS_COUNTED, "BERT presets are counted as BERT is built: E = H, nothing shared and no E -> "
+                  "H projection (ALBERT's layout would add H x H + H), the same figure as the parameter table's BERT "
+                  "row"), "presets")
 
 
 def _files(data) -> Table | None:
