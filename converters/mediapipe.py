@@ -3,8 +3,9 @@ as it is: TFLite metadata naming the task's inputs and outputs, the tokenizer in
 
 - A sequence-classification model becomes a ``TextClassifier`` file: its output is the class
   probabilities (softmax of the logits, :class:`.task_heads.ClassProbabilities`), its labels the
-  checkpoint's ``id2label``. A checkpoint without label names is refused: the app would show
-  "LABEL_0".
+  checkpoint's ``id2label``, checked by :func:`albert_edge.labels.check_labels` before anything is
+  exported (one non-empty, single-line, distinct name per class; "LABEL_0" placeholders refused:
+  the app would show them).
 - The base model becomes a ``TextEmbedder`` file with one output, the sentence vector: the
   pooler output by default, or the [CLS] hidden state (:data:`.task_heads.EMBEDDINGS`).
 
@@ -24,13 +25,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from albert_edge.errors import ConversionError, optional_import
 from albert_edge.files import staged
+from albert_edge.labels import CONFIG_FIX, check_labels
 
 from .mediapipe_check import MOBILE_EXTRA
 
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 CLASSIFIER_OUTPUT = "probability"  # the classifier's output tensor in the metadata (classifier_metadata)
 VECTOR = "pooled"  # the TextEmbedder file's vector (task_heads.EMBEDDINGS)
-_GENERIC_LABEL = re.compile(r"LABEL_\d+")
 _SPIECE_NAME = "spiece.model"  # the associated file's name inside the .tflite
 
 
@@ -59,10 +59,12 @@ def task_of(model) -> TaskFile:
 
     if isinstance(model, AlbertForSequenceClassification):
         labels = tuple(model.config.label_names or ())
-        if not labels or all(_GENERIC_LABEL.fullmatch(str(name)) for name in labels):
+        if not labels:  # config.json had no id2label, or only transformers' LABEL_0, LABEL_1, ...
             raise ConversionError("the mediapipe target needs label names: the checkpoint's config.json has no "
-                                  "id2label (or only LABEL_0, LABEL_1, ...); add the names an app should show")
-        return TaskFile("TextClassifier", tuple(str(name) for name in labels))
+                                  f"id2label (or only LABEL_0, LABEL_1, ...); {CONFIG_FIX} to name each class as "
+                                  "an app should show it")
+        return TaskFile("TextClassifier", check_labels(labels, model.config.num_labels,
+                                                       where="the checkpoint's config.json id2label"))
     if isinstance(model, AlbertModel):
         return TaskFile("TextEmbedder")
     from .outputs import head_of

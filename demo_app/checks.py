@@ -14,6 +14,8 @@ from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.formats.graph import TensorSpec
+from albert_edge.labels import LabelError
+from albert_edge.labels import check_labels as labels_checked
 
 __all__ = ["BundleError", "MIN_SEQ_LEN", "check_labels", "check_seq_len", "read_manifest", "check_outputs"]
 
@@ -31,14 +33,16 @@ class BundleError(AlbertEdgeError):
 
 
 def check_labels(data: Any, path: Path) -> list[str]:
-    """labels.json's contents: a non-empty JSON list of distinct, non-empty label names."""
-    if not isinstance(data, list) or not data or not all(isinstance(x, str) and x.strip() for x in data):
-        raise BundleError(f"{path} must be a JSON list of label names (non-empty strings) in the order of "
-                          f"the classifier's outputs, e.g. [\"sports\", \"science\"]; {_REMAKE}")
-    twice = sorted({x for x in data if data.count(x) > 1})
-    if twice:
-        raise BundleError(f"{path} names {twice[0]!r} more than once: each label names one classifier output")
-    return list(data)
+    """labels.json's contents: a JSON list of label names that :func:`albert_edge.labels.check_labels`
+    takes (non-empty, single-line, distinct strings)."""
+    fix = (f"{path.name} must be a JSON list of label names (non-empty strings) in the order of the classifier's "
+           f"outputs, e.g. [\"sports\", \"science\"]; {_REMAKE}")
+    if not isinstance(data, list):
+        raise BundleError(f"{path}: {fix}")
+    try:
+        return list(labels_checked(data, where=str(path), fix=fix))
+    except LabelError as exc:
+        raise BundleError(str(exc)) from None
 
 
 def check_seq_len(value: Any, path: Path, max_positions: int | None) -> int:
