@@ -3,7 +3,9 @@
 
 The front of `albert-edge info`, like the CLI it spans both sides: model files and conversion
 outputs are read on the device side (:mod:`albert_edge.formats.describe`), checkpoints on the
-build side (:func:`albert_edge.checkpoints.describe`, which needs torch), imported only for one."""
+build side (:func:`albert_edge.checkpoints.describe`, which needs torch), imported only for one.
+A conversion output's files, and a model file with a manifest beside it, are checked against the
+manifest first (:func:`albert_edge.formats.manifest.check_file`): what is described is what is there."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from .errors import AlbertEdgeError
 from .formats.describe import MODEL_SUFFIXES, describe_manifest, describe_model_file
+from .formats.manifest import MANIFEST_NAME, check_file
 from .hub import resolve
 
 __all__ = ["describe"]
@@ -24,9 +27,25 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
     if not path.exists() and not Path(str(path) + ".index").exists():
         raise AlbertEdgeError(f"{path} does not exist")
     if path.is_file() and path.suffix.lower() in MODEL_SUFFIXES:
+        if (path.parent / MANIFEST_NAME).is_file():
+            _check_entries(path.parent, describe_manifest(path.parent)["files"], only=path.name)
         return describe_model_file(path)
-    if path.is_dir() and (path / "manifest.json").is_file():
-        return describe_manifest(path)
+    if path.is_dir() and (path / MANIFEST_NAME).is_file():
+        data = describe_manifest(path)
+        _check_entries(path, data["files"])
+        return data
     from .checkpoints import describe as describe_checkpoint  # build side: needs torch
 
     return describe_checkpoint(path)
+
+
+def _check_entries(directory: Path, files: Any, only: str | None = None) -> None:
+    """Each file ``directory``'s manifest lists (or only the one named ``only``) against its entry."""
+    manifest = directory / MANIFEST_NAME
+    if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in files):
+        raise AlbertEdgeError(f"{manifest} is not an albert-edge manifest: its files are not a list of named entries")
+    for entry in files:
+        if only is None or entry["name"] == only:
+            if Path(entry["name"]).name != entry["name"]:
+                raise AlbertEdgeError(f"{manifest} lists {entry['name']!r}, which is not a file of its folder")
+            check_file(directory / entry["name"], entry, manifest)

@@ -20,6 +20,7 @@ import numpy as np
 
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.formats.graph import TensorSpec
+from albert_edge.formats.manifest import MANIFEST_NAME, FileChanged, check_file
 from albert_edge.formats.tflite_reader import read as read_tflite
 from albert_edge.runtime import Session
 from albert_edge.runtime.engines import available, version_of
@@ -126,6 +127,21 @@ class Bundle:
         labels or the tokenizer."""
         check_outputs(task, str(path), outputs, self.labels, self.path / LABELS_FILE, self.tokenizer.vocab_size)
 
+    def check_against_manifest(self, task: str, variant: Variant) -> None:
+        """The file of ``task`` and ``variant`` against its entry in the task folder's manifest.json
+        (size, then sha256, once per process: :func:`albert_edge.formats.manifest.check_file`);
+        BundleError when it differs. A file the manifest does not list is not checked."""
+        path = self.file(task, variant)
+        files = self.manifests[task].get("files") if task in self.manifests else None
+        entry = next((e for e in files if isinstance(e, dict) and e.get("name") == path.name), None) \
+            if isinstance(files, list) else None
+        if entry is None:
+            return
+        try:
+            check_file(path, entry, path.parent / MANIFEST_NAME, "make the bundle again with `albert-edge demo bundle`")
+        except FileChanged as exc:
+            raise BundleError(str(exc)) from None
+
     def _declared_outputs(self, task: str, name: str) -> list[TensorSpec] | None:
         """The outputs manifest.json declares for a file (None when it does not list the file)."""
         files = self.manifests[task].get("files")
@@ -227,12 +243,15 @@ class Engine:
                 sessions[task] = MediaPipeClassifier(self.bundle.file(task, variant), self.bundle.labels)
                 load_seconds[task] = time.perf_counter() - start
                 self.bundle.check_file(task, sessions[task].path, read_tflite(sessions[task].path).outputs)
+                self.bundle.check_against_manifest(task, variant)
                 continue
             # The runtime picks the TFLite route this CPU runs (weights packed once where it can).
             sessions[task] = Session(self.bundle.file(task, variant), num_threads=self.num_threads)
             load_seconds[task] = time.perf_counter() - start
             # The file's own outputs, not what its manifest says: a file copied over another is caught here.
             self.bundle.check_file(task, sessions[task].path, sessions[task].outputs)
+            # A file that loads but is not the one the manifest lists (bytes changed) never answers.
+            self.bundle.check_against_manifest(task, variant)
         with self._state_lock:
             self._sessions, self._load_seconds, self.variant = sessions, load_seconds, variant
 

@@ -56,8 +56,7 @@ def open_model_file(path: str | os.PathLike) -> ModelFile:
         raise ConversionError(f"{path.name} is already quantized ({entry.precision}); quantize the fp32 file")
     if entry.format != fmt:
         raise ConversionError(f"{manifest_path} says {path.name} is {entry.format}, but its suffix says {fmt}")
-    if entry.sha256 != manifest_io.sha256_of(path):
-        raise ConversionError(f"{path.name} has changed since {manifest_path} was written (sha256 differs)")
+    manifest_io.check_file(path, entry, manifest_path)  # FileChanged: a ConversionError naming what differs
     contents = read_file(path)
     inputs = tuple(s.name for s in contents.inputs)
     if inputs == ("text",):  # convert --to onnx-text: the tokenizer is a node in front of the model

@@ -137,9 +137,13 @@ def inspect(model_file: Path, partitions: bool, accelerator: str, gpu_precision:
     whose manifest names its fp32 parent, each parent weight is also looked for by value, so an
     int8 copy made twice with different scales shows too."""
     from ..formats.describe import inspect_model
+    from ..formats.manifest import check_beside
+    from ..labels import check_task_labels
 
     with err_console.status(f"reading {model_file.name}"):
         data = inspect_model(model_file)
+        check_beside(model_file)  # a file its manifest lists must be the one it lists
+        check_task_labels(data["metadata"].get("task"), data["outputs"], str(model_file))
         if partitions:
             from ..formats.mobile_partitions import mobile_partitions
 

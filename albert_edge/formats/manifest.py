@@ -1,7 +1,12 @@
 """``manifest.json``: what a conversion wrote, beside the files. For each file its name, sha256,
 size, format (and opset or TFLite schema version), inputs and outputs, parity with PyTorch and
 stored vs unique weight bytes; for the whole directory the source checkpoint and its config.
-Reading it needs only the standard library (``albert-edge info`` runs on the device)."""
+Reading it needs only the standard library (``albert-edge info`` runs on the device).
+
+Every reader of a conversion folder or bundle checks the files it uses against their entries
+with :func:`check_file` (or :func:`check_beside` / :func:`check_listed`): ``info``, ``inspect``,
+``profile``, ``report``, ``quantize`` and the demo. A file that is missing, whose size differs, or
+whose sha256 differs is one :class:`FileChanged` line."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from albert_edge.errors import ConversionError
 from albert_edge.files import atomic_write
 
 __all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "Manifest", "file_entry", "to_text", "write", "read", "sha256_of",
-           "static_length"]
+           "static_length", "FileChanged", "file_sha256", "check_file", "check_beside", "check_listed"]
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
@@ -74,6 +79,85 @@ def sha256_of(path: str | os.PathLike) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+class FileChanged(ConversionError):
+    """A file is missing, or is not the one its manifest entry describes (size or sha256)."""
+
+
+# (path, device, inode, size, mtime_ns) -> sha256: each file is hashed once per process.
+_HASHED: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of the file at ``path``, read once per process while its size and
+    modification time stay the same (a later call with both unchanged answers from memory)."""
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _HASHED:
+        _HASHED[key] = sha256_of(path)
+    return _HASHED[key]
+
+
+def check_file(path: str | os.PathLike, entry: FileEntry | dict[str, Any], manifest_path: str | os.PathLike,
+               fix: str = "convert again") -> str:
+    """Check the file at ``path`` against its manifest entry and return its sha256; FileChanged
+    naming the file, the manifest and ``fix`` when the file is missing or differs.
+
+    What is checked when: the size first, from the file system (no read, so a cut or grown file
+    costs nothing); then the sha256 of the whole file, computed once per process per file (see
+    :func:`file_sha256`), so every reader in one process pays for one read of a big file. An
+    ONNX file's external data files listed in the entry are checked the same way."""
+    path, manifest_path = Path(path), Path(manifest_path)
+    expected = _entry_dict(entry)
+    if not path.is_file():
+        raise FileChanged(f"{manifest_path} lists {path.name}, which is missing from {path.parent}: {fix}")
+    size, sha = expected.get("size"), expected.get("sha256")
+    actual_size = path.stat().st_size
+    if actual_size != size:
+        shown = f"{size:,}" if isinstance(size, int) and not isinstance(size, bool) else repr(size)
+        raise FileChanged(f"{path} has changed since {manifest_path} was written (it is {actual_size:,} bytes, the "
+                          f"manifest says {shown}): {fix}")
+    digest = file_sha256(path)
+    if digest != sha:
+        raise FileChanged(f"{path} has changed since {manifest_path} was written (same size, sha256 differs): {fix}")
+    for data in expected.get("data_files") or ():
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            check_file(path.parent / data["name"], data, manifest_path, fix)
+    return digest
+
+
+def check_beside(path: str | os.PathLike, fix: str = "convert again") -> FileEntry | None:
+    """Check a model file against the manifest.json beside it, when there is one that lists
+    it (:func:`check_file`); its entry, or None when no readable manifest there lists it."""
+    path = Path(path)
+    manifest_path = path.parent / MANIFEST_NAME
+    if not manifest_path.is_file():
+        return None
+    try:
+        entry = read(manifest_path).file(path.name)
+    except (ConversionError, KeyError):
+        return None
+    check_file(path, entry, manifest_path, fix)
+    return entry
+
+
+def check_listed(directory: str | os.PathLike, fix: str = "convert again") -> Manifest:
+    """Read ``directory``'s manifest and check every file it lists (:func:`check_file`)."""
+    directory = Path(directory)
+    manifest = read(directory)
+    for entry in manifest.files:
+        if Path(entry.name).name != entry.name:
+            raise FileChanged(f"{directory / MANIFEST_NAME} lists {entry.name!r}, which is not a file of its folder: "
+                              f"{fix}")
+        check_file(directory / entry.name, entry, directory / MANIFEST_NAME, fix)
+    return manifest
+
+
+def _entry_dict(entry: FileEntry | dict[str, Any]) -> dict[str, Any]:
+    return entry if isinstance(entry, dict) else {"size": entry.size, "sha256": entry.sha256,
+                                                  "data_files": entry.data_files}
 
 
 def file_entry(path: str | os.PathLike, report, name: str | None = None) -> FileEntry:

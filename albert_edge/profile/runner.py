@@ -19,7 +19,7 @@ from typing import Any
 
 from ..children import child_env, python
 from ..device.activity import wait_quiet
-from ..formats.manifest import sha256_of
+from ..formats.manifest import check_beside, file_sha256
 from ..errors import AlbertEdgeError, RuntimeUnavailable
 from ..formats import format_of
 from ..runtime.engines import install_hint, packages
@@ -51,6 +51,7 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
     jobs = []
     for path in files:
         fmt = _check_file(path)
+        check_beside(path)  # a file the manifest beside it lists must be the one it lists
         text_in = fmt == "onnx" and file_takes_text(path)
         if settings.text is not None and settings.tokenizer is None and not text_in:
             raise ProfileError(f"{path}: --text needs --tokenizer (the spiece.model matching the model's vocabulary; "
@@ -66,7 +67,7 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
             raise ProfileError(f"{path}: --seq-len {', '.join(map(str, too_long))} is above the model's maximum "
                                f"{limits.max_seq_len} ({said.get(limits.max_seq_len_source, 'max_position_embeddings in the manifest beside it')})")
         common = {"file": str(path.resolve()), "file_as_given": str(path), "file_bytes": path.stat().st_size,
-                  "sha256": sha256_of(path), "runs": settings.runs, "min_seconds": settings.min_seconds,
+                  "sha256": file_sha256(path), "runs": settings.runs, "min_seconds": settings.min_seconds,
                   "warmup": settings.warmup, "ops": settings.ops, "ops_runs": settings.ops_runs,
                   "text": settings.text,
                   "tokenizer": str(settings.tokenizer) if settings.tokenizer else None,

@@ -13,7 +13,6 @@ from typing import Any
 
 from ..config import PRESETS, AlbertConfig, load_config
 from ..formats import FORMATS
-from ..formats.manifest import sha256_of
 from ..errors import AlbertEdgeError, ConfigError
 from ..hub import is_hub_id, repo_name, resolve
 from ..profile.record import SCHEMA as PROFILE_SCHEMA, records_problem
@@ -145,13 +144,11 @@ def _read_manifest(path: Path, inputs: Inputs) -> None:
     random = weights_note(checkpoint).get("weights") == "random-init" if checkpoint else False
     for entry in manifest.files:
         file_path = directory / entry.name
-        if not file_path.is_file():
-            raise ReportError(f"{directory}/manifest.json lists {entry.name}, which is missing: "
-                              "convert again or give the files that are there")
-        sha = sha256_of(file_path) if file_path.stat().st_size == entry.size else None
-        if sha != entry.sha256:
-            raise ReportError(f"{file_path} changed since {directory}/manifest.json was written "
-                              "(size or sha256 differ): convert again")
+        try:
+            sha = manifest_io.check_file(file_path, entry, directory / manifest_io.MANIFEST_NAME,
+                                         "convert again, or give the files that are there")
+        except AlbertEdgeError as exc:
+            raise ReportError(str(exc)) from None
         _add_file(inputs, ModelFileInput(file_path, sha, entry, directory, random))
     if inputs.manifest is None:
         inputs.manifest = manifest
@@ -162,21 +159,20 @@ def _read_model_file(path: Path, inputs: Inputs) -> None:
     from ..formats import manifest as manifest_io
 
     directory = path.parent
-    sha = sha256_of(path)
-    if (directory / manifest_io.MANIFEST_NAME).is_file():
-        try:
-            manifest = manifest_io.read(directory)
-            entry = manifest.file(path.name)
-        except (AlbertEdgeError, KeyError):
-            entry = None
-        if entry is not None and sha == entry.sha256:
-            checkpoint = manifest.source.get("checkpoint")
-            _set_config(inputs, AlbertConfig.from_hf_dict(manifest.config),
-                        Path(checkpoint).name if checkpoint else directory.name, str(directory))
-            random = weights_note(checkpoint).get("weights") == "random-init" if checkpoint else False
-            _add_file(inputs, ModelFileInput(path, sha, entry, directory, random))
-            inputs.sources.append({"kind": "model-file", "source": str(path)})
-            return
+    try:
+        entry = manifest_io.check_beside(path)  # one that lists the file: the file must be the one it lists
+    except AlbertEdgeError as exc:
+        raise ReportError(str(exc)) from None
+    sha = manifest_io.file_sha256(path)
+    if entry is not None:
+        manifest = manifest_io.read(directory)
+        checkpoint = manifest.source.get("checkpoint")
+        _set_config(inputs, AlbertConfig.from_hf_dict(manifest.config),
+                    Path(checkpoint).name if checkpoint else directory.name, str(directory))
+        random = weights_note(checkpoint).get("weights") == "random-init" if checkpoint else False
+        _add_file(inputs, ModelFileInput(path, sha, entry, directory, random))
+        inputs.sources.append({"kind": "model-file", "source": str(path)})
+        return
     _add_file(inputs, ModelFileInput(path, sha))
     inputs.sources.append({"kind": "model-file", "source": str(path)})
 
