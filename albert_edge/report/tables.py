@@ -201,6 +201,7 @@ def _profile(data) -> Table | None:
     if not records:
         return None
     rows, warned = [], []
+    doubled = _fp16_memory_above_fp32(records)
     for r in records:
         seq = str(r["seq_len"]) if r["seq_len"] else "real text"
         kind = "ESTIMATE" if r["estimated"] else "measured"
@@ -216,7 +217,7 @@ def _profile(data) -> Table | None:
         rows.append((r["file_name"], r["scheme"] or "", r["device"], runs_on,
                      str(r["batch"]), seq, kind + mark, QUALITY_MARK.get(r.get("quality"), "") + _ms(r["p50_ms"]),
                      _interval(r), r.get("quality") or ("range" if r.get("ms_range") else ""), _ms(r["p90_ms"]),
-                     _ms(r["load_ms"]), fmt_bytes(r["peak_rss"])))
+                     _ms(r["load_ms"]), fmt_bytes(r["peak_rss"]) + (" †" if id(r) in doubled else "")))
     notes = ["estimates are computed for a device nobody ran on; they are never shown as measurements"] \
         if any(r["estimated"] for r in records) else []
     software = sorted({r["gpu_adapter"].split(", arch=")[0] for r in records if r.get("accelerator") == "gpu"
@@ -241,6 +242,12 @@ def _profile(data) -> Table | None:
                      + " noisy = other work "
                      "on the machine, drift or held-up calls: compare such figures with care; " + QUALITY_MARK["unusable"]
                      + " unusable = too few calls or too much spread to say anything (the note of each says why)")
+    if doubled:
+        pairs = "; ".join(f"{r['file_name']}, seq len {r['seq_len'] or 'real text'}: {fmt_bytes(r['peak_rss'])} against "
+                          f"{fmt_bytes(fp32['peak_rss'])} of {fp32['file_name']}" for r, fp32 in doubled.values())
+        notes.append(f"† fp16 .tflite peak memory above its fp32 file's at the same setting ({pairs}), though the file "
+                     "is half the size: on the CPU the runtime dequantizes the fp16 weights to fp32 when it loads the "
+                     "file and keeps both copies (fp16 saves file size and download, not memory, on a CPU)")
     drawn = {c["name"] for c in data.get("charts") or ()}
     left_out = unusable_left_out(data)
     if left_out and "latency" in drawn:
@@ -252,6 +259,22 @@ def _profile(data) -> Table | None:
     return Table("profile", "Latency and memory (from profile records)",
                  ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "p50 ±", "timing",
                   "p90 ms", "load ms", "peak RSS"), tuple(rows), (4, 5, 7, 8, 10, 11, 12), tuple(notes), "latency")
+
+
+def _fp16_memory_above_fp32(records: list[dict[str, Any]]) -> dict[int, tuple[dict, dict]]:
+    """The measured fp16 .tflite rows on the CPU whose peak memory is above the fp32 .tflite
+    file's at the same setting, by id: (the row, the fp32 row)."""
+    def setting(r: dict[str, Any]) -> tuple:
+        return (r["device"], r.get("runtime"), r.get("provider"), r.get("threads"), r.get("batch"), r.get("seq_len"),
+                r.get("input_mode"), r.get("opened_as"))
+
+    def measured(r: dict[str, Any], scheme: str) -> bool:
+        return (r["format"] == "tflite" and r["scheme"] == scheme and not r["estimated"] and bool(r["peak_rss"])
+                and r.get("accelerator", "cpu") == "cpu")
+
+    fp32 = {setting(r): r for r in records if measured(r, "fp32")}
+    return {id(r): (r, fp32[setting(r)]) for r in records if measured(r, "fp16") and setting(r) in fp32
+            and r["peak_rss"] > fp32[setting(r)]["peak_rss"]}
 
 
 # A p50 cell of a record whose timing the profiler did not trust starts with its mark.
