@@ -44,11 +44,12 @@ def print_estimates(records: list[dict]) -> None:
     print_table("estimate (roofline x efficiency measured here; NOT measured on the device): p50 ms",
                 ESTIMATE_COLUMNS, estimate_rows(ProfileRecord.from_dict(r) for r in records),
                 right=tuple(range(2, len(ESTIMATE_COLUMNS))))
-    _output.console.print("range: the estimate -/+ the calibration's leave-one-out error (each host measurement predicted "
-                  "from the others); host fit: how far the calibration misses this machine's own robust time at the "
-                  "setting; calibration: the quality and number of host measurements it rests on (a quiet one "
-                  "outranks a noisy one); efficiency * above 1: the host ran faster than its roofline (the file fits "
-                  "in its caches)")
+    _output.console.print(
+        "range: the estimate -/+ the calibration's leave-one-out error (each host measurement predicted "
+        "from the others); host fit: how far the calibration misses this machine's own robust time at the "
+        "setting; calibration: the quality and number of host measurements it rests on (a quiet one "
+        "outranks a noisy one); efficiency * above 1: the host ran faster than its roofline (the file fits "
+        "in its caches)")
 
 
 def _mib(value) -> str:
@@ -99,12 +100,12 @@ def print_measured(records: list[dict], comparisons: list, baseline: Path | None
     for note in notes:
         _output.console.print(note)
     if any(r.get("opened_as") == APP for r in records):
-        _output.console.print("app: opened as an app opens the file, the runtime's own API with its default options (the "
-                      "other rows: albert-edge's settings, runtime.Session)")
+        _output.console.print("app: opened as an app opens the file, the runtime's own API with its default "
+                              "options (the other rows: albert-edge's settings, runtime.Session)")
     if any((r.get("latency") or {}).get("quality") not in (None, "good") for r in records):
-        _output.console.print("timing: 'good' = the p50's interval met --ci-target on a quiet machine; 'noisy' = other work, "
-                      "drift or held-up calls (the note says which): compare such figures with care; 'unusable' = too "
-                      "few calls or too much spread to say anything")
+        _output.console.print("timing: 'good' = the p50's interval met --ci-target on a quiet machine; 'noisy' = "
+                              "other work, drift or held-up calls (the note says which): compare such figures with "
+                              "care; 'unusable' = too few calls or too much spread to say anything")
     for line in placement_lines(records):
         _output.console.print(line)
     versions = sorted({f"{r['runtime']} {r.get('runtime_version')}" for r in records})

@@ -130,8 +130,8 @@ def _files(data) -> Table | None:
             a = f["accuracy"]
             of = f" of {a['count']:,} {a['count_of']}" if a.get("count") else ""
             interval = accuracy_interval(a)
-            ci = f" (95% CI {100 * interval[0]:.2f}-{100 * interval[1]:.2f}%)" if interval else ""
-            acc = f"{100 * a['headline']:.2f}%{ci}{of} ({a['headline_of']})"
+            ci = f", 95% CI {100 * interval[0]:.2f}-{100 * interval[1]:.2f}%" if interval else ""
+            acc = f"{100 * a['headline']:.2f}%{of}{ci} ({a['headline_of']})"
             if f["accuracy"]["random_ids"]:
                 acc += " on random ids"
         elif f["scheme"] == "fp32":
@@ -243,11 +243,13 @@ def _profile(data) -> Table | None:
                      "on the machine, drift or held-up calls: compare such figures with care; " + QUALITY_MARK["unusable"]
                      + " unusable = too few calls or too much spread to say anything (the note of each says why)")
     if doubled:
-        pairs = "; ".join(f"{r['file_name']}, seq len {r['seq_len'] or 'real text'}: {fmt_bytes(r['peak_rss'])} against "
-                          f"{fmt_bytes(fp32['peak_rss'])} of {fp32['file_name']}" for r, fp32 in doubled.values())
-        notes.append(f"† fp16 .tflite peak memory above its fp32 file's at the same setting ({pairs}), though the file "
-                     "is half the size: on the CPU the runtime dequantizes the fp16 weights to fp32 when it loads the "
-                     "file and keeps both copies (fp16 saves file size and download, not memory, on a CPU)")
+        pairs = "; ".join(f"{r['file_name']}, seq len {r['seq_len'] or 'real text'}: {fmt_bytes(r['peak_rss'])} "
+                          f"against {fmt_bytes(fp32['peak_rss'])} of {fp32['file_name']}"
+                          for r, fp32 in doubled.values())
+        notes.append(f"† fp16 .tflite peak memory above its fp32 file's at the same setting ({pairs}), though fp16 "
+                     "stores its weights in half the bytes: on the CPU the runtime dequantizes the fp16 weights to "
+                     "fp32 when it loads the file and keeps both copies (fp16 saves file size and download, not "
+                     "memory, on a CPU)")
     drawn = {c["name"] for c in data.get("charts") or ()}
     left_out = unusable_left_out(data)
     if left_out and "latency" in drawn:
@@ -265,8 +267,8 @@ def _fp16_memory_above_fp32(records: list[dict[str, Any]]) -> dict[int, tuple[di
     """The measured fp16 .tflite rows on the CPU whose peak memory is above the fp32 .tflite
     file's at the same setting, by id: (the row, the fp32 row)."""
     def setting(r: dict[str, Any]) -> tuple:
-        return (r["device"], r.get("runtime"), r.get("provider"), r.get("threads"), r.get("batch"), r.get("seq_len"),
-                r.get("input_mode"), r.get("opened_as"))
+        return (r["device"], r.get("runtime"), r.get("provider"), r.get("threads"), r.get("batch"),
+                r.get("seq_len"), r.get("input_mode"), r.get("opened_as"))
 
     def measured(r: dict[str, Any], scheme: str) -> bool:
         return (r["format"] == "tflite" and r["scheme"] == scheme and not r["estimated"] and bool(r["peak_rss"])
