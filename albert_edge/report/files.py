@@ -92,4 +92,8 @@ def _sample(accuracy: dict[str, Any]) -> dict[str, Any]:
             count = output.get("agreement_count")
             if isinstance(count, int):
                 return {"count": count, "count_of": _COUNTED.get(output.get("kind"), "predictions")}
+        # a mean cosine: its rows and its least, what its interval is taken from
+        if f"{output.get('name')} mean cosine" == accuracy.get("headline_of") and isinstance(output.get("rows"), int):
+            return {"count": output["rows"], "count_of": "examples" if output.get("kind") == "examples" else "tokens",
+                    "cosine_min": output.get("cosine_min")}
     return {}

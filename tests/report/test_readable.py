@@ -201,3 +201,13 @@ def test_fp16_tflite_memory_below_fp32_needs_no_word(tmp_path, records):
     fp16 = _as(base, "model.fp16.tflite", "tflite", "fp16", 1.2, peak=80 * 2**20)
     md = (_report(tmp_path, [fp32, fp16]) / "report.md").read_text()
     assert "†" not in md and "dequantiz" not in md
+
+
+def test_a_mean_cosine_keeps_what_its_interval_needs():
+    """The file row of a base model's file keeps the rows and the least cosine its headline was taken over."""
+    from albert_edge.report.files import _sample
+
+    accuracy = {"headline": 0.9991, "headline_of": "last_hidden_state mean cosine", "outputs": [
+        {"name": "last_hidden_state", "kind": "tokens", "rows": 512, "cosine_mean": 0.9991, "cosine_min": 0.98,
+         "agreement": None, "agreement_of": None, "agreement_count": 0}]}
+    assert _sample(accuracy) == {"count": 512, "count_of": "tokens", "cosine_min": 0.98}
