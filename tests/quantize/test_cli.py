@@ -88,7 +88,7 @@ def _rename_input(path):
     data = json.loads((path.parent / "manifest.json").read_text())
     for entry in data["files"]:
         if entry["name"] == path.name:
-            entry["sha256"] = manifest_io.sha256_of(path)
+            entry["sha256"], entry["size"] = manifest_io.sha256_of(path), path.stat().st_size
     (path.parent / "manifest.json").write_text(json.dumps(data))
 
 
