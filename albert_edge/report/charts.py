@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["draw_all", "available", "MAIN_CHART", "NO_MATPLOTLIB", "unusable_left_out"]
+__all__ = ["draw_all", "available", "MAIN_CHART", "NO_MATPLOTLIB"]
 
 log = logging.getLogger(__name__)
 
@@ -186,17 +186,13 @@ def _accuracy(data, plt):
     return fig
 
 
-def unusable_left_out(data) -> int:
-    """How many timings the latency chart leaves out because their record calls them unusable."""
-    return sum(1 for r in data["profile_rows"] if r["seq_len"] and r["p50_ms"] is not None
-               and r.get("quality") == "unusable")
-
-
 def _latency(data, plt):
     # A point the profiler called unusable (too few calls, too much spread) would draw a trend that
     # is not there: it is left out, and the caption and the table's notes say how many.
     rows = [r for r in data["profile_rows"] if r["seq_len"] and r["p50_ms"] is not None
             and r.get("quality") != "unusable"]
+    from .tables import unusable_left_out
+
     left_out = unusable_left_out(data)
     if not rows:
         return None

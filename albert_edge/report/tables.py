@@ -10,7 +10,6 @@ import math
 import re
 
 from ..profile.record import APP
-from .charts import unusable_left_out
 
 __all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK", "HALF_WIDTH_NOTE", "half_width_text",
            "interval_words", "accuracy_interval"]
@@ -319,3 +318,9 @@ def _interval(r: dict[str, Any]) -> str:
     if r.get("ms_range"):
         return "-".join(_ms(v) for v in r["ms_range"])
     return ""
+
+
+def unusable_left_out(data) -> int:
+    """How many timings the latency chart leaves out because their record calls them unusable."""
+    return sum(1 for r in data["profile_rows"] if r["seq_len"] and r["p50_ms"] is not None
+               and r.get("quality") == "unusable")
