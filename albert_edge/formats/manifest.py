@@ -203,22 +203,11 @@ def static_length(path: str | os.PathLike, contents) -> int | None:
     shape = next(iter(shapes))
     if len(shape) != 2 or shape[0] != 1 or not isinstance(shape[1], int) or shape[1] < 1:
         return None
-    if contents.format == "tflite" and _has_dynamic_tensor(Path(path)):
+    from .tflite_reader import has_dynamic_tensor
+
+    if contents.format == "tflite" and has_dynamic_tensor(path):
         return None
     return shape[1]
-
-
-def _has_dynamic_tensor(path: Path) -> bool:
-    from .tflite_reader import schema_module
-
-    model = schema_module().Model.GetRootAs(path.read_bytes(), 0)
-    for g in range(model.SubgraphsLength()):
-        graph = model.Subgraphs(g)
-        for t in range(graph.TensorsLength()):
-            signature = graph.Tensors(t).ShapeSignatureAsNumpy()
-            if not isinstance(signature, int) and (signature < 0).any():
-                return True
-    return False
 
 
 def _min_runtime(path: Path) -> str | None:

@@ -75,6 +75,22 @@ def layer_form(path: str | os.PathLike) -> str:
     return "loop" if schema.BuiltinOperator.WHILE in builtins else "unrolled"
 
 
+def has_dynamic_tensor(path: str | os.PathLike) -> bool:
+    """Whether any tensor of any graph of the .tflite at ``path`` has a dynamic size (-1 in its
+    shape signature): a file whose inputs alone are fixed (a MediaPipe task file) still resizes; a
+    ``convert --static`` file has none. The file is mapped, its weights never read."""
+    schema = schema_module()
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        model = schema.Model.GetRootAs(view, 0)
+        return any(_sized_at_run_time(model.Subgraphs(g).Tensors(t))
+                   for g in range(model.SubgraphsLength()) for t in range(model.Subgraphs(g).TensorsLength()))
+
+
+def _sized_at_run_time(tensor) -> bool:
+    signature = tensor.ShapeSignatureAsNumpy()  # a view into the mapped file: gone when this returns
+    return not isinstance(signature, int) and bool((signature < 0).any())
+
+
 def read(path: str | os.PathLike) -> GraphContents:
     """What the .tflite file at ``path`` holds. Raises ValueError if it is not a TFLite model."""
     schema = schema_module()

@@ -30,6 +30,7 @@ from . import compiled
 from .litert import DELEGATES, InterpreterBackend
 from .onnx_engine import PROVIDERS, OnnxBackend
 from .pte_engine import PteBackend
+from ..formats.tflite_reader import has_dynamic_tensor
 from .static import feed_problem, static_length
 
 __all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES", "ACCELERATORS",
@@ -125,6 +126,8 @@ class Session:
         # N of a static-shape file's [1, N] inputs (a .pte declares its upper bounds instead)
         shapes = [s.shape for s in self.inputs]
         self.static_len: int | None = None if self.format == "executorch" else static_length(shapes)
+        if self.static_len is not None and self.format == "tflite" and has_dynamic_tensor(self.path):
+            self.static_len = None  # fixed inputs over a graph that resizes (a MediaPipe task file)
 
     def _gpu_backend(self, provider: str | None, ops_trace):
         """The backend of ``accelerator="gpu"``: LiteRT's GPU accelerator for a .tflite, a GPU
