@@ -105,6 +105,7 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
 def _static_len(path: Path, fmt: str) -> int | None:
     """N of a static-shape file's [1, N] inputs (convert --static): a .tflite's own signature, another
     format's entry in the manifest beside it; None for a dynamic file."""
+    from ..formats.tflite_reader import has_dynamic_tensor
     from ..runtime.static import static_length
 
     if fmt == "tflite":
@@ -114,7 +115,9 @@ def _static_len(path: Path, fmt: str) -> int | None:
             signature = read_signature(path)
         except RuntimeUnavailable:  # a damaged file: its child says so, as for any file it cannot load
             return None
-        return static_length([s.shape for s in signature[1]]) if signature else None
+        n = static_length([s.shape for s in signature[1]]) if signature else None
+        # Fixed inputs over a graph that resizes (a MediaPipe task file) take any shape.
+        return None if n is None or has_dynamic_tensor(path) else n
     from .inputs import read_manifest
 
     entry = next((f for f in read_manifest(path.parent / "manifest.json").get("files") or []
