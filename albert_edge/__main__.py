@@ -1,3 +1,6 @@
+"""``python -m albert_edge``: the albert-edge command line."""
+
 from .cli import main
 
-main(prog_name="albert-edge")
+if __name__ == "__main__":  # importing this module (as documentation tools do) runs nothing
+    main(prog_name="albert-edge")

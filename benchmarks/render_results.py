@@ -1,8 +1,9 @@
-"""Render the benchmarks' result files as the Markdown tables README.md shows, so no figure there is
-typed by hand: each table stands between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``,
-and tests/test_readme_results.py fails when README.md's copy differs from this rendering.
+"""Render the benchmarks' result files as the Markdown tables the documentation shows, so no figure
+there is typed by hand: each table stands between ``<!-- results:NAME -->`` and
+``<!-- /results:NAME -->`` in a page of docs/. The site's build renders them again from the files
+(tools/docs_hooks.py), and tests/test_docs_results.py fails when a page's copy differs.
 
-    python benchmarks/render_results.py            # rewrite README.md's tables from the result files
+    python benchmarks/render_results.py            # rewrite the pages' tables from the result files
     python benchmarks/render_results.py --check    # exit 1 when they differ
 
 Each table says which result file, machine, date and commit its figures come from.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
 def _load(name: str) -> dict:
@@ -89,28 +90,39 @@ TABLES: dict[str, Callable[[], str]] = {"gpu_static": gpu_static, "onnx_partitio
 
 
 def render(text: str) -> str:
-    """``text`` (README.md) with every results block replaced by its rendering."""
-    for name, table in TABLES.items():
+    """``text`` (a page) with every results block it holds replaced by its rendering; a block of a
+    name no table renders is an error."""
+    for name in re.findall(r"<!-- results:(\w+) -->", text):
+        if name not in TABLES:
+            raise SystemExit(f"no table renders <!-- results:{name} -->: one of {', '.join(TABLES)}")
         pattern = re.compile(rf"(<!-- results:{name} -->\n)(?:.*?\n)?(<!-- /results:{name} -->)", re.S)
         if not pattern.search(text):
-            raise SystemExit(f"README.md has no <!-- results:{name} --> block")
-        text = pattern.sub(lambda m: m.group(1) + table() + "\n" + m.group(2), text)
+            raise SystemExit(f"<!-- results:{name} --> has no <!-- /results:{name} --> after it")
+        text = pattern.sub(lambda m, table=TABLES[name]: m.group(1) + table() + "\n" + m.group(2), text)
     return text
+
+
+def pages() -> list[Path]:
+    """The documentation pages that hold a results block."""
+    return [p for p in sorted(DOCS.rglob("*.md")) if "<!-- results:" in p.read_text(encoding="utf-8")]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when README.md differs from the rendering")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a page differs from the rendering")
     args = parser.parse_args(argv)
-    text = README.read_text(encoding="utf-8")
-    new = render(text)
-    if args.check:
+    differ = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        new = render(text)
         if new != text:
-            print("README.md's result tables differ from benchmarks/results: run python benchmarks/render_results.py",
-                  file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(new, encoding="utf-8")
+            differ.append(page.relative_to(ROOT))
+            if not args.check:
+                page.write_text(new, encoding="utf-8")
+    if args.check and differ:
+        print(f"{', '.join(map(str, differ))}: result tables differ from benchmarks/results: run python "
+              "benchmarks/render_results.py", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,0 +1,108 @@
+"""MkDocs hooks (mkdocs.yml): what the site shows is made from the repository while it is built.
+
+- ``index.md`` is README.md, its links made relative to docs/ (one text, two places to read it);
+  the demo's and the benchmarks' READMEs are pages too (GENERATED);
+- each ``<!-- results:NAME -->`` block is rendered from benchmarks/results by
+  benchmarks/render_results.py (no figure on a page is typed by hand);
+- ``<!-- api-reference -->`` becomes one mkdocstrings entry per name of ``albert_edge.api.__all__``,
+  where that name is defined.
+
+mkdocstrings reads the sources as installed: converters/, quantize/ and demo_app/ are installed
+inside albert_edge (setup.py's FOLDERS), so the hook lays that package out in build/docs-package
+(copies of their Python files: griffe follows links back to the folders) for it to read, the same
+from a clone, an editable install or CI.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "build" / "docs-package"  # mkdocs.yml's mkdocstrings paths
+
+
+def installed_layout() -> dict[str, str]:
+    """setup.py's FOLDERS: installed package name -> folder in the repository."""
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["FOLDERS"]:
+            return ast.literal_eval(node.value)
+    raise RuntimeError("setup.py names no FOLDERS")
+
+
+def lay_out_package(into: Path = PACKAGE) -> Path:
+    """``into``/albert_edge as the wheel lays it out: the Python files of each folder of setup.py's
+    FOLDERS, copied to where the wheel installs them."""
+    shutil.rmtree(into, ignore_errors=True)
+    for name, folder in installed_layout().items():
+        target = into.joinpath(*name.split("."))
+        for source in (ROOT / folder).rglob("*.py"):
+            out = target / source.relative_to(ROOT / folder)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, out)
+    return into
+
+
+# Pages of the site that are READMEs kept beside their code: page -> file.
+GENERATED = {"demo-app.md": "demo_app/README.md", "benchmarks/scripts.md": "benchmarks/README.md"}
+
+
+def on_files(files, config, **_):
+    from mkdocs.structure.files import File
+
+    for page, source in GENERATED.items():
+        files.append(File.generated(config, page, content=(ROOT / source).read_text(encoding="utf-8")))
+    return files
+
+
+def on_config(config, **_):
+    lay_out_package()
+    return config
+
+
+def _renderer():
+    spec = importlib.util.spec_from_file_location("render_results", ROOT / "benchmarks" / "render_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def readme_as_index() -> str:
+    """README.md with its ``docs/`` links made relative to the docs folder."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.sub(r"\]\(docs/", "](", text)
+
+
+def api_reference() -> str:
+    """One ``::: dotted.path`` entry per public name, grouped by side, each where it is defined."""
+    from albert_edge import api
+
+    def where(name: str) -> str:
+        obj = getattr(api, name)
+        if hasattr(obj, "__qualname__") and hasattr(obj, "__module__"):
+            return f"{obj.__module__}.{obj.__qualname__}"
+        return f"albert_edge.config.{name}" if name == "PRESETS" else f"albert_edge.api.{name}"
+
+    parts = []
+    for title, names in (("The device side", api.DEVICE), ("The build side", api.BUILD)):
+        parts.append(f"## {title}\n")
+        for name in names:
+            path = where(name)
+            if path.rsplit(".", 1)[1] != name:  # a public name for an object named otherwise
+                parts.append(f"`albert_edge.api.{name}` is `{path}`:\n")
+            parts.append(f"::: {path}\n    options:\n      heading_level: 3\n")
+    return "\n".join(parts)
+
+
+def on_page_markdown(markdown: str, page, **_) -> str:
+    if page.file.src_uri == "index.md":
+        markdown = readme_as_index()
+    if "<!-- results:" in markdown:
+        markdown = _renderer().render(markdown)
+    if "<!-- api-reference -->" in markdown:
+        markdown = markdown.replace("<!-- api-reference -->", api_reference())
+    return markdown
