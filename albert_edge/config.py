@@ -82,7 +82,7 @@ class AlbertConfig:
     bos_token_id: int = 2
     eos_token_id: int = 3
     num_labels: int = 2
-    label_names: tuple[str, ...] | None = None
+    label_names: tuple[Any, ...] | None = None  # id2label's names as config.json holds them
     sharing: str = "all"
     layout: str = "hf"
     extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False, repr=False)
@@ -167,7 +167,8 @@ class AlbertConfig:
             data[f.name] = getattr(self, f.name)
         labels = self.label_names or tuple(f"LABEL_{i}" for i in range(self.num_labels))
         data["id2label"] = {str(i): name for i, name in enumerate(labels)}
-        data["label2id"] = {name: i for i, name in enumerate(labels)}
+        # a JSON key is a string: a name of config.json that is not one is keyed as JSON spells it
+        data["label2id"] = {name if isinstance(name, str) else json.dumps(name): i for i, name in enumerate(labels)}
         if self.sharing != "all":
             # Not expressible in transformers; albert-edge reads it back.
             data["albert_edge_sharing"] = self.sharing
@@ -187,7 +188,10 @@ class AlbertConfig:
         id2label = data.get("id2label")
         if id2label:
             ordered = _id2label(id2label)
-            labels = tuple(str(v) for _, v in ordered)
+            # The names as config.json holds them: a number, null or a list is kept, not made a
+            # string, so what writes labels for an app (convert) refuses it naming the label
+            # (albert_edge.labels.check_labels); loading for training or PyTorch needs no names.
+            labels = tuple(_frozen(v) for _, v in ordered)
             # transformers writes LABEL_0, LABEL_1, ... when no names were given.
             if labels != tuple(f"LABEL_{i}" for i in range(len(labels))):
                 kwargs["label_names"] = labels
@@ -301,13 +305,23 @@ def _check_types(config: AlbertConfig) -> None:
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if f.name == "label_names":
-            if value is not None and (not isinstance(value, tuple) or not all(isinstance(v, str) for v in value)):
-                raise ConfigError(f"label_names ({value!r}) must be a list of strings")
+            # Any JSON value config.json's id2label holds (see from_hf_dict); whether the names can
+            # label an app's classes is albert_edge.labels.check_labels's to say, where they are written.
+            if value is not None and not isinstance(value, tuple):
+                raise ConfigError(f"label_names ({value!r}) must be a list of names")
             continue
         kinds = _FIELD_TYPES.get(str(f.type))
         if kinds and (isinstance(value, bool) or not isinstance(value, kinds)):
             raise ConfigError(f"{f.name} ({value!r}) must be {'an' if f.type == 'int' else 'a'} "
                               f"{ {'int': 'integer', 'float': 'number', 'str': 'string'}[str(f.type)] }")
+
+
+def _frozen(value: Any) -> Any:
+    """A JSON value as an immutable one (a list becomes a tuple), so the frozen config stays
+    hashable; it reads back from JSON as the list it was."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def _id2label(id2label: Any) -> list[tuple[int, Any]]:
