@@ -18,8 +18,8 @@ export async function request() {
 
 /** The .wasm files this page fetched (which build of a runtime ran: SIMD or not, threaded or not). */
 export function wasmFetched() {
-  return performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname)
-    .filter((p) => p.endsWith('.wasm')).map((p) => p.split('/').pop());
+  const paths = performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname);
+  return [...new Set(paths.filter((p) => p.endsWith('.wasm')).map((p) => p.split('/').pop()))];
 }
 
 /** Whether this browser takes WebAssembly SIMD: a module with one v128 function validates only then. */
