@@ -5,7 +5,9 @@ The front of `albert-edge info`, like the CLI it spans both sides: model files a
 outputs are read on the device side (:mod:`albert_edge.formats.describe`), checkpoints on the
 build side (:func:`albert_edge.checkpoints.describe`, which needs torch), imported only for one.
 A conversion output's files, and a model file with a manifest beside it, are checked against the
-manifest first (:func:`albert_edge.formats.manifest.check_file`): what is described is what is there."""
+manifest first (:func:`albert_edge.formats.manifest.check_file`): what is described is what is there.
+A MediaPipe file's packed tokenizer and labels are opened and checked against its model
+(:func:`albert_edge.formats.packed.check_packed`): a file MediaPipe cannot run is not described as whole."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 from .errors import AlbertEdgeError
 from .formats.describe import MODEL_SUFFIXES, describe_manifest, describe_model_file
 from .formats.manifest import MANIFEST_NAME, check_file
+from .formats.packed import check_packed
 from .hub import resolve
 
 __all__ = ["describe"]
@@ -29,7 +32,11 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
     if path.is_file() and path.suffix.lower() in MODEL_SUFFIXES:
         if (path.parent / MANIFEST_NAME).is_file():
             _check_entries(path.parent, describe_manifest(path.parent)["files"], only=path.name)
-        return describe_model_file(path)
+        packed = check_packed(path)
+        data = describe_model_file(path)
+        if packed is not None:
+            data["packed"] = packed.to_dict() | {"summary": packed.summary()}
+        return data
     if path.is_dir() and (path / MANIFEST_NAME).is_file():
         data = describe_manifest(path)
         _check_entries(path, data["files"])

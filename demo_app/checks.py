@@ -14,10 +14,12 @@ from typing import Any
 
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.formats.graph import TensorSpec
+from albert_edge.formats.packed import check_packed
 from albert_edge.labels import LabelError
 from albert_edge.labels import check_labels as labels_checked
 
-__all__ = ["BundleError", "MIN_SEQ_LEN", "check_labels", "check_seq_len", "read_manifest", "check_outputs"]
+__all__ = ["BundleError", "MIN_SEQ_LEN", "check_labels", "check_seq_len", "read_manifest", "check_outputs",
+           "check_packed_files"]
 
 MIN_SEQ_LEN = 3  # [CLS], one piece, [SEP]
 # The heads a conversion records in manifest.json, per task folder.
@@ -42,6 +44,16 @@ def check_labels(data: Any, path: Path) -> list[str]:
     try:
         return list(labels_checked(data, where=str(path), fix=fix))
     except LabelError as exc:
+        raise BundleError(str(exc)) from None
+
+
+def check_packed_files(path: Path) -> None:
+    """A .tflite's packed tokenizer and labels (a MediaPipe file's) against its model, before it is
+    loaded (:func:`albert_edge.formats.packed.check_packed`): a file MediaPipe cannot run is refused
+    in one line, as the other parts are. Files of other formats, and without metadata, pass."""
+    try:
+        check_packed(path)
+    except AlbertEdgeError as exc:
         raise BundleError(str(exc)) from None
 
 

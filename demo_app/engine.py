@@ -26,7 +26,7 @@ from albert_edge.runtime import Session
 from albert_edge.runtime.engines import available, version_of
 from albert_edge.tokenizer import SPIECE_NAME, AlbertTokenizer
 
-from .checks import BundleError, check_labels, check_outputs, check_seq_len, read_manifest
+from .checks import BundleError, check_labels, check_outputs, check_packed_files, check_seq_len, read_manifest
 from .tasks import MediaPipeClassifier, mediapipe_installed, session_label
 
 __all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "VARIANTS", "MEDIAPIPE", "ALL_VARIANTS", "Variant", "Bundle",
@@ -238,6 +238,8 @@ class Engine:
     def _load(self, variant: Variant, tasks: list[str]) -> None:
         sessions, load_seconds = {}, {}
         for task in tasks:
+            # A MediaPipe file's packed tokenizer and labels must work with its model before it loads.
+            check_packed_files(self.bundle.file(task, variant))
             start = time.perf_counter()
             if variant == MEDIAPIPE and task == "classifier" and self.mediapipe and mediapipe_installed():
                 sessions[task] = MediaPipeClassifier(self.bundle.file(task, variant), self.bundle.labels)

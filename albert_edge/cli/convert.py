@@ -138,11 +138,13 @@ def inspect(model_file: Path, partitions: bool, accelerator: str, gpu_precision:
     int8 copy made twice with different scales shows too."""
     from ..formats.describe import inspect_model
     from ..formats.manifest import check_beside
+    from ..formats.packed import check_packed
     from ..labels import check_task_labels
 
     with err_console.status(f"reading {model_file.name}"):
         data = inspect_model(model_file)
         check_beside(model_file)  # a file its manifest lists must be the one it lists
+        check_packed(model_file)  # a MediaPipe file's packed tokenizer and labels against its model
         check_task_labels(data["metadata"].get("task"), data["outputs"], str(model_file))
         if partitions:
             from ..formats.mobile_partitions import mobile_partitions

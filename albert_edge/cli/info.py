@@ -36,6 +36,8 @@ def info(path: str, as_json: bool) -> None:
             rows.append((key, ", ".join(f"{s['name']} {s['dtype']}{list(s['shape'])}" for s in data[key])))
     if "stored_weight_bytes" in data:
         rows.append(("weights", f"{data['weight_tensors']} tensors, {fmt_bytes(data['stored_weight_bytes'])}"))
+    if "packed" in data:  # a MediaPipe file's tokenizer and labels, checked against its model
+        rows.append(("packed files", data["packed"]["summary"]))
     if "file_bytes" in data:
         rows.append(("file size", f"{fmt_bytes(data['file_bytes'])} ({data['file_bytes']:,} bytes)"))
     if data["kind"] == "conversion output":

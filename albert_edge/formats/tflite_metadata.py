@@ -20,7 +20,7 @@ from typing import Any
 from .flatbuffer import Table, root
 from .tflite_schema import Model
 
-__all__ = ["TaskMetadata", "read_metadata", "METADATA_KEY"]
+__all__ = ["TaskMetadata", "read_metadata", "packed_files", "METADATA_KEY"]
 
 METADATA_KEY = "TFLITE_METADATA"
 _IDENTIFIER = b"M001"
@@ -156,14 +156,25 @@ def _read(blob: bytes, raw: bytes) -> TaskMetadata:
                         labels=labels, packed_files=sorted(packed), min_parser_version=meta.string(7))
 
 
+def packed_files(raw: bytes) -> dict[str, bytes]:
+    """The files packed after the TFLite model ``raw`` (spiece.model, labels.txt), by name; empty
+    when nothing is packed. ValueError when the archive is damaged."""
+    return _packed(bytes(raw))
+
+
 def _packed(raw: bytes) -> dict[str, bytes]:
     """The files packed after the model (a zip archive whose entries the metadata names)."""
     try:
-        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
-            return {name: archive.read(name) for name in archive.namelist()}
+        archive = zipfile.ZipFile(io.BytesIO(raw))
     except zipfile.BadZipFile:
-        return {}
+        return {}  # nothing packed
     except (zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+        raise ValueError(f"its packed files are damaged ({exc})") from None
+    try:
+        with archive:
+            return {name: archive.read(name) for name in archive.namelist()}
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
+        # an archive that opens but whose entries do not read back (a bad CRC, a cut entry)
         raise ValueError(f"its packed files are damaged ({exc})") from None
 
 

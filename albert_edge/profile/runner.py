@@ -20,6 +20,7 @@ from typing import Any
 from ..children import child_env, python
 from ..device.activity import wait_quiet
 from ..formats.manifest import check_beside, file_sha256
+from ..formats.packed import check_packed
 from ..errors import AlbertEdgeError, RuntimeUnavailable
 from ..formats import format_of
 from ..runtime.engines import install_hint, packages
@@ -52,6 +53,7 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
     for path in files:
         fmt = _check_file(path)
         check_beside(path)  # a file the manifest beside it lists must be the one it lists
+        check_packed(path)  # a MediaPipe file's tokenizer and labels must work with its model
         text_in = fmt == "onnx" and file_takes_text(path)
         if settings.text is not None and settings.tokenizer is None and not text_in:
             raise ProfileError(f"{path}: --text needs --tokenizer (the spiece.model matching the model's vocabulary; "

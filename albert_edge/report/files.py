@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..formats.describe import inspect_model
+from ..formats.packed import check_packed
 from ..labels import check_task_labels
 from .sources import ModelFileInput
 
@@ -15,6 +16,7 @@ __all__ = ["file_row"]
 
 def file_row(item: ModelFileInput) -> dict[str, Any]:
     """The report's figures of one file; ``inspect`` holds the inspect analysis unchanged."""
+    check_packed(item.path)  # a MediaPipe file's tokenizer and labels must work with its model
     inspected = inspect_model(item.path)
     # a classifier's packed labels name the classes its snippets show: one per output
     check_task_labels(inspected["metadata"].get("task"), inspected["outputs"], str(item.path))
