@@ -40,10 +40,11 @@ from albert_edge.errors import ConversionError, optional_import
 
 from albert_edge.formats.graph import INPUT_NAMES, GraphContents
 
+from .native_logs import quiet_native
 from .pte_check import VERIFY_LENGTHS, PteSession, read_contents, verify_options
 
-__all__ = ["export", "lower", "longest", "Lowered", "PteSession", "read_contents", "verify_options", "quantized_file",
-           "SCHEMES", "BATCH", "VERIFY_LENGTHS", "MIN_COSINE", "INPUT_NAMES"]
+__all__ = ["export", "lower", "longest", "check_lengths", "Lowered", "PteSession", "read_contents",
+           "verify_options", "quantized_file", "SCHEMES", "BATCH", "VERIFY_LENGTHS", "MIN_COSINE", "INPUT_NAMES"]
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +95,11 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, scheme: st
     length of the example it is exported with. ``scheme`` "int8-dynamic" quantizes the linear
     layers (per-channel int8 weights, dynamic int8 activations) with the XNNPACK quantizer."""
     out_path = Path(out_path)
+    check_lengths(seq_len, max_seq_len, model.config)
     if not out_path.parent.is_dir():
         raise ConversionError(f"cannot write {out_path}: {out_path.parent} is not a directory")
-    lowered = lower(model, seq_len=seq_len, scheme=scheme, max_seq_len=max_seq_len)
+    with quiet_native():  # torchao's warnings, ExecuTorch's own lines
+        lowered = lower(model, seq_len=seq_len, scheme=scheme, max_seq_len=max_seq_len)
     out_path.write_bytes(lowered.buffer)
     log.info("wrote %s: %d XNNPACK delegate blocks, outside: %s", out_path.name, lowered.delegate_blocks,
              dict(lowered.outside_ops))
@@ -131,6 +134,20 @@ def lower(model, *, seq_len: int = 128, scheme: str | None = None, friendly: boo
         except Exception as exc:  # torch.export raises many types; the message is what matters
             raise ConversionError(f"torch.export failed: {str(exc).strip().splitlines()[0]}") from None
     return _lower(program, friendly, top)
+
+
+def check_lengths(seq_len: int, max_seq_len: int | None, config=None) -> None:
+    """``--max-seq-len`` is a length the .pte can take and not below ``--seq-len``, the length it
+    is built and verified at: checked before anything is exported (a file whose longest input is
+    shorter than its own verification length would only fail after the whole export)."""
+    if config is not None:
+        longest(config, max_seq_len)
+    if max_seq_len is None or isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int):
+        return
+    if isinstance(seq_len, int) and max_seq_len < seq_len:
+        raise ConversionError(f"--max-seq-len ({max_seq_len}) is below --seq-len ({seq_len}): the .pte is built and "
+                              f"verified at --seq-len; give --max-seq-len {seq_len} or more, or a --seq-len of "
+                              f"{max_seq_len} or less")
 
 
 def longest(config, max_seq_len: int | None) -> int:

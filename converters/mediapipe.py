@@ -23,8 +23,10 @@ must agree with albert_edge.runtime on the same file fed albert-edge's tokenizer
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,14 +37,18 @@ from albert_edge.labels import CONFIG_FIX, check_labels
 
 from .mediapipe_check import MOBILE_EXTRA
 
-__all__ = ["export", "file_model", "task_of", "with_parent_metadata", "verified_model", "writers", "TaskFile",
-           "classifier_metadata", "MOBILE_EXTRA", "CLASSIFIER_OUTPUT", "VECTOR"]
+__all__ = ["export", "check_seq_len", "MIN_SEQ_LEN", "file_model", "task_of", "with_parent_metadata", "verified_model",
+           "writers", "TaskFile", "classifier_metadata", "MOBILE_EXTRA", "CLASSIFIER_OUTPUT", "VECTOR"]
 
 log = logging.getLogger(__name__)
 
 CLASSIFIER_OUTPUT = "probability"  # the classifier's output tensor in the metadata (classifier_metadata)
 VECTOR = "pooled"  # the TextEmbedder file's vector (task_heads.EMBEDDINGS)
 _SPIECE_NAME = "spiece.model"  # the associated file's name inside the .tflite
+# The shortest length of a file: MediaPipe's BertPreprocessorCalculator takes 2 and up
+# (bert_max_seq_len >= 2: mediapipe/calculators/tensor/bert_preprocessor_calculator.cc,
+# UpdateContract), which is [CLS] and [SEP] with no text between; the file is checked on text.
+MIN_SEQ_LEN = 3
 
 
 @dataclass(frozen=True)
@@ -96,23 +102,22 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     """Write ``model`` (a labelled classifier or the base model) to ``out_path`` as a MediaPipe
     text task file with ``tokenizer``'s spiece.model inside, checked through MediaPipe itself.
     The file is written under a temporary name and renamed into place once checked."""
-    from albert_edge.tokenizer import find_spiece
-
     from . import tflite
     from .mediapipe_check import check_task
-    from .spiece_rules import with_albert_normalizer
+    from .spiece_rules import checked_spiece, with_albert_normalizer
 
     out_path = Path(out_path)
+    check_seq_len(seq_len)
     task = task_of(model)
-    writer = writers()
     if tokenizer is None:
         raise ConversionError("the mediapipe target embeds the tokenizer: the checkpoint directory needs its "
                               "spiece.model")
-    spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
+    spiece = checked_spiece(tokenizer, model, "mediapipe")
+    writer = writers()
     inner = file_model(model)
     try:
         # (the temporary name ends in .tflite, as Session and MediaPipe open files by their suffix)
-        with staged(out_path, verify=lambda path: check_task(path, task, spiece, seq_len)) as tmp:
+        with _named_as(out_path), staged(out_path, verify=lambda path: check_task(path, task, spiece, seq_len)) as tmp:
             # the plain graph first, at the same name; the file with its metadata replaces it
             tflite.export(inner, tmp, seq_len=seq_len, layers="unrolled")  # the text tasks take one subgraph
             buffer = _fixed_length(bytearray(tmp.read_bytes()), seq_len)
@@ -127,6 +132,32 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
         raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     log.info("wrote %s (%s, %d bytes)", out_path.name, task.task, out_path.stat().st_size)
     return out_path
+
+
+def check_seq_len(seq_len: int) -> None:
+    """A mediapipe file's fixed length is at least :data:`MIN_SEQ_LEN`: checked before anything is
+    exported (MediaPipe's own check fails only when the finished file is opened)."""
+    if isinstance(seq_len, int) and not isinstance(seq_len, bool) and seq_len < MIN_SEQ_LEN:
+        raise ConversionError(f"--seq-len {seq_len} is too short for the mediapipe target: the file reads [CLS], "
+                              f"the text and [SEP] at that fixed length (MediaPipe refuses a length under 2, and 2 "
+                              f"leaves no room for text); give --seq-len {MIN_SEQ_LEN} or more")
+
+
+@contextlib.contextmanager
+def _named_as(out_path: Path):
+    """An error raised while the file is made and checked under its temporary name names the
+    output the user asked for instead (MediaPipe's messages name the file it opened)."""
+    from albert_edge.files import STAGING_MARK
+
+    temporary = re.compile(rf"[^\s'\"]*\.{re.escape(out_path.name)}\.[0-9]+-[0-9a-f]+"
+                           rf"{re.escape(STAGING_MARK + ''.join(out_path.suffixes))}")
+    try:
+        yield
+    except ConversionError as exc:
+        message = temporary.sub(lambda _: str(out_path), str(exc))
+        if message == str(exc):
+            raise
+        raise ConversionError(message) from None
 
 
 def with_parent_metadata(flatbuffer: bytes, parent: str | os.PathLike, seq_len: int) -> bytes:

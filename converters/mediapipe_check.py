@@ -15,8 +15,10 @@ import numpy as np
 
 from albert_edge.errors import ConversionError, optional_import
 
-__all__ = ["check_task", "task_answers", "session_answers", "agreement", "TASK_TEXTS", "ATOL", "MIN_COSINE",
-           "MOBILE_EXTRA"]
+from .native_logs import quiet_native
+
+__all__ = ["check_task", "task_answers", "engine_reason", "session_answers", "agreement", "TASK_TEXTS",
+           "ATOL", "MIN_COSINE", "MOBILE_EXTRA"]
 
 log = logging.getLogger(__name__)
 
@@ -53,23 +55,32 @@ def task_answers(path: str | Path, task: str, texts: Sequence[str]) -> np.ndarra
     text, core = _tasks()
     base = core.BaseOptions(model_asset_path=str(path))
     rows = []
-    try:
-        if task == "TextClassifier":
-            options = text.TextClassifierOptions(base_options=base, max_results=-1)
-            with text.TextClassifier.create_from_options(options) as classifier:
-                for t in texts:
-                    categories = classifier.classify(t).classifications[0].categories
-                    row = np.zeros(len(categories))
-                    for c in categories:
-                        row[c.index] = c.score
-                    rows.append(row)
-        else:
-            with text.TextEmbedder.create_from_options(text.TextEmbedderOptions(base_options=base)) as embedder:
-                rows = [np.asarray(embedder.embed(t).embeddings[0].embedding, dtype=np.float64) for t in texts]
-    except (RuntimeError, ValueError) as exc:
-        raise ConversionError(f"MediaPipe's {task} cannot use {Path(path).name}: {' '.join(str(exc).split())[:400]}"
-                              ) from None
+    with quiet_native():  # MediaPipe's own log lines as its graph starts (an error of ours drops them)
+        try:
+            if task == "TextClassifier":
+                options = text.TextClassifierOptions(base_options=base, max_results=-1)
+                with text.TextClassifier.create_from_options(options) as classifier:
+                    for t in texts:
+                        categories = classifier.classify(t).classifications[0].categories
+                        row = np.zeros(len(categories))
+                        for c in categories:
+                            row[c.index] = c.score
+                        rows.append(row)
+            else:
+                with text.TextEmbedder.create_from_options(text.TextEmbedderOptions(base_options=base)) as embedder:
+                    rows = [np.asarray(embedder.embed(t).embeddings[0].embedding, dtype=np.float64) for t in texts]
+        except (RuntimeError, ValueError) as exc:
+            raise ConversionError(f"MediaPipe's {task} refused {path}: {engine_reason(exc)}") from None
     return np.stack(rows)
+
+
+def engine_reason(exc: BaseException, limit: int = 300) -> str:
+    """MediaPipe's message as one line: from its failed check on (the graph and node names
+    before it say nothing a user can act on), cut to ``limit`` characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    at = text.find("RET_CHECK failure")
+    text = text[at:] if at >= 0 else text
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
 
 
 def session_answers(path: str | Path, tokenizer, texts: Sequence[str], seq_len: int) -> np.ndarray:

@@ -47,18 +47,18 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     """Write ``model`` to ``out_path`` as ONNX whose input is one string, ``tokenizer``'s
     spiece.model inside (see the module notes). ``seq_len`` is the length the inner export traces
     with. Written under a temporary name and renamed into place once complete."""
-    from albert_edge.tokenizer import find_spiece
-
     from . import onnx as onnx_export
+    from .spiece_rules import checked_spiece
 
     if tokenizer is None:
         raise ConversionError("the onnx-text target puts the tokenizer into the file: the checkpoint directory "
                               "needs its spiece.model")
+    # before the export: an id past the embedding table would only fail in onnxruntime's Gather
+    spiece = checked_spiece(tokenizer, model, "onnx-text")
     try:
         extensions_package()
     except RuntimeUnavailable as exc:
         raise ConversionError(str(exc)) from None
-    spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
     out_path = Path(out_path)
     with tempfile.TemporaryDirectory(prefix=".onnx-text-", dir=out_path.parent) as tmp:
         inner = onnx_export.export(model, Path(tmp) / "model.onnx", seq_len=seq_len,

@@ -16,6 +16,8 @@ from albert_edge.errors import ConversionError
 
 from albert_edge.formats.graph import INPUT_NAMES, GraphContents
 
+from .native_logs import quiet_native
+
 __all__ = ["PteSession", "read_contents", "verify_options", "VERIFY_LENGTHS"]
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,8 @@ class PteSession:
 
         self.path = Path(path)
         try:
-            self._session = Session(self.path)
+            with quiet_native():  # ExecuTorch's cpuinfo lines as its thread pool starts
+                self._session = Session(self.path)
         except RuntimeUnavailable as exc:
             raise ConversionError(f"cannot run {self.path.name}: {exc}") from None
         self.input_names = INPUT_NAMES
@@ -45,9 +48,10 @@ class PteSession:
         self.output_names = tuple(output_names) if len(output_names) == count else tuple(f"output_{i}" for i in range(count))
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rows = [list(self._session.run({n: np.ascontiguousarray(feeds[n][b:b + 1], dtype=np.int64)
-                                        for n in INPUT_NAMES}).values())
-                for b in range(feeds["input_ids"].shape[0])]
+        with quiet_native():
+            rows = [list(self._session.run({n: np.ascontiguousarray(feeds[n][b:b + 1], dtype=np.int64)
+                                            for n in INPUT_NAMES}).values())
+                    for b in range(feeds["input_ids"].shape[0])]
         return {name: np.concatenate([r[i] for r in rows]) for i, name in enumerate(self.output_names)}
 
 

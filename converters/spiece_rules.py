@@ -25,7 +25,7 @@ from pathlib import Path
 
 from albert_edge.tokenizer import _field_spans, _fields
 
-__all__ = ["albert_rules", "with_albert_normalizer", "RULE_NAME"]
+__all__ = ["albert_rules", "with_albert_normalizer", "checked_spiece", "embedding_rows", "RULE_NAME"]
 
 RULE_NAME = "albert_nmt_nfkc"
 _NORMALIZER_SPEC = 3  # ModelProto.normalizer_spec
@@ -53,6 +53,35 @@ def albert_rules() -> list[tuple[str, str]]:
     rules = [(c, t) for c, t in zip(chars, targets) if t != c]
     rules += [(pair, nfkc.normalize(quote)) for pair, quote in _QUOTES.items()]
     return rules
+
+
+def embedding_rows(model) -> int:
+    """The rows of ``model``'s word-embedding table: the ids it has a vector for."""
+    from albert_edge.model import AlbertEmbeddings
+
+    for module in model.modules():
+        if isinstance(module, AlbertEmbeddings):
+            return int(module.word_embeddings.num_embeddings)
+    return int(model.config.vocab_size)
+
+
+def checked_spiece(tokenizer, model, target: str) -> Path:
+    """The spiece.model of ``tokenizer`` (an AlbertTokenizer, a spiece.model path or a checkpoint
+    directory), checked before ``target`` exports anything: sentencepiece loads it, it has ALBERT's
+    special pieces, and it has one piece per row of ``model``'s word embeddings. The engines do
+    not check it: sentencepiece's parser fails inside MediaPipe's metadata writer, and an id
+    past the table fails inside the app's Gather."""
+    from albert_edge.errors import TokenizerError
+    from albert_edge.tokenizer import AlbertTokenizer, find_spiece
+
+    spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
+    pieces = AlbertTokenizer(spiece).vocab_size  # TokenizerError naming the file when it is not a model
+    rows = embedding_rows(model)
+    if pieces != rows:
+        raise TokenizerError(f"{spiece} has {pieces} pieces but the model's word embeddings have {rows} rows: the "
+                             f"{target} target packs the tokenizer with the model, and they must match (give the "
+                             "checkpoint the spiece.model it was trained with)")
+    return spiece
 
 
 def _tsv(rules: list[tuple[str, str]]) -> str:

@@ -39,6 +39,8 @@ from albert_edge.formats.graph import DEFAULT_LAYER_FORM, INPUT_NAMES, LAYER_FOR
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
 from albert_edge.formats.weights import model_param_bytes
 
+from .native_logs import quiet_native, quiet_tensorflow_env
+
 if TYPE_CHECKING:
     from torch import nn
 
@@ -105,7 +107,8 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128,
 
     start = time.perf_counter()
     try:
-        with staged(out_path) as tmp:
+        # TensorFlow's start-up lines (absl, CUDA probing) from this process and its children
+        with staged(out_path) as tmp, quiet_native(tensorflow=True):
             if _converts_in_child():
                 _convert_in_children(model, tmp, seq_len, layers, static_len)
             else:
@@ -176,7 +179,7 @@ def _in_fresh_process(saved: str, buffer_offset: bool, output_names: tuple[str, 
     with tempfile.NamedTemporaryFile(prefix="albert-edge-tflite-", suffix=".error") as error:
         args = json.dumps([saved, buffer_offset, list(output_names), str(path), seq_len, error.name])
         # Its stdout onto stderr: this process's stdout may be a --json answer.
-        done = subprocess.run(python("-c", _FRESH_PROCESS_MAIN, args), env=child_env(TF_CPP_MIN_LOG_LEVEL="2"),
+        done = subprocess.run(python("-c", _FRESH_PROCESS_MAIN, args), env=quiet_tensorflow_env(child_env()),
                               stdin=subprocess.DEVNULL, stdout=2)
         _raise_for(done.returncode, Path(error.name).read_text(errors="replace").strip())
 
@@ -303,6 +306,8 @@ def _run_converter(saved_model: str, buffer_offset: bool, run=None) -> bytes:
 
 
 def _import_tensorflow():
+    if "tensorflow" not in sys.modules:
+        quiet_tensorflow_env()  # read as TensorFlow loads; a level the user set is kept
     try:
         tf = optional_import("tensorflow")
     except ImportError:
