@@ -1,7 +1,7 @@
 """A classifier's labels: one name per output class, the names an app shows.
 
-Every place that writes labels (the MediaPipe target's labels.txt, a demo bundle's labels.json)
-or reads them (``inspect`` of a MediaPipe file, the report's snippets, the demo) checks them here,
+Every place that writes labels (the MediaPipe target's labels.txt, a conversion folder's and a
+demo bundle's labels.json) or reads them (``inspect`` of a MediaPipe file, the report's snippets, the demo) checks them here,
 with one rule: one label per output, each a non-empty, single-line string (no line break: a
 labels.txt holds one per line), no two alike, not transformers' ``LABEL_0, LABEL_1, ...``
 placeholders. What is refused names the label (its index and value) and the fix. Standard
@@ -16,11 +16,16 @@ from typing import Any
 
 from .errors import AlbertEdgeError
 
-__all__ = ["LabelError", "CONFIG_FIX", "check_labels", "check_task_labels", "is_placeholder"]
+__all__ = ["LabelError", "CONFIG_FIX", "LABELS_FILE", "check_labels", "check_task_labels", "is_placeholder",
+           "labels_json"]
 
 # How to fix the labels of a checkpoint (what convert reads).
 CONFIG_FIX = "edit id2label in the checkpoint's config.json"
 _PLACEHOLDER = re.compile(r"LABEL_\d+")
+# The labels an app reads beside an ids-in file: a JSON list, label i naming output class i. JSON
+# (not a labels.txt of lines) because every app platform parses it in one call and it holds any
+# string as it is; the demo bundle's labels.json is the same file.
+LABELS_FILE = "labels.json"
 
 
 class LabelError(AlbertEdgeError, ValueError):
@@ -72,6 +77,13 @@ def check_task_labels(task: Mapping[str, Any] | None, outputs: Sequence[Mapping[
     classes = shape[-1] if shape and isinstance(shape[-1], int) and shape[-1] > 0 else None
     check_labels(task.get("labels") or (), classes, where=f"{file}: its packed labels.txt",
                  fix=f"convert the checkpoint again after you {CONFIG_FIX}")
+
+
+def labels_json(labels: Sequence[str]) -> str:
+    """The text of a :data:`LABELS_FILE` of checked ``labels``."""
+    import json
+
+    return json.dumps(list(labels), ensure_ascii=False) + "\n"
 
 
 def _json(value: Any) -> str:

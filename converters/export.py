@@ -1,6 +1,10 @@
 """Convert a checkpoint (or a model) to every asked target: export each file under a temporary
 name, verify it against PyTorch, and only when all passed move them in place and write
-``manifest.json`` last. An interrupted or failed conversion leaves nothing that looks finished."""
+``manifest.json`` last. An interrupted or failed conversion leaves nothing that looks finished.
+
+Beside the model files go the files an app reads with them (:mod:`.app_files`): the tokenizer
+(spiece.model, the checkpoint's own) and a classifier's labels (labels.json), whose names are
+checked before the first export."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from albert_edge.errors import ConversionError
 from albert_edge.files import check_not_input, check_output_dir, staged
 
 from albert_edge.formats import manifest as manifest_io
+from . import app_files
 from .outputs import head_of, select_outputs
 from .result import ConversionResult, ConvertedFile
 from . import targets as registry
@@ -85,7 +90,10 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
         )
     if tokenizer is None and source.get("checkpoint"):
         tokenizer = _checkpoint_tokenizer(Path(source["checkpoint"]))
-    result = ConversionResult(out_dir=out, head=source["head"])
+    app = app_files.plan(model, tokenizer, source, wanted)  # labels refused here, before any export
+    result = ConversionResult(out_dir=out, head=source["head"], notes=list(app.notes))
+    for note in app.notes:  # the result and the manifest carry them; the CLI prints them
+        log.info("%s", note)
     done = 1
     for target in wanted:
         given = {**({"opset": opset} if opset is not None else {}), **export_options}
@@ -102,6 +110,7 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
             result.files.append(target.exporter().quantized(model, converted, tmp, scheme, tokenizer=tokenizer,
                                                             seq_len=seq_len, **options))
     step("write manifest", done, steps)
+    result.app_files = app_files.write(tmp, app)
     result.manifest_path = _write_manifest(tmp, out, result, source, config, seq_len)
     step("done", steps, steps)
     return result
@@ -212,7 +221,8 @@ def _write_manifest(tmp: Path, out: Path, result: ConversionResult, source: dict
     for f in result.files:
         f.path = out / f.name
     manifest = manifest_io.Manifest(source=source, config=config.to_hf_dict(), seq_len=seq_len,
-                                    files=[f.entry for f in result.files])
+                                    files=[f.entry for f in result.files], app_files=list(result.app_files),
+                                    app_notes=list(result.notes))
     manifest.files += _kept_entries(previous, manifest, seq_len)
     manifest_io.write(manifest, tmp)
     for item in tmp.iterdir():

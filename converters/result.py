@@ -1,4 +1,5 @@
-"""What a conversion hands back: each file written, verified, with its manifest entry."""
+"""What a conversion hands back: each file written, verified, with its manifest entry; the files
+an app reads beside them (tokenizer, labels) and why any is missing."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class ConversionResult:
     manifest_path: Path | None = None
     head: str = "base"
     seconds: float = 0.0
+    app_files: list[manifest_io.AppFile] = field(default_factory=list)  # spiece.model, labels.json
+    notes: list[str] = field(default_factory=list)  # what an app will miss ("no spiece.model: ...")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,4 +46,6 @@ class ConversionResult:
                  "export_seconds": round(f.export_seconds, 3), "verify_seconds": round(f.verify_seconds, 3)}
                 for f in self.files
             ],
+            "app_files": [{**asdict(a), "path": str(self.out_dir / a.name)} for a in self.app_files],
+            "notes": list(self.notes),
         }

@@ -82,6 +82,7 @@ class Target:
     extra: str  # the pip extra the exporter needs: albert-edge[extra]
     load: Lazy[Exporter] = field(compare=False, repr=False)
     options: tuple[str, ...] = ()  # convert() options the exporter takes, besides seq_len
+    labels: bool = False  # the file packs a classifier's label names (a classifier without them is refused)
 
     @property
     def file_name(self) -> str:
@@ -144,6 +145,13 @@ def _onnx_text() -> Exporter:
     return Exporter(onnx_text.export, onnx_text.verify_file, onnx_text.SCHEMES, onnx_text.quantized_file)
 
 
+def _transformers_js() -> Exporter:
+    from . import transformers_js
+
+    # The file is the fp32 model of a folder transformers.js loads; the folder is checked with it.
+    return Exporter(transformers_js.export, transformers_js.check)
+
+
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("onnx", ".onnx", "onnx", "convert", Lazy(_onnx), options=("opset", "external_data_threshold", "static")),
     Target("tflite", ".tflite", "tflite", "convert", Lazy(_tflite), options=("layers", "static")),
@@ -152,9 +160,14 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     # ONNX Runtime's own format, what ONNX Runtime Mobile loads.
     Target("ort", ".ort", "ort", "convert", Lazy(_ort), options=("opset", "scheme", "static")),
     # A .tflite with TFLite metadata and the tokenizer inside, for MediaPipe Tasks (albert-edge[mobile]).
-    Target("mediapipe", ".mediapipe.tflite", "tflite", "mobile", Lazy(_mediapipe), options=("tokenizer",)),
+    Target("mediapipe", ".mediapipe.tflite", "tflite", "mobile", Lazy(_mediapipe), options=("tokenizer",),
+           labels=True),
     # An .onnx whose input is the text: the tokenizer is a node (onnxruntime-extensions, albert-edge[onnx-text]).
     Target("onnx-text", ".text.onnx", "onnx", "onnx-text", Lazy(_onnx_text), options=("tokenizer", "opset", "scheme")),
+    # A folder for transformers.js (config.json, tokenizer.json, onnx/model.onnx and model_quantized.onnx)
+    # beside its fp32 file, which the manifest lists (converters.transformers_js).
+    Target("transformers-js", ".transformers-js.onnx", "onnx", "convert", Lazy(_transformers_js),
+           options=("tokenizer", "opset")),
 )}
 
 

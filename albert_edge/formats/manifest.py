@@ -1,7 +1,9 @@
 """``manifest.json``: what a conversion wrote, beside the files. For each file its name, sha256,
 size, format (and opset or TFLite schema version), inputs and outputs, parity with PyTorch and
-stored vs unique weight bytes; for the whole directory the source checkpoint and its config.
-Reading it needs only the standard library (``albert-edge info`` runs on the device).
+stored vs unique weight bytes; for the whole directory the source checkpoint and its config, and
+the files an app reads beside the model files (``app_files``: the tokenizer, a classifier's
+labels) with a note for each it could not have (``app_notes``). Reading it needs only the
+standard library (``albert-edge info`` runs on the device).
 
 Every reader of a conversion folder or bundle checks the files it uses against their entries
 with :func:`check_file` (or :func:`check_beside` / :func:`check_listed`): ``info``, ``inspect``,
@@ -22,11 +24,13 @@ from albert_edge import __version__
 from albert_edge.errors import ConversionError
 from albert_edge.files import atomic_write
 
-__all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "Manifest", "file_entry", "to_text", "write", "read", "sha256_of",
+__all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "AppFile", "APP_ROLES", "Manifest", "app_file_entry", "file_entry", "to_text", "write", "read", "sha256_of",
            "static_length", "FileChanged", "file_sha256", "check_file", "check_beside", "check_listed"]
 
 MANIFEST_NAME = "manifest.json"
-SCHEMA_VERSION = 1
+# 2: app_files and app_notes. A manifest of 1 has neither and reads as listing no app file (its
+# folder may still hold one, unchecked: convert again to have it listed).
+SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -54,6 +58,19 @@ class FileEntry:
 
 
 @dataclass
+class AppFile:
+    """A file an app reads beside the model files, as the conversion copied or wrote it."""
+
+    name: str  # spiece.model, labels.json
+    role: str  # "tokenizer" (the checkpoint's sentencepiece model, as it is) | "labels" (a JSON list, class order)
+    sha256: str
+    size: int
+
+
+APP_ROLES = ("tokenizer", "labels")
+
+
+@dataclass
 class Manifest:
     source: dict[str, Any]  # {"checkpoint": path or None, "head": ..., "format": ...}
     config: dict[str, Any]  # the Hugging Face config.json dict
@@ -62,6 +79,8 @@ class Manifest:
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     albert_edge_version: str = __version__
     schema_version: int = SCHEMA_VERSION
+    app_files: list[AppFile] = field(default_factory=list)
+    app_notes: list[str] = field(default_factory=list)  # why an app file is not there ("no spiece.model: ...")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +90,10 @@ class Manifest:
             if entry.name == name:
                 return entry
         raise KeyError(name)
+
+    def app_file(self, role: str) -> AppFile | None:
+        """The app file of ``role`` ("tokenizer" or "labels"), None when the folder has none."""
+        return next((a for a in self.app_files if a.role == role), None)
 
 
 def sha256_of(path: str | os.PathLike) -> str:
@@ -144,10 +167,11 @@ def check_beside(path: str | os.PathLike, fix: str = "convert again") -> FileEnt
 
 
 def check_listed(directory: str | os.PathLike, fix: str = "convert again") -> Manifest:
-    """Read ``directory``'s manifest and check every file it lists (:func:`check_file`)."""
+    """Read ``directory``'s manifest and check every file it lists (:func:`check_file`), the app
+    files too."""
     directory = Path(directory)
     manifest = read(directory)
-    for entry in manifest.files:
+    for entry in [*manifest.files, *manifest.app_files]:
         if Path(entry.name).name != entry.name:
             raise FileChanged(f"{directory / MANIFEST_NAME} lists {entry.name!r}, which is not a file of its folder: "
                               f"{fix}")
@@ -157,7 +181,13 @@ def check_listed(directory: str | os.PathLike, fix: str = "convert again") -> Ma
 
 def _entry_dict(entry: FileEntry | dict[str, Any]) -> dict[str, Any]:
     return entry if isinstance(entry, dict) else {"size": entry.size, "sha256": entry.sha256,
-                                                  "data_files": entry.data_files}
+                                                  "data_files": getattr(entry, "data_files", [])}
+
+
+def app_file_entry(path: str | os.PathLike, role: str, name: str | None = None) -> AppFile:
+    """The manifest entry of an app file at ``path`` (``name``: its final name)."""
+    path = Path(path)
+    return AppFile(name=name or path.name, role=role, sha256=sha256_of(path), size=path.stat().st_size)
 
 
 def file_entry(path: str | os.PathLike, report, name: str | None = None) -> FileEntry:
@@ -242,6 +272,12 @@ def read(path: str | os.PathLike) -> Manifest:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         files = [FileEntry(**entry) for entry in data.pop("files")]
-        return Manifest(files=files, **data)
+        app_files = [AppFile(**entry) for entry in data.pop("app_files", None) or ()]  # none before schema 2
+        manifest = Manifest(files=files, app_files=app_files, **data)
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise ConversionError(f"{path} is not an albert-edge manifest: {exc}") from None
+    for app in manifest.app_files:
+        if app.role not in APP_ROLES or not isinstance(app.name, str) or Path(app.name).name != app.name:
+            raise ConversionError(f"{path} is not an albert-edge manifest: app file {app.name!r} ({app.role!r}) "
+                                  f"is not a {' or '.join(APP_ROLES)} file of its folder")
+    return manifest
