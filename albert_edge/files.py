@@ -24,6 +24,13 @@ has without being told to. Standard library only (device side).
   refuses, with or without ``force``, an output that is, holds or lies inside something the
   command reads (``--force`` replaces our earlier output, never an input). :func:`staged` itself
   replaces whatever is at ``out``: a writer checks first.
+- :func:`interrupt_note`: what a command stopped by Ctrl-C or SIGTERM left behind: the outputs put
+  in place before the interrupt, named as complete (an interrupt that lands just after an install
+  finds them whole), and nothing half-written.
+
+A full disk is told as a full disk whoever was writing: Python's own OSError, a library that says
+so in its own words, or an engine (onnxruntime's .ort serializer) that only says it failed to save
+the temporary file it was given; the free space is looked at before the temporaries are removed.
 """
 
 from __future__ import annotations
@@ -34,20 +41,32 @@ import errno
 import functools
 import glob
 import os
+import re
 import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from .errors import OutputError, user_message
+from .errors import AlbertEdgeError, OutputError, user_message
 
 __all__ = ["staged", "staged_files", "atomic_write", "cache_root", "check_new_file", "check_output_dir",
-           "check_not_input",
+           "check_not_input", "interrupt_note", "completed_outputs",
            "staged_dir", "install", "link_or_copy", "write_failure", "missing_root", "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.
 STAGING_MARK = ".albert-edge-tmp"
+# Free space below this after a failed write: the disk is full (what is left is file-system slack).
+_NEARLY_FULL = 64 * 1024
+# How libraries other than Python's own say that the disk is full.
+_FULL_SIGNS = ("No space left", "StorageFull", "os error 28", "ENOSPC", "Disk quota exceeded")
+# How an engine says it failed to write a file it was given (onnxruntime: "Failed to save ORT format
+# model to file: ..."), with no reason: then the free space decides.
+_SAVING = re.compile(r"\b(save|saving|write|writing|written|serializ\w*|flush\w*)\b", re.IGNORECASE)
+# Each output this process began to put in place, with the mark (device, inode) of its new version
+# (interrupt_note): complete wherever an interrupt landed if the mark is what is there, found by
+# looking as _put_back finds it. Never an output inside a staging directory or under cache_root().
+_placing: list[tuple[Path, tuple[int, int]]] = []
 
 
 def cache_root() -> Path:
@@ -79,28 +98,54 @@ def missing_root(path: str | os.PathLike) -> Path | None:
     return path
 
 
-def write_failure(exc: BaseException, directory: str | os.PathLike) -> str | None:
+def write_failure(exc: BaseException, directory: str | os.PathLike,
+                  staged: Sequence[str | os.PathLike] = ()) -> str | None:
     """What to tell the user when writing failed for a reason of theirs (a full disk, a
     read-only file system); None for anything else. Writers other than Python's own (torch,
-    safetensors) report a full disk in their own words, so the free space is looked at too."""
+    safetensors) report a full disk in their own words, so the free space is looked at too.
+    ``staged`` are the temporaries the failed block wrote, still there: an engine that says only
+    that it failed to save one of them (onnxruntime's .ort serializer) wrote on a full disk when
+    the disk now has less room than they hold: the engine's own scratch files, removed as its
+    error unwound, are all that was freed since."""
     if isinstance(exc, OutputError) or not isinstance(exc, Exception):
         return None
     reason = user_message(exc) if isinstance(exc, OSError) else None
-    if reason is None and _disk_full(exc, directory):
+    if reason is None and _disk_full(exc, Path(directory), [Path(p) for p in staged]):
         reason = user_message(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
     return reason
 
 
-def _disk_full(exc: Exception, directory: Path) -> bool:
+def _disk_full(exc: Exception, directory: Path, staged: Sequence[Path] = ()) -> bool:
     text = str(exc)
-    if "No space left" in text or "StorageFull" in text or "os error 28" in text:
+    if any(sign in text for sign in _FULL_SIGNS):
         return True
+    free = _free_bytes(directory)
+    if free is None:
+        return False
+    if free < _NEARLY_FULL:
+        return True
+    named = any(str(p) in text or p.name in text for p in staged)
+    return named and _SAVING.search(text) is not None and free < sum(map(_bytes_held, staged)) + _NEARLY_FULL
+
+
+def _free_bytes(directory: Path) -> int | None:
+    """Bytes an unprivileged writer may still use on ``directory``'s file system."""
     try:
         root = missing_root(directory)
-        stats = os.statvfs(Path(directory) if root is None else root.parent)
+        stats = os.statvfs(directory if root is None else root.parent)
     except OSError:
-        return False
-    return stats.f_bavail * stats.f_frsize < 64 * 1024
+        return None
+    return stats.f_bavail * stats.f_frsize
+
+
+def _bytes_held(path: Path) -> int:
+    """The bytes a temporary file or directory holds (0 when it is not there)."""
+    try:
+        if not path.is_dir() or path.is_symlink():
+            return os.lstat(path).st_size
+        return sum(os.lstat(os.path.join(top, name)).st_size for top, _, names in os.walk(path) for name in names)
+    except OSError:
+        return 0
 
 
 def _umask() -> int:
@@ -201,10 +246,14 @@ def staged(out: str | os.PathLike, *, directory: bool = False, keep: bool = True
     When it raises (an interrupt or ``verify`` too), the temporary file or directory and any parent
     directory made for it are removed and ``out`` is as it was. A full disk or a read-only file
     system becomes one OutputError ("cannot write OUT: the disk is full: ... (OUT was left as it
-    was)"); an OutputError raised inside names ``out``, not the temporary name."""
+    was)"), whoever was writing (:func:`write_failure`); an error raised inside names ``out``, not
+    the temporary name. Once ``out`` is in place it stays: an interrupt that lands after that
+    (while the old version is removed, or later in the command) finds it complete, and
+    :func:`interrupt_note` says so."""
     out = Path(out)
     tmp: Path | None = None
     made = None
+    placed: list = []
     try:
         _recover(out)
         made = missing_root(out.parent)
@@ -216,7 +265,7 @@ def staged(out: str | os.PathLike, *, directory: bool = False, keep: bool = True
                 else f"cannot create a temporary directory in {out.parent}: " if directory else "")
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
-        _raise_named(exc, out, None, what)
+        _raise_named(exc, [(None, out)], write_failure(exc, out.parent), what)
     try:
         yield tmp
         if directory:
@@ -231,13 +280,16 @@ def staged(out: str | os.PathLike, *, directory: bool = False, keep: bool = True
             verify(tmp)
         if not directory:
             os.chmod(tmp, (0o777 if tmp.is_dir() else 0o666) & ~_umask())  # a writer that made a directory
-        install([(tmp, out)])
+        placed = _put_in_place([(tmp, out)])
     except BaseException as exc:
+        reason = write_failure(exc, out.parent, [tmp])  # before the temporary's bytes are freed
         _remove(tmp)
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
-        _raise_named(exc, out, tmp)
-    if os.path.lexists(tmp):  # install removed the old version; this is only in case
+        _raise_named(exc, [(tmp, out)], reason)
+    finally:  # in place: the old version goes, even when an interrupt lands now
+        _drop_old(placed)
+    if os.path.lexists(tmp):  # the old version was removed; this is only in case
         _remove(tmp)
 
 
@@ -249,20 +301,26 @@ def staged_files(outs: Sequence[str | os.PathLike]) -> Iterator[list[Path]]:
     written takes its file's place, all as one step (:func:`install`); a file whose temporary was
     not written stays as it was (write none to leave everything as it was). When it raises (an
     interrupt too), every temporary is removed and every file is as it was; a full disk becomes one
-    OutputError naming the first file, as :func:`staged` says."""
+    OutputError naming the file being written (the first, when that cannot be told), as
+    :func:`staged` says. Once in place the files stay: an interrupt after that finds them complete
+    (:func:`interrupt_note`)."""
     paths = [Path(o) for o in outs]
     tmps = [_temporary_name(p) for p in paths]
+    placed: list = []
     try:
         yield tmps
         written = [(t, p) for t, p in zip(tmps, paths) if os.path.lexists(t)]
         for t, _ in written:
             os.chmod(t, 0o666 & ~_umask())
-        install(written)
+        placed = _put_in_place(written)
     except BaseException as exc:
+        reason = write_failure(exc, paths[0].parent, tmps)  # before the temporaries' bytes are freed
         for t in tmps:
             _remove(t)
-        _raise_named(exc, paths[0], tmps[0])
-    for t in tmps:  # install removed the old versions; this is only in case
+        _raise_named(exc, list(zip(tmps, paths)), reason)
+    finally:  # in place: the old versions go, even when an interrupt lands now
+        _drop_old(placed)
+    for t in tmps:  # the old versions were removed; this is only in case
         if os.path.lexists(t):
             _remove(t)
 
@@ -273,21 +331,76 @@ def _temporary_name(out: Path) -> Path:
     return out.with_name(f".{out.name[:max(8, 250 - len(tail))]}{tail}")
 
 
-def _raise_named(exc: BaseException, out: Path, tmp: Path | None, what: str = "") -> None:
-    """Raise what :func:`staged` raises for ``exc`` (the exception being handled): one OutputError
-    naming ``out`` for an error the user can fix, ``exc`` itself for anything else (an interrupt,
-    a bug). An output inside another one's staging directory leaves "was left as it was" to the
-    outer one, which names the final path."""
-    left = "" if any(STAGING_MARK in part for part in out.parent.parts) else f" ({out} was left as it was)"
+def _raise_named(exc: BaseException, staged: Sequence[tuple[Path | None, Path]], reason: str | None,
+                 what: str = "") -> None:
+    """Raise what :func:`staged` raises for ``exc`` (the exception being handled) while it wrote the
+    (temporary, output) pairs ``staged``: one OutputError naming the output for an error the user
+    can fix (``reason``, from :func:`write_failure`), ``exc`` itself for anything else (an
+    interrupt, a bug), its message naming outputs instead of temporary names. The output named is
+    the one whose temporary the error names, else the first. An output inside another one's
+    staging directory leaves "was left as it was" to the outer one, which names the final path."""
+    text = str(exc)
+    out = next((o for t, o in staged if t is not None and (str(t) in text or t.name in text)), staged[0][1])
+    outs = [o for _, o in staged if not any(STAGING_MARK in part for part in o.parent.parts)]
+    left = "" if not outs else f" ({outs[0]} was left as it was)" if len(outs) == 1 else \
+        f" ({', '.join(map(str, outs[:-1]))} and {outs[-1]} were left as they were)"
     if isinstance(exc, OutputError):
-        message = str(exc) if tmp is None else str(exc).replace(str(tmp), str(out))
-        raise OutputError(message if message.endswith(" was left as it was)") else message + left) from exc
-    reason = write_failure(exc, out.parent)
+        message = _named(text, staged)
+        raise OutputError(message if message.endswith((" was left as it was)", " were left as they were)"))
+                          else message + left) from exc
     if reason is None:
+        if isinstance(exc, AlbertEdgeError) and _named(text, staged) != text:
+            try:
+                renamed = type(exc)(_named(text, staged))
+            except TypeError:  # an error class with other arguments: raised as it is
+                raise exc from None
+            raise renamed from exc
         raise exc
-    if tmp is not None:
-        reason = reason.replace(str(tmp), str(out))
-    raise OutputError(f"cannot write {out}: {what}{reason}{left}") from exc
+    raise OutputError(f"cannot write {out}: {what}{_named(reason, staged)}{left}") from exc
+
+
+def _named(text: str, staged: Sequence[tuple[Path | None, Path]]) -> str:
+    """``text`` naming each output where it named the output's temporary."""
+    for tmp, out in staged:
+        if tmp is not None:
+            text = text.replace(str(tmp), str(out)).replace(tmp.name, out.name)
+    return text
+
+
+def _placing_now(pairs: Sequence[tuple[Path, Path]], marks: Sequence[tuple[int, int]]) -> None:
+    """Note the outputs about to be put in place with their new versions' marks (:func:`interrupt_note`);
+    outputs inside a staging directory (the outer output is what counts) and cache entries are not
+    the user's outputs."""
+    cache = cache_root()
+    for (_, dst), mark in zip(pairs, marks):
+        if not any(STAGING_MARK in part for part in dst.parts) and cache not in Path(os.path.abspath(dst)).parents:
+            _placing.append((dst, mark))
+
+
+def completed_outputs() -> list[Path]:
+    """The outputs this process has put in place (once each, in order) whose new version is there
+    now: looked at, so an interrupt at any step of :func:`install` is told right."""
+    done: dict[Path, None] = {}
+    for dst, mark in _placing:
+        with contextlib.suppress(OSError):
+            if os.path.lexists(dst) and _mark(dst) == mark:
+                done[dst] = None
+    return list(done)
+
+
+def interrupt_note() -> str:
+    """What a command stopped by Ctrl-C or SIGTERM left behind, for its one line: the outputs put
+    in place before the interrupt, each complete (an interrupt that lands just after an install
+    finds them whole), and nothing half-written (every output being written was left as it was)."""
+    done = completed_outputs()
+    nothing = "nothing half-written was left behind"
+    if not done:
+        return nothing
+    if len(done) > 4:  # the last ones are those the interrupt came just after
+        last = ", ".join(map(str, done[-4:]))
+        return f"{len(done)} outputs are complete (written before the interrupt), the last {last}; {nothing}"
+    verb = "is" if len(done) == 1 else "are"
+    return f"{', '.join(map(str, done))} {verb} complete (written before the interrupt); {nothing}"
 
 
 def staged_dir(out: str | os.PathLike, keep: bool = True) -> contextlib.AbstractContextManager[Path]:
@@ -302,16 +415,26 @@ def staged_dir(out: str | os.PathLike, keep: bool = True) -> contextlib.Abstract
 def install(moves: Sequence[tuple[str | os.PathLike, str | os.PathLike]]) -> None:
     """Put each new file or directory (first of a pair) in place of its destination (second), all
     as one step. When this returns, every destination holds its new version and the old versions
-    are gone; when it raises (an interrupt included, at any point), every destination holds what
-    it held before and the new versions are where they were. Old versions are removed only once
-    all new ones are in place. Each new path must be on the destination's file system.
+    are gone; when it raises before every new version is in place (an interrupt included, at any
+    point), every destination holds what it held before and the new versions are where they were.
+    An interrupt while the old versions are removed leaves the new ones in place, whole, and the
+    old ones removed. Each new path must be on the destination's file system.
 
     Where the kernel swaps two names at once (Linux renameat2 with RENAME_EXCHANGE), a destination
     never goes missing, even for a process killed outright; elsewhere the old version is renamed
     aside first, and a destination killed in that instant is restored by the next write to it."""
+    _drop_old(_put_in_place(moves))
+
+
+_Placed = tuple[Path, Path, tuple[int, int], Path]  # new, destination, the new one's mark, aside
+
+
+def _put_in_place(moves: Sequence[tuple[str | os.PathLike, str | os.PathLike]]) -> list[_Placed]:
+    """The renames of :func:`install`, undone when they raise; returns what :func:`_drop_old` removes."""
     pairs = [(Path(new), Path(dst)) for new, dst in moves]
     marks = [_mark(new) for new, _ in pairs]
     asides = [dst.with_name(f".{dst.name}.{os.getpid()}-{i}.old{STAGING_MARK}") for i, (_, dst) in enumerate(pairs)]
+    _placing_now(pairs, marks)
     try:
         for (new, dst), aside in zip(pairs, asides):
             if not os.path.lexists(dst):
@@ -323,10 +446,25 @@ def install(moves: Sequence[tuple[str | os.PathLike, str | os.PathLike]]) -> Non
         for (new, dst), mark, aside in reversed(list(zip(pairs, marks, asides))):
             _put_back(new, dst, mark, aside)
         raise
-    for (new, dst), mark, aside in zip(pairs, marks, asides):
-        for old in (new, aside):  # after a swap the old version is at the new one's name
-            if os.path.lexists(old) and _mark(old) != mark:
-                _remove(old)
+    return [(new, dst, mark, aside) for (new, dst), mark, aside in zip(pairs, marks, asides)]
+
+
+def _drop_old(placed: Sequence[_Placed]) -> None:
+    """Remove the old versions :func:`_put_in_place` left (after a swap, at the new one's name; else
+    aside). An interrupt while doing so finishes the removal before it goes on: the new versions
+    are in place, and no old one is left behind as a leftover."""
+    try:
+        for new, _, mark, aside in placed:
+            for old in (new, aside):
+                if os.path.lexists(old) and _mark(old) != mark:
+                    _remove(old)
+    except BaseException:
+        for new, _, mark, aside in placed:
+            for old in (new, aside):
+                with contextlib.suppress(OSError):
+                    if os.path.lexists(old) and _mark(old) != mark:
+                        _remove(old)
+        raise
 
 
 def _put_back(new: Path, dst: Path, mark: tuple[int, int], aside: Path) -> None:

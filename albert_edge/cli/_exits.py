@@ -25,9 +25,13 @@ def fail(message: str, code: int) -> click.ClickException:
     return err
 
 
-def signalled(signum: int, left: str = "nothing half-written was left behind") -> click.ClickException:
+def signalled(signum: int, left: str | None = None) -> click.ClickException:
     """The one line and exit code of a command that SIGTERM or SIGINT (Ctrl-C) stopped; ``left``
-    says what it left behind."""
+    says what it left behind (default: albert_edge.files.interrupt_note, the outputs it completed)."""
+    if left is None:
+        from ..files import interrupt_note
+
+        left = interrupt_note()
     if signum == signal.SIGTERM:
         return fail(f"terminated (SIGTERM); {left}", EXIT_TERMINATED)
     return fail(f"interrupted; {left}", EXIT_INTERRUPTED)
