@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from albert_edge.errors import ConversionError, first_line
+from albert_edge.files import staged
 
 from albert_edge.formats.graph import GraphContents
 
@@ -257,15 +258,16 @@ def write_operator_configs(directory: str | os.PathLike) -> list[Path]:
         path = directory / name
         level = chatter.level
         chatter.setLevel(logging.WARNING)
-        try:
-            create_config_from_models(models, path, with_types)
-        finally:
-            chatter.setLevel(level)
-        lines = path.read_text(encoding="utf-8").splitlines()
-        for i, line in enumerate(lines):
-            if line.startswith("# - "):
-                lines[i] = "# - " + Path(line[4:]).name
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        with staged(path) as tmp:  # a full disk or an interrupt leaves the old file, never half of one
+            try:
+                create_config_from_models(models, tmp, with_types)
+            finally:
+                chatter.setLevel(level)
+            lines = tmp.read_text(encoding="utf-8").splitlines()
+            for i, line in enumerate(lines):
+                if line.startswith("# - "):
+                    lines[i] = "# - " + Path(line[4:]).name
+            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
         written.append(path)
     return written
 
