@@ -2,7 +2,9 @@
 ONNX Runtime's NNAPI execution provider (Kotlin) and its Core ML provider in the MLProgram form
 (Swift), each for the file the report's Accelerators table says to take for it. Written against
 the APIs named in each framework's packages line; like the other snippets, not compiled on a
-phone. Device side: standard library only."""
+phone. Like them, each loads the tokenizer and a classifier's labels by their names in the file's
+folder and names the class the file scores highest (:func:`.snippets.file_snippet`). Device side:
+standard library only."""
 
 from __future__ import annotations
 
