@@ -145,6 +145,13 @@ def _onnx_text() -> Exporter:
     return Exporter(onnx_text.export, onnx_text.verify_file, onnx_text.SCHEMES, onnx_text.quantized_file)
 
 
+def _transformers_js() -> Exporter:
+    from . import transformers_js
+
+    # The file is the fp32 model of a folder transformers.js loads; the folder is checked with it.
+    return Exporter(transformers_js.export, transformers_js.check)
+
+
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("onnx", ".onnx", "onnx", "convert", Lazy(_onnx), options=("opset", "external_data_threshold", "static")),
     Target("tflite", ".tflite", "tflite", "convert", Lazy(_tflite), options=("layers", "static")),
@@ -157,6 +164,10 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            labels=True),
     # An .onnx whose input is the text: the tokenizer is a node (onnxruntime-extensions, albert-edge[onnx-text]).
     Target("onnx-text", ".text.onnx", "onnx", "onnx-text", Lazy(_onnx_text), options=("tokenizer", "opset", "scheme")),
+    # A folder for transformers.js (config.json, tokenizer.json, onnx/model.onnx and model_quantized.onnx)
+    # beside its fp32 file, which the manifest lists (converters.transformers_js).
+    Target("transformers-js", ".transformers-js.onnx", "onnx", "convert", Lazy(_transformers_js),
+           options=("tokenizer", "opset")),
 )}
 
 
