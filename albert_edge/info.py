@@ -40,6 +40,8 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
     if path.is_dir() and (path / MANIFEST_NAME).is_file():
         data = describe_manifest(path)
         _check_entries(path, data["files"])
+        for entry in data["files"]:  # each MediaPipe file's tokenizer and labels against its model
+            check_packed(path / entry["name"])
         return data
     from .checkpoints import describe as describe_checkpoint  # build side: needs torch
 

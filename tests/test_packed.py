@@ -235,3 +235,23 @@ def test_the_demo_serves_the_whole_file(task_file, conversion, spiece_model, tmp
                                        "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["label"] in LABELS
+
+
+def test_info_of_a_conversion_folder_checks_its_mediapipe_file(damaged, conversion, tmp_path):
+    """`info FOLDER` checks each file its manifest lists: a MediaPipe file whose packed tokenizer
+    is garbage is refused even where the manifest records those very bytes."""
+    import hashlib
+
+    folder = tmp_path / "files"
+    shutil.copytree(conversion, folder)
+    bad = damaged["garbage tokenizer"].read_bytes()
+    (folder / "model.mediapipe.tflite").write_bytes(bad)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    entry = dict(next(f for f in manifest["files"] if f["name"] == "model.tflite"))
+    entry.update(name="model.mediapipe.tflite", size=len(bad), sha256=hashlib.sha256(bad).hexdigest())
+    manifest["files"].append(entry)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, ["info", str(folder)])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output + result.stderr
+    assert f"{folder / 'model.mediapipe.tflite'}: its packed spiece.model is not a sentencepiece model" in lines[0]
