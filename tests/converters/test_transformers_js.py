@@ -36,7 +36,8 @@ TEXTS = ["The weather station on the hill reads its sensors once every minute.",
 # head -> (architecture, the outputs transformers.js reads)
 HEADS = {"classification": ("AlbertForSequenceClassification", ["logits"]),
          "mlm": ("AlbertForMaskedLM", ["logits"]),
-         "base": ("AlbertModel", ["last_hidden_state", "pooler_output"])}
+         "base": ("AlbertModel", ["last_hidden_state", "pooler_output"]),
+         "qa": ("AlbertForQuestionAnswering", ["start_logits", "end_logits"])}
 
 
 def run(*args: str):
