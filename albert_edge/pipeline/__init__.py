@@ -5,8 +5,10 @@ quantized files (the schemes that make sense for each format) -> measured profil
     result = run_pipeline(PipelineOptions(out_dir=Path("out"), source="run/"))
 
 Each model gets a directory in ``out_dir``: ``checkpoint/`` (built-in default only),
-``files/`` (the conversion, with manifest.json), ``profile.json`` and ``report/``; with
-``static``, ``files-static/`` beside ``files/``: static-shape files for phone GPUs and NPUs.
+``files/`` (the conversion, with manifest.json, and what an app reads beside the files: the
+checkpoint's spiece.model and a classifier's labels.json), ``profile.json`` and ``report/``; with
+``static``, ``files-static/`` beside ``files/``: static-shape files for phone GPUs and NPUs (with
+their own spiece.model and labels.json, so either folder goes into an app as it is).
 ``pipeline.json`` records the sha256 of what each step read and wrote; a re-run skips a step
 whose outputs are all there, unchanged, and made from the same inputs. With no source the
 built-in default (see :mod:`.default`) is used.
@@ -324,15 +326,21 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
         result = convert(model.checkpoint, staging, targets=options.targets, seq_len=options.seq_len,
                          on_step=lambda what, done, total: progress(f"convert: {what}"),
                          **({"scheme": schemes.pop()} if schemes else {}))
-    made = [model.files / f.name for f in result.files]
+    made, count = _made(model.files, result), len(result.files)
     static = static_of(model, options)
     if not static:
-        return made, f"{len(made)} files", {}
+        return made, f"{count} files", {}
     with staged_dir(model.static_files, keep=False) as staging:
         result = convert(model.checkpoint, staging, targets=static, seq_len=options.seq_len, static=True,
                          on_step=lambda what, done, total: progress(f"convert --static: {what}"))
-    made_static = [model.static_files / f.name for f in result.files]
-    return made + made_static, f"{len(made)} files; {len(made_static)} static in {STATIC_DIR}/", {}
+    made_static = _made(model.static_files, result)
+    return made + made_static, f"{count} files; {len(result.files)} static in {STATIC_DIR}/", {}
+
+
+def _made(folder: Path, result) -> list[Path]:
+    """What a conversion made in ``folder``: its model files and the app files beside them (a
+    re-run converts again when one of them is missing or changed)."""
+    return [folder / f.name for f in result.files] + [folder / a.name for a in result.app_files]
 
 
 def _quantize(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:

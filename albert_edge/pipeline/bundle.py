@@ -13,7 +13,9 @@ The bundle directory::
     bundle.json                what it is: sizes, training, held-out accuracy per file
     spiece.model               the tokenizer
     labels.json                the classifier's labels, in output order
-    classifier/ mlm/           model.onnx, model.tflite, model.int8-dynamic.{onnx,tflite}, manifest.json
+    classifier/ mlm/           model.onnx, model.tflite, model.int8-dynamic.{onnx,tflite}, manifest.json,
+                               and what an app reads beside them (convert writes them): spiece.model,
+                               and in classifier/ labels.json
 
 It is made in ``.NAME.partial/`` beside it (:func:`partial_dir`), with ``pipeline.json`` recording
 each finished step as the pipeline does (:mod:`.state`); the bundle is put in place only when
@@ -259,7 +261,8 @@ class _Build:
             folder = _fresh(self.bundle / TASK_DIRS[task])
             result = convert(str(run), folder, targets=("onnx", "tflite"), head=head, seq_len=self.s["seq_len"],
                              tokenizer=self.spiece)
-            return [folder / f.name for f in result.files], {}  # not manifest.json: quantizing adds to it
+            # not manifest.json: quantizing adds to it
+            return [folder / f.name for f in result.files] + [folder / a.name for a in result.app_files], {}
         return make
 
     def quantized(self, _) -> tuple[list, dict]:
