@@ -91,8 +91,12 @@ def file_model(model, vector: str = VECTOR):
 
 def writers():
     """MediaPipe's metadata writer module; ConversionError naming the extra when absent."""
+    from .native_logs import quiet_native, quiet_tensorflow_env
+
+    quiet_tensorflow_env()  # it loads TensorFlow (and jax, which would set a level of its own)
     try:
-        return optional_import("mediapipe.tasks.python.metadata.metadata_writers.metadata_writer")
+        with quiet_native(tensorflow=True):  # TensorFlow's start-up lines
+            return optional_import("mediapipe.tasks.python.metadata.metadata_writers.metadata_writer")
     except ImportError as exc:
         raise ConversionError(f"the mediapipe target needs MediaPipe's metadata writer ({exc.name or exc} did not "
                               f"import): {MOBILE_EXTRA}") from None

@@ -15,7 +15,7 @@ import numpy as np
 
 from albert_edge.errors import ConversionError, optional_import
 
-from .native_logs import quiet_native
+from .native_logs import quiet_native, quiet_tensorflow_env
 
 __all__ = ["check_task", "task_answers", "engine_reason", "session_answers", "agreement", "TASK_TEXTS",
            "ATOL", "MIN_COSINE", "MOBILE_EXTRA"]
@@ -40,9 +40,11 @@ TASK_TEXTS = (
 
 
 def _tasks():
+    quiet_tensorflow_env()  # MediaPipe's Python package may load TensorFlow; a level the user set is kept
     try:
-        text = optional_import("mediapipe.tasks.python.text")
-        core = optional_import("mediapipe.tasks.python.core.base_options")
+        with quiet_native(tensorflow=True):
+            text = optional_import("mediapipe.tasks.python.text")
+            core = optional_import("mediapipe.tasks.python.core.base_options")
     except ImportError as exc:
         raise ConversionError(f"checking a MediaPipe file needs mediapipe ({exc.name or exc} did not import): "
                               f"{MOBILE_EXTRA}") from None

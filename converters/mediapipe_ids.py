@@ -24,6 +24,9 @@ __all__ = ["engine_ids", "probe_model"]
 
 def probe_model(seq_len: int) -> bytes:
     """A .tflite whose output (1, 3 * seq_len) float is its three int32 (1, seq_len) inputs."""
+    from .native_logs import quiet_tensorflow_env
+
+    quiet_tensorflow_env()  # before TensorFlow loads; a level the user set is kept
     import tensorflow as tf
 
     spec = [tf.TensorSpec([1, seq_len], tf.int32, name=n) for n in ("input_ids", "attention_mask", "token_type_ids")]

@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 # The loggers of the libraries the exporters load, held at ERROR in a quiet block.
 LIBRARY_LOGGERS = ("torch", "torchao", "executorch", "tensorflow", "absl", "h5py", "jax", "mediapipe")
 TF_QUIET_LEVEL = "3"  # TF_CPP_MIN_LOG_LEVEL: fatal only
+# The level as the process started with it: libraries set their own default when they load
+# (jax, which MediaPipe's metadata writer imports, sets 1), and that is not the user's choice.
+_GIVEN_TF_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
 
 
 def verbose() -> bool:
@@ -55,7 +58,7 @@ def quiet_native(tensorflow: bool = False) -> Iterator[None]:
     """Hold back what the libraries write while the block runs (see the module notes). Child
     processes started in the block inherit the held-back descriptor 2. ``tensorflow``: the block
     runs TensorFlow, so a TF_CPP_MIN_LOG_LEVEL the user set below fatal-only lets it speak."""
-    level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", TF_QUIET_LEVEL).strip()
+    level = (_GIVEN_TF_LEVEL or TF_QUIET_LEVEL).strip()
     if verbose() or (tensorflow and level.isdigit() and int(level) < int(TF_QUIET_LEVEL)):
         yield
         return

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from albert_edge.tokenizer import _field_spans, _fields
 
+from .native_logs import quiet_native
+
 __all__ = ["albert_rules", "with_albert_normalizer", "checked_spiece", "embedding_rows", "RULE_NAME"]
 
 RULE_NAME = "albert_nmt_nfkc"
@@ -101,7 +103,7 @@ def with_albert_normalizer(spiece: str | os.PathLike) -> bytes:
     old = spm.SentencePieceProcessor(model_proto=proto)
     del old  # loads: the proto is a sentencepiece model
     flags = _whitespace_flags(proto)
-    with tempfile.TemporaryDirectory(prefix="albert-edge-spiece-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="albert-edge-spiece-") as tmp, quiet_native():  # its builder's log
         tsv = Path(tmp) / "rules.tsv"
         tsv.write_text(_tsv(albert_rules()), encoding="utf-8")
         spec = spm.SentencePieceNormalizer(rule_tsv=str(tsv), **flags).serialized_normalizer_spec()
