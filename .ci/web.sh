@@ -22,8 +22,9 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "node and npm are needed (Node.js 20 or newer); the web tests cannot run" >&2
     exit 1
 fi
-node -e 'const major = +process.versions.node.split(".")[0];
-if (major < 20) { console.error(`node ${process.version} is too old: web/package.json needs 20 or newer`); process.exit(1); }'
+# shellcheck disable=SC2016  # JavaScript, not shell
+node -e 'if (+process.versions.node.split(".")[0] < 20) {
+  console.error(`node ${process.version} is too old: web/package.json needs 20 or newer`); process.exit(1); }'
 echo "+ node $(node --version), npm $(npm --version)"
 
 echo "+ (cd web && ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund)"

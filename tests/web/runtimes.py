@@ -12,6 +12,7 @@ import base64
 import contextlib
 import functools
 import http.server
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -49,9 +50,7 @@ def chromium_missing() -> str | None:
     """Why headless Chromium cannot be driven here (None when it can)."""
     if not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()):
         return "Debian's chromium and chromium-driver are not installed"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("selenium") is None:
         return "selenium is not installed (albert-edge[dev] has it)"
     return None
 
@@ -193,7 +192,8 @@ def check_answers(got: Mapping[str, Mapping[str, np.ndarray]], pytorch: Mapping[
         if "pooler_output" in reference:
             f["pooler_output min_cosine"] = float(cosines(got[name]["pooler_output"], reference["pooler_output"]).min())
         if "logits" in reference:
-            f["top1 agreement with pytorch"] = float((got[name]["logits"].argmax(1) == reference["logits"].argmax(1)).mean())
+            same = got[name]["logits"].argmax(1) == reference["logits"].argmax(1)
+            f["top1 agreement with pytorch"] = float(same.mean())
     int8 = got["classifier.int8.onnx"]["logits"]
     assert int8.shape == int8_session.shape
     figures["classifier.int8.onnx"] = {
