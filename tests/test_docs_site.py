@@ -125,3 +125,21 @@ def test_the_readme_is_short_and_keeps_its_two_set_up_commands():
         "python3 -m venv .venv && . .venv/bin/activate && pip install '.[dev]' -c constraints.txt && albert-edge pipeline",
         "python3 -m venv .venv && . .venv/bin/activate && pip install '.[dev]' -c constraints.txt && pytest -q",
     ]
+
+
+def test_the_guides_app_code_is_the_reports(site):
+    """A guide's Android snippet is rendered from albert_edge.report.snippets while the site is
+    built, so it cannot drift from what `albert-edge report` prints."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import docs_hooks
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    import html
+
+    for page, framework in (("mediapipe", "mediapipe"), ("tflite", "litert")):
+        # the highlighter wraps each token in a span: drop the tags without adding spaces
+        shown = html.unescape(re.sub(r"<[^>]+>", "", (site / "guides" / page / "index.html").read_text(encoding="utf-8")))
+        code = docs_hooks.snippet(framework, "kotlin").split("\n", 1)[1].rsplit("\n", 1)[0]
+        for line in code.splitlines():
+            assert " ".join(line.split()) in " ".join(shown.split()), line

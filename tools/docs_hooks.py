@@ -4,6 +4,8 @@
   the demo's and the benchmarks' READMEs are pages too (GENERATED);
 - each ``<!-- results:NAME -->`` block is rendered from benchmarks/results by
   benchmarks/render_results.py (no figure on a page is typed by hand);
+- ``<!-- snippet:FRAMEWORK:PLATFORM -->`` becomes the app code ``albert-edge report`` prints for an
+  example file of that framework (albert_edge.report.snippets), so a guide's snippet is the report's;
 - ``<!-- api-reference -->`` becomes one mkdocstrings entry per name of ``albert_edge.api.__all__``,
   where that name is defined.
 
@@ -98,11 +100,42 @@ def api_reference() -> str:
     return "\n".join(parts)
 
 
+def example_files():
+    """The example file of each framework the guides show code for: a classifier of three topics,
+    as convert writes it (int32 inputs in TFLite, int64 in ONNX; tokenizer and labels beside it)."""
+    from albert_edge.report.snippets import AppFiles, FileFacts
+
+    def inputs(dtype: str) -> tuple[tuple[str, str], ...]:
+        return tuple((name, dtype) for name in ("input_ids", "attention_mask", "token_type_ids"))
+
+    beside = AppFiles("spiece.model", "labels.json", 3)
+    return {
+        "litert": FileFacts("model.int8-dynamic.tflite", "tflite", inputs("int32"), (("logits", (1, 3)),), None,
+                            None, None, loop=True, app=beside),
+        "mediapipe": FileFacts("model.mediapipe.tflite", "tflite", inputs("int32"), (("probability", (1, 3)),), 64,
+                               None, "TextClassifier", labels=("world", "sports", "science")),
+        "onnxruntime": FileFacts("model.int8-dynamic.onnx", "onnx", inputs("int64"), (("logits", (1, 3)),), None,
+                                 None, None, app=beside),
+    }
+
+
+def snippet(framework: str, platform: str) -> str:
+    """The fenced code ``albert-edge report`` prints for ``framework``'s example file on ``platform``."""
+    from albert_edge.report.snippets import FRAMEWORKS, LANGUAGES, file_snippet
+
+    facts = example_files()[framework]
+    code = file_snippet(FRAMEWORKS[framework], facts, facts.name)["code"][platform]
+    if code is None:
+        raise ValueError(f"albert-edge report prints no {platform} code for {framework}")
+    return f"```{LANGUAGES[platform]}\n{code}\n```"
+
+
 def on_page_markdown(markdown: str, page, **_) -> str:
     if page.file.src_uri == "index.md":
         markdown = readme_as_index()
     if "<!-- results:" in markdown:
         markdown = _renderer().render(markdown)
+    markdown = re.sub(r"<!-- snippet:([\w-]+):(\w+) -->", lambda m: snippet(m.group(1), m.group(2)), markdown)
     if "<!-- api-reference -->" in markdown:
         markdown = markdown.replace("<!-- api-reference -->", api_reference())
     return markdown
