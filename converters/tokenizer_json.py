@@ -46,7 +46,8 @@ from albert_edge.errors import ConversionError, TokenizerError
 from albert_edge.tokenizer import SPIECE_UNDERLINE, AlbertTokenizer, _fields
 
 __all__ = ["tokenizer_json", "tokenizer_config", "special_tokens_map", "check_spiece", "write_tokenizer_files",
-           "load_tokenizer", "difference", "count_differences", "CLASSES", "TOKENIZER_FILES", "MODEL_TYPES"]
+           "added_tokens", "load_tokenizer", "difference", "count_differences", "CLASSES", "TOKENIZER_FILES",
+           "MODEL_TYPES"]
 
 # What transformers.js reads for the tokenizer, beside config.json.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -95,14 +96,12 @@ def tokenizer_json(tok: AlbertTokenizer) -> dict[str, Any]:
         if tok.split_number_comma and _digit_comma(piece):
             score -= DIGIT_COMMA_PENALTY
         vocab.append([piece, score])
-    added = [_added(i, sp.id_to_piece(i), lstrip=i == tok.mask_id) for i in range(len(types))
-             if types[i] in _KEPT_TYPES]
     metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": added,
+        "added_tokens": added_tokens(tok),
         "normalizer": {"type": "Sequence", "normalizers": _normalizers(tok, _precompiled(proto))},
         "pre_tokenizer": metaspace,
         "post_processor": _template(sp.id_to_piece(tok.cls_id), tok.cls_id, sp.id_to_piece(tok.sep_id), tok.sep_id),
@@ -118,7 +117,7 @@ def tokenizer_config(tok: AlbertTokenizer, model_max_length: int) -> dict[str, A
     names = _special_names(tok)
     return {
         "added_tokens_decoder": {str(t["id"]): {k: v for k, v in t.items() if k != "id"}
-                                 for t in tokenizer_json_added(tok)},
+                                 for t in added_tokens(tok)},
         "bos_token": names["cls_token"],
         "clean_up_tokenization_spaces": False,
         "cls_token": names["cls_token"],
@@ -146,8 +145,9 @@ def special_tokens_map(tok: AlbertTokenizer) -> dict[str, Any]:
             "unk_token": names["unk_token"]}
 
 
-def tokenizer_json_added(tok: AlbertTokenizer) -> list[dict[str, Any]]:
-    """The added tokens of :func:`tokenizer_json` (its unknown and control pieces)."""
+def added_tokens(tok: AlbertTokenizer) -> list[dict[str, Any]]:
+    """The added tokens of :func:`tokenizer_json`: its unknown and control pieces, kept whole
+    ([MASK] takes the space before it, as in transformers)."""
     sp = tok._sp  # noqa: SLF001
     types = _piece_types(sp.serialized_model_proto(), sp.get_piece_size())
     return [_added(i, sp.id_to_piece(i), lstrip=i == tok.mask_id) for i in range(len(types))

@@ -57,7 +57,7 @@ from albert_edge.errors import ConversionError
 from albert_edge.files import link_or_copy, staged
 
 from .spiece_rules import checked_spiece
-from .tokenizer_json import load_tokenizer, tokenizer_json, write_tokenizer_files
+from .tokenizer_json import TOKENIZER_FILES, load_tokenizer, tokenizer_json, write_tokenizer_files
 
 __all__ = ["export", "verify_folder", "check", "folder_of", "file_model", "FOLDER", "ARCHITECTURES", "MODEL_FILES",
            "QUANTIZED_SCHEME"]
@@ -147,8 +147,8 @@ def verify_folder(model, folder: str | os.PathLike, seq_len: int, tokenizer,
     folder = Path(folder)
     tok = load_tokenizer(tokenizer)
     head = _head(model)
-    missing = [name for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                 *MODEL_FILES.values()) if not (folder / name).is_file()]
+    missing = [name for name in ("config.json", *TOKENIZER_FILES, *MODEL_FILES.values())
+               if not (folder / name).is_file()]
     if missing:
         raise ConversionError(f"{', '.join(missing)} missing from the {FOLDER} folder")
     written = json.loads((folder / "config.json").read_text(encoding="utf-8"))
