@@ -140,7 +140,7 @@ def _files(data) -> Table | None:
         if f["accuracy_note"]:
             notes.setdefault(f["accuracy_note"], []).append(f.get("label", f["name"]))
         rows.append((f.get("label", f["name"]), f["format"], f["scheme"] or "?", fmt_bytes(f["bytes"]),
-                     fmt_bytes(f["stored_weight_bytes"]), fmt_bytes(f["unique_weight_bytes"]), str(f["duplicates"]),
+                     fmt_bytes(f.get("download_bytes")), fmt_bytes(f["stored_weight_bytes"]), fmt_bytes(f["unique_weight_bytes"]), str(f["duplicates"]),
                      by, acc))
     shown = [accuracy_interval(f["accuracy"]) and f["accuracy"] for f in files if f["accuracy"]]
     if any(a and "agreement" in a["headline_of"] for a in shown):
@@ -150,9 +150,12 @@ def _files(data) -> Table | None:
         notes.setdefault("95% CI of a mean cosine: mean ± 1.96 sqrt((1 - mean)(mean - least) / n) over its n rows, "
                          "the widest the spread can be between the least cosine recorded and 1 (the spread itself "
                          "is not recorded)", [])
-    return Table("files", "Model files", ("file", "format", "scheme", "size", "stored weights", "unique weights",
-                                          "duplicates", "bytes by precision", "vs fp32 parent"),
-                 tuple(rows), (3, 4, 5, 6),
+    if any(f.get("download_bytes") is not None for f in files):
+        notes.setdefault("download (gzip): what fetching the file costs from a server that compresses with gzip "
+                         "(zlib level 6, the usual default), as a web page or an app's first start downloads it", [])
+    return Table("files", "Model files", ("file", "format", "scheme", "size", "download (gzip)", "stored weights",
+                                          "unique weights", "duplicates", "bytes by precision", "vs fp32 parent"),
+                 tuple(rows), (3, 4, 5, 6, 7),
                  tuple(f"{', '.join(names)}: {note}" if names else note for note, names in notes.items()),
                  "file_sizes")
 

@@ -4,6 +4,7 @@ that says what it lacks."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -87,6 +88,11 @@ def test_conversion_files_equal_inspect_json(tmp_path, conversion):
         assert f["stored_weight_bytes"] == inspected["stored_bytes"]
         assert f["bytes_by_precision"] == inspected["precision"]["weight_bytes_by_dtype"]
         assert f["bytes"] == (conversion / f["name"]).stat().st_size
+        # what a browser or an app downloads from a server that gzips: the file's gzip size
+        assert f["download_bytes"] == len(gzip.compress((conversion / f["name"]).read_bytes(), 6, mtime=0))
+        assert 0 < f["download_bytes"] < f["bytes"]
+    markdown = (out / "report.md").read_text()
+    assert "download (gzip)" in markdown and "zlib level 6" in markdown
     int8 = next(f for f in data["files"] if f["scheme"] == "int8-dynamic")
     # random ids (no tokenizer): shown as such, kept off the accuracy chart, and the report says it lacks accuracy
     assert int8["accuracy"]["random_ids"] and "random token ids" in int8["accuracy_note"]
