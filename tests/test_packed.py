@@ -255,3 +255,30 @@ def test_info_of_a_conversion_folder_checks_its_mediapipe_file(damaged, conversi
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.exit_code == 2 and len(lines) == 1, result.output + result.stderr
     assert f"{folder / 'model.mediapipe.tflite'}: its packed spiece.model is not a sentencepiece model" in lines[0]
+
+
+def test_without_sentencepiece_the_tokenizer_is_said_not_checked(task_file):
+    """Where sentencepiece cannot be imported the tokenizer is reported as not checked, never as
+    passed; the labels are still checked."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import importlib.abc, sys
+
+        class Missing(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "sentencepiece":
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+                return None
+
+        sys.meta_path.insert(0, Missing())
+        from albert_edge.formats.packed import check_packed
+        found = check_packed({str(task_file)!r})
+        print(found.tokenizer_pieces, found.labels, "|", found.summary())
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("None 3 | 3 labels = 3 outputs; not checked: spiece.model (sentencepiece is not "
+                                   "installed: pip install sentencepiece)")

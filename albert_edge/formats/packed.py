@@ -17,7 +17,6 @@ missing the tokenizer is reported as not checked, never as passed).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import struct
 from dataclasses import asdict, dataclass, field
@@ -134,11 +133,11 @@ def _pieces(path: Path, name: str, model: bytes, found: PackedCheck) -> int | No
     """sentencepiece's piece count of the packed ``model``; None (noted) where sentencepiece is missing."""
     if not model:
         raise PackedFileError(f"{path}: its packed {name} is empty, so MediaPipe cannot tokenize text for it; {_FIX}")
-    if importlib.util.find_spec("sentencepiece") is None:
+    try:
+        import sentencepiece as spm
+    except ImportError:  # a base dependency; said, never taken as passed
         found.not_checked.append(f"{name} (sentencepiece is not installed: pip install sentencepiece)")
         return None
-    import sentencepiece as spm
-
     processor = spm.SentencePieceProcessor()
     try:
         processor.LoadFromSerializedProto(model)
