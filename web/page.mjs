@@ -5,6 +5,16 @@
 export const state = { done: false, error: null, result: null };
 window.albertEdge = state;
 
+// Web Workers started by the page (a threaded WebAssembly runtime starts one per extra thread):
+// counted, so a page shows whether its threads were real, not only the number it asked for.
+export const workers = { started: 0 };
+window.Worker = class extends window.Worker {
+  constructor(...args) {
+    super(...args);
+    workers.started += 1;
+  }
+};
+
 export function say(text) {
   document.getElementById('status').textContent = text;
 }
