@@ -121,8 +121,8 @@ def _check_tokenizer(path: Path, raw: bytes, meta, packed: dict[str, bytes], fou
     rows = embedding_rows(raw, meta.inputs)
     found.embedding_rows = rows
     if rows is None:
-        found.not_checked.append(f"{name}'s {pieces} pieces against the model (no embedding lookup is fed by its "
-                                 f"{IDS_INPUT!r} input)")
+        found.not_checked.append(f"{name} against the model's token-embedding table (no embedding lookup is fed "
+                                 f"by its {IDS_INPUT!r} input)")
     elif pieces is not None and pieces != rows:
         raise PackedFileError(f"{path}: its packed {name} has {pieces} pieces but the model's token-embedding table "
                               f"has {rows} rows: the tokenizer is not the model's own, and its ids would be wrong "
