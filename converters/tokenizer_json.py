@@ -17,7 +17,10 @@ are ours, not merely close to them:
   marks, another set); when ``do_lower_case``, a capital sigma that ends a word becomes ``ς``
   (str.lower's one context rule; ``Lowercase`` maps each character alone) and then lower case;
   then the model's own sentencepiece normalization (its precompiled character map, nmt_nfkc for
-  ALBERT) and sentencepiece's removal of extra whitespace.
+  ALBERT) and sentencepiece's removal of extra whitespace. transformers.js reads no precompiled
+  map (it deletes and spaces a fixed list of characters, then runs NFKC): what the map deletes or
+  makes a space of is spelled out before it, and what the map keeps but that list would change
+  (U+200D, the joiner inside emoji) crosses the step as a noncharacter stand-in.
 - **pre-tokenizer**: Metaspace: a ``▁`` before the text (each stretch between added tokens, as
   sentencepiece sees each one alone) and for each space.
 - **model**: Unigram with the pieces and scores of spiece.model, its unknown id. A piece that ends
@@ -56,6 +59,11 @@ MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 _TRAINER_SPEC, _MODEL_TYPE = 2, 3
 _NORMALIZER_SPEC, _PRECOMPILED = 3, 2
 _NORMALIZER_FLAGS = {3: "add_dummy_prefix", 4: "remove_extra_whitespaces", 5: "escape_whitespaces"}
+# What transformers.js's Precompiled normalizer deletes or makes a space of, whatever the map says
+# (@huggingface/tokenizers' Precompiled.ts): a fixed list standing in for sentencepiece's nmt_nfkc.
+_JS_CHANGED = frozenset([*range(0x01, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F, 0x8F, 0x9F, 0x09, 0x0A, 0x0C, 0x0D, 0xA0,
+                         0x1680, *range(0x2000, 0x2010), 0x2028, 0x2029, 0x202F, 0x205F, 0x2581, 0x3000, 0xFEFF, 0xFFFD])
+_STAND_IN = 0xFDD0  # noncharacters: never in text that is interchanged
 # How much lower a piece ending in a digit and a comma scores (what transformers' converter uses).
 DIGIT_COMMA_PENALTY = 100.0
 _KEPT_TYPES = (2, 3)  # unknown and control pieces: added tokens, matched in the raw text
@@ -275,11 +283,36 @@ def _normalizers(tok: AlbertTokenizer, precompiled: bytes) -> list[dict[str, Any
         steps += [_replace_regex("(?<=\\p{Cased})\u03a3(?!\\p{Case_Ignorable}*\\p{Cased})", "\u03c2"),
                   {"type": "Lowercase"}]
     if precompiled:
+        deleted, spaces, kept = _model_map(tok)
+        # What the model's map deletes or makes a space of, spelled out: transformers.js reads no
+        # precompiled map (it deletes and spaces a fixed list, then runs NFKC) and then agrees.
+        steps += [_replace_regex(f"[{_char_class(deleted)}]", ""), _replace_regex(f"[{_char_class(spaces)}]", " ")]
+        # What the map keeps and that fixed list would change (U+200D, the joiner inside emoji):
+        # stood in for by noncharacters across the step.
+        stand_ins = {c: chr(_STAND_IN + i) for i, c in enumerate(kept)}
+        steps += [_replace_string(c, x) for c, x in stand_ins.items()]
         steps.append({"type": "Precompiled", "precompiled_charsmap": _base64(precompiled)})
+        steps += [_replace_string(x, c) for c, x in stand_ins.items()]
     # sentencepiece's remove_extra_whitespaces, after its own map (which makes spaces of some
     # characters and drops others, so two spaces can meet again)
     steps += [_replace_regex(" {2,}", " "), {"type": "Strip", "strip_left": True, "strip_right": True}]
     return steps
+
+
+def _model_map(tok: AlbertTokenizer) -> tuple[list[int], list[int], list[str]]:
+    """The code points the model's own normalizer deletes, those it makes a space of, and those
+    of transformers.js's fixed list (:data:`_JS_CHANGED`) that it keeps as they are."""
+    import sentencepiece as spm
+
+    normalizer = spm.SentencePieceNormalizer(model_proto=tok._sp.serialized_model_proto(),  # noqa: SLF001
+                                             add_dummy_prefix=False, escape_whitespaces=False,
+                                             remove_extra_whitespaces=False)
+    points = [c for c in range(1, sys.maxunicode + 1) if not 0xD800 <= c < 0xE000]
+    mapped = normalizer.normalize([chr(c) for c in points])
+    deleted = [c for c, m in zip(points, mapped) if m == ""]
+    spaces = [c for c, m in zip(points, mapped) if m == " " and c != 0x20]
+    kept = [chr(c) for c, m in zip(points, mapped) if chr(c) == m and c in _JS_CHANGED]
+    return deleted, spaces, kept
 
 
 def _template(cls: str, cls_id: int, sep: str, sep_id: int) -> dict[str, Any]:
