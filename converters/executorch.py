@@ -95,7 +95,6 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, scheme: st
     length of the example it is exported with. ``scheme`` "int8-dynamic" quantizes the linear
     layers (per-channel int8 weights, dynamic int8 activations) with the XNNPACK quantizer."""
     out_path = Path(out_path)
-    check_lengths(seq_len, max_seq_len, model.config)
     if not out_path.parent.is_dir():
         raise ConversionError(f"cannot write {out_path}: {out_path.parent} is not a directory")
     with quiet_native():  # torchao's warnings, ExecuTorch's own lines
@@ -136,12 +135,11 @@ def lower(model, *, seq_len: int = 128, scheme: str | None = None, friendly: boo
     return _lower(program, friendly, top)
 
 
-def check_lengths(seq_len: int, max_seq_len: int | None, config=None) -> None:
-    """``--max-seq-len`` is a length the .pte can take and not below ``--seq-len``, the length it
-    is built and verified at: checked before anything is exported (a file whose longest input is
-    shorter than its own verification length would only fail after the whole export)."""
-    if config is not None:
-        longest(config, max_seq_len)
+def check_lengths(seq_len: int, max_seq_len: int | None) -> None:
+    """``convert``'s ``--max-seq-len`` is not below its ``--seq-len``, the length every file is
+    verified at: the command checks it before anything is exported, :func:`.pte_check.verify_options`
+    again for a call from Python. (:func:`export` alone takes any pair: its ``seq_len`` is only the
+    example's length.)"""
     if max_seq_len is None or isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int):
         return
     if isinstance(seq_len, int) and max_seq_len < seq_len:

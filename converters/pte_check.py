@@ -93,7 +93,10 @@ def _version() -> str | None:
 def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
     """What converters.verify needs to check a .pte: its session, its contents and the lengths
     (16, 32, 128 and the usual ones, up to the longest the file takes)."""
+    from .executorch import check_lengths
+
     contents = read_contents(path, tuple(model.output_names))
     top = contents.metadata["format_version"]["max_seq_len"] or model.config.max_position_embeddings
+    check_lengths(seq_len, top)  # a file verified at a length it refuses: say which options, not "the input"
     lengths = tuple(sorted({T for T in (*VERIFY_LENGTHS, seq_len, top) if T <= top}))
     return {"session": PteSession(path, tuple(model.output_names)), "contents": contents, "seq_lens": lengths}

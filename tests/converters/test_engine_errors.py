@@ -88,6 +88,7 @@ def test_max_seq_len_below_seq_len_is_refused_before_any_export(ckpt, tmp_path):
         assert not out.exists()
     from albert_edge.converters.export import convert
 
+    # From Python the same line (after the export: convert() is not the executorch module's to check)
     with pytest.raises(ConversionError, match=r"--max-seq-len \(8\) is below --seq-len \(16\)"):
         convert(ckpt, out, targets=("executorch",), seq_len=16, max_seq_len=8)
     assert not out.exists()
