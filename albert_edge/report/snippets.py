@@ -14,10 +14,10 @@ standard library.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from .app_lines import AppFiles, app_files_of, classified, with_app_files
 
 __all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "Framework", "FileFacts", "AppFiles", "facts_of",
            "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
@@ -63,15 +63,6 @@ _MEM_PATTERN = ("one arena for every length, not a block planned per input shape
 
 
 @dataclass(frozen=True)
-class AppFiles:
-    """The files an app reads beside a model file, as its folder names them (none: not there)."""
-
-    tokenizer: str | None = None  # spiece.model
-    labels: str | None = None  # labels.json
-    classes: int = 0  # how many labels it holds
-
-
-@dataclass(frozen=True)
 class FileFacts:
     """What the code needs to know about one file."""
 
@@ -90,8 +81,7 @@ class FileFacts:
     def classified(self) -> bool:
         """The first output scores the labels' classes, one row: ``(1, classes)``, the index
         of its highest score names the label."""
-        shape = self.outputs[0][1] if self.outputs else ()
-        return bool(self.app.labels) and len(shape) == 2 and shape[-1] == self.app.classes
+        return classified(self.app, self.outputs)
 
     @property
     def takes_text(self) -> bool:
@@ -129,40 +119,6 @@ def facts_of(row: dict[str, Any]) -> FileFacts:
                      task=task.get("task") if task.get("task") in ("TextClassifier", "TextEmbedder") else None,
                      labels=tuple(task.get("labels") or ()), loop="WHILE" in (inspected.get("ops") or {}),
                      app=row["app"] if isinstance(row.get("app"), AppFiles) else app_files_of(row))
-
-
-def app_files_of(row: dict[str, Any]) -> AppFiles:
-    """The app files the manifest beside the row's file lists, each checked against its entry
-    (size, then sha256: FileChanged when it was edited) and labels.json by
-    :func:`albert_edge.labels.check_labels`, one per class of the file's first output. None for
-    a file no manifest lists or a manifest written before it listed them."""
-    from ..formats import manifest as manifest_io
-    from ..labels import check_labels
-
-    path = Path(row["path"]) if row.get("path") else None
-    if path is None or not (path.parent / manifest_io.MANIFEST_NAME).is_file():
-        return AppFiles()
-    manifest_path = path.parent / manifest_io.MANIFEST_NAME
-    manifest = manifest_io.read(manifest_path)
-    if path.name not in {e.name for e in manifest.files}:
-        return AppFiles()
-    tokenizer, labels = manifest.app_file("tokenizer"), manifest.app_file("labels")
-    for app in (tokenizer, labels):
-        if app is not None:
-            manifest_io.check_file(path.parent / app.name, app, manifest_path)
-    if labels is None:
-        return AppFiles(tokenizer.name if tokenizer else None)
-    try:
-        names = json.loads((path.parent / labels.name).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise manifest_io.FileChanged(f"{path.parent / labels.name} is not a JSON list of labels ({exc}): "
-                                      "convert again") from None
-    outputs = row["inspect"]["outputs"]
-    classes = outputs[0]["shape"][-1] if outputs and outputs[0]["shape"] else None
-    names = check_labels(names if isinstance(names, list) else [names],
-                         classes if isinstance(classes, int) and classes > 0 else None,
-                         where=str(path.parent / labels.name), fix="convert again")
-    return AppFiles(tokenizer.name if tokenizer else None, labels.name, len(names))
 
 
 # -- code pieces per platform: small builders the templates call --------------------------------
@@ -532,94 +488,7 @@ def _code(framework: Framework, f: FileFacts, platform: str) -> str | None:
     template = framework.code[platform]
     if template is None:
         return None
-    return _with_app_files(framework, f, platform, _fill(f, template))
-
-
-# -- the files beside the model: loaded by their names, the labels indexed by the best score ------
-
-_TOKENS = "/* token ids, from the tokenizer */"
-_LOAD = {
-    "kotlin": {
-        "tokenizer": 'val spiece = context.assets.open("{name}").readBytes()  // the tokenizer: ALBERT\'s '
-                     "sentencepiece model, for the app's sentencepiece library",
-        "labels": 'val labels = org.json.JSONArray(context.assets.open("{name}").bufferedReader().readText())'
-                  ".let {{ a -> List(a.length()) {{ a.getString(it) }} }}  // labels[i] names class i",
-        "tokens": "/* the text's token ids, from spiece ({name}) */",
-    },
-    "swift": {
-        "tokenizer": 'let spiece = try Data(contentsOf: Bundle.main.url(forResource: "{stem}", withExtension: '
-                     '"{ext}")!)  // the tokenizer: ALBERT\'s sentencepiece model, for the app\'s sentencepiece library',
-        "labels": "let labels = try JSONDecoder().decode([String].self, from: Data(contentsOf: "
-                  'Bundle.main.url(forResource: "{stem}", withExtension: "{ext}")!))  // labels[i] names class i',
-        "tokens": "/* the text's token ids, from spiece ({name}) */",
-    },
-    "js": {
-        "tokenizer": 'const spiece = new Uint8Array(await (await fetch("{name}")).arrayBuffer());  // the tokenizer: '
-                     "ALBERT's sentencepiece model, for the app's sentencepiece library",
-        "labels": 'const labels = await (await fetch("{name}")).json();  // labels[i] names class i',
-        "tokens": "/* the text's token ids, from spiece ({name}) */",
-    },
-}
-# Where each framework's code has its first output, and that output's (1, classes) scores as a
-# flat float array: (the start of the line that has it, the expression).
-_KT_ORT = ("val {o} = result.get(", "({o} as Array<FloatArray>)[0]")
-_SWIFT_ORT = ("let data = try outputs[", "(data as Data).withUnsafeBytes {{ Array($0.bindMemory(to: Float.self)) }}")
-_SCORES = {
-    ("litert", "kotlin"): ("interpreter.runSignature(", '(outputs["{o}"] as Array<FloatArray>)[0]'),
-    ("litert", "swift"): ("let {o} = try runner.output(", "{o}.data.withUnsafeBytes {{ Array($0.bindMemory(to: "
-                                                            "Float.self)) }}"),
-    ("litert", "js"): ("const outputs = model.predict(", "outputs.dataSync()"),  # one output: one tensor
-    ("onnxruntime", "kotlin"): _KT_ORT, ("onnxruntime-text", "kotlin"): _KT_ORT,
-    ("onnxruntime-nnapi", "kotlin"): _KT_ORT,
-    ("onnxruntime", "swift"): _SWIFT_ORT, ("onnxruntime-text", "swift"): _SWIFT_ORT,
-    ("onnxruntime-coreml", "swift"): _SWIFT_ORT,
-    ("onnxruntime", "js"): ("const {o} = outputs.{o}.data", "{o}"),
-    ("executorch", "kotlin"): ("val {o} = outputs[0]", "{o}"),
-    ("executorch", "swift"): ("let {o}: Tensor<Float>", "{o}.scalars()"),
-    ("litert-gpu", "kotlin"): ("val {o} = outputs[0].readFloat()", "{o}"),
-}
-_BEST = {
-    "kotlin": ("val scores = {scores}",
-               "val label = labels[scores.indices.maxBy {{ scores[it] }}]  // the class it scores highest"),
-    "swift": ("let scores: [Float] = {scores}",
-              "let label = labels[scores.indices.max {{ scores[$0] < scores[$1] }}!]  // the class it scores highest"),
-    "js": ("const scores = Array.from({scores});",
-           "const label = labels[scores.indexOf(Math.max(...scores))];  // the class it scores highest"),
-}
-
-
-def _with_app_files(framework: Framework, f: FileFacts, platform: str, code: str) -> str:
-    """``code`` loading the tokenizer (where the app makes the token ids) and the labels (where
-    the file's outputs are not MediaPipe's named categories) by their names in the folder, after
-    its imports; where the first output is the classes' scores, the label of the best one."""
-    load = _LOAD[platform]
-    lines = code.split("\n")
-    loads = []
-    if framework.tokenize and f.app.tokenizer:
-        loads.append(_named(load["tokenizer"], f.app.tokenizer))
-        lines = [line.replace(_TOKENS, _named(load["tokens"], f.app.tokenizer)) for line in lines]
-    if framework.key != "mediapipe" and f.app.labels:
-        loads.append(_named(load["labels"], f.app.labels))
-    if not loads:
-        return code
-    key = (framework.key, platform)
-    # (TF.js's predict gives one tensor for a file of one output, an array or a map for more)
-    scores = _SCORES.get(key) if f.classified and (key != ("litert", "js") or len(f.outputs) == 1) else None
-    if scores is not None:
-        start, expression = (part.format(o=f.outputs[0][0]) for part in scores)
-        at = next((i for i, line in enumerate(lines) if line.strip().startswith(start)), None)
-        if at is not None:
-            indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
-            lines[at + 1:at + 1] = [indent + part.format(scores=expression) for part in _BEST[platform]]
-    imports = [i for i, line in enumerate(lines) if line.startswith("import ")]
-    at = imports[-1] + 1 if imports else 0
-    lines[at:at] = (["", *loads] if imports else [*loads, ""])
-    return "\n".join(lines)
-
-
-def _named(template: str, name: str) -> str:
-    stem, _, ext = name.rpartition(".")
-    return template.format(name=name, stem=stem or name, ext=ext if stem else "")
+    return with_app_files(_fill(f, template), platform, framework.key, framework.tokenize, f.app, f.outputs)
 
 
 def snippets(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
