@@ -61,8 +61,9 @@ _NORMALIZER_SPEC, _PRECOMPILED = 3, 2
 _NORMALIZER_FLAGS = {3: "add_dummy_prefix", 4: "remove_extra_whitespaces", 5: "escape_whitespaces"}
 # What transformers.js's Precompiled normalizer deletes or makes a space of, whatever the map says
 # (@huggingface/tokenizers' Precompiled.ts): a fixed list standing in for sentencepiece's nmt_nfkc.
-_JS_CHANGED = frozenset([*range(0x01, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F, 0x8F, 0x9F, 0x09, 0x0A, 0x0C, 0x0D, 0xA0,
-                         0x1680, *range(0x2000, 0x2010), 0x2028, 0x2029, 0x202F, 0x205F, 0x2581, 0x3000, 0xFEFF, 0xFFFD])
+_JS_CHANGED = frozenset([*range(0x01, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F, 0x8F, 0x9F,  # deleted
+                         0x09, 0x0A, 0x0C, 0x0D, 0xA0, 0x1680, *range(0x2000, 0x2010), 0x2028, 0x2029,  # spaces
+                         0x202F, 0x205F, 0x2581, 0x3000, 0xFEFF, 0xFFFD])
 _STAND_IN = 0xFDD0  # noncharacters: never in text that is interchanged
 # How much lower a piece ending in a digit and a comma scores (what transformers' converter uses).
 DIGIT_COMMA_PENALTY = 100.0

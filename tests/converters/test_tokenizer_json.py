@@ -108,7 +108,8 @@ def test_a_bpe_model_is_refused(tmp_path):
 def as_transformers_js_reads_it(data: dict) -> dict:
     """tokenizer.json with its Precompiled step as transformers.js runs one (@huggingface/tokenizers'
     Precompiled.ts reads no map: it deletes and spaces a fixed list of characters, then runs NFKC)."""
-    js = [{"type": "Replace", "pattern": {"Regex": "[\u0001-\u0008\u000b\u000e-\u001f\u007f\u008f\u009f]"}, "content": ""},
+    deleted = "[\u0001-\u0008\u000b\u000e-\u001f\u007f\u008f\u009f]"
+    js = [{"type": "Replace", "pattern": {"Regex": deleted}, "content": ""},
           {"type": "Replace", "pattern": {"Regex": "[\t\n\u000c\r\u00a0\u1680\u2000-\u200f\u2028\u2029\u202f\u205f"
                                                    "\u2581\u3000\ufeff\ufffd]"}, "content": " "},
           {"type": "NFKC"}]
