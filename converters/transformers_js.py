@@ -37,8 +37,13 @@ in onnxruntime against PyTorch, the tokenizer.json in Hugging Face's ``tokenizer
 albert_edge.tokenizer on a sample of hard strings, config.json against the model.
 
 Refused in one line, before anything is written: a head transformers.js has no ALBERT class for
-(pretraining, token classification), a checkpoint without a spiece.model or whose spiece.model
-is not a Unigram model, a classifier whose labels are not names.
+(pretraining, token classification), a checkpoint without a spiece.model, or whose spiece.model
+is not a Unigram model or has not one piece per embedding row, a classifier whose labels are not
+names (albert_edge.labels.check_labels).
+
+Checked by hand in Node with @huggingface/transformers 4.3.2 (web/node_modules): the folder loads
+with ``local_files_only`` and the text-classification, fill-mask, feature-extraction and
+question-answering pipelines run it at dtype fp32 and q8.
 """
 
 from __future__ import annotations
