@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -134,6 +135,9 @@ def _tokenizer_graph(spiece: bytes, cls_id: int, sep_id: int, max_len: int, inne
 
 # -- running and checking the file --------------------------------------------------------------
 
+# onnxruntime's Gather error for an index past its table: "indices element out of data bounds,
+# idx=401 must be within the inclusive range [-400,399]"
+_GATHER_PAST_TABLE = re.compile(r"Gather.*idx=(?P<id>-?\d+) must be within the inclusive range \[-(?P<rows>\d+),")
 _RUN_TEXTS_MAIN = "import sys; from albert_edge.converters.onnx_text import _run_texts_main; _run_texts_main(*sys.argv[1:])"
 
 
@@ -149,8 +153,13 @@ def run_texts(path: str | os.PathLike, texts: list[str]) -> list[dict[str, np.nd
                               stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if done.returncode != 0:
             lines = (done.stderr or "").strip().splitlines()
-            raise ConversionError(f"{Path(path).name} does not run in onnxruntime with its extensions: "
-                                  f"{lines[-1] if lines else f'exit status {done.returncode}'}")
+            last = lines[-1] if lines else f"exit status {done.returncode}"
+            past = _GATHER_PAST_TABLE.search(last)
+            if past:  # the tokenizer inside gives ids the embedding table has no row for
+                raise ConversionError(f"{Path(path).name}: its tokenizer gave id {past['id']} but the model's word "
+                                      f"embeddings have {past['rows']} rows: the spiece.model and the model do not "
+                                      "match (convert with the spiece.model the model was trained with)")
+            raise ConversionError(f"{Path(path).name} does not run in onnxruntime with its extensions: {last}")
         with np.load(got, allow_pickle=False) as arrays:
             out: list[dict[str, np.ndarray]] = [{} for _ in texts]
             for key in arrays.files:

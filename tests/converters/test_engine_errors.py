@@ -197,3 +197,21 @@ def test_quiet_native_holds_back_library_output_and_gives_it_to_a_bug():
     assert quiet == "after\nnative line\npython line\n", quiet  # only the bug's block is written out
     verbose = run("verbose")
     assert verbose.count("native line") == 3 and verbose.count("library warning") == 3, verbose
+
+
+def test_a_text_file_whose_tokenizer_outruns_the_embeddings_is_named_so(larger_vocabulary, tmp_path):
+    """A text file made elsewhere (the exporter refuses the pair now) with a tokenizer larger than
+    the model: its verification says so, not onnxruntime's Gather error."""
+    pytest.importorskip("onnxruntime_extensions")
+    from albert_edge.converters import onnx as onnx_export
+    from albert_edge.converters import onnx_text
+
+    model = checkpoints.model_from_checkpoint(checkpoints.load(larger_vocabulary), None)
+    inner = onnx_export.export(model, tmp_path / "model.onnx", seq_len=16)
+    onnx_text._with_tokenizer(inner, larger_vocabulary / "spiece.model", model, tmp_path / "model.text.onnx")
+    # ids of the larger vocabulary's own pieces, past row 400 (the rare ones: the last trained)
+    texts = ["the weather station reads its sensors", *onnx_text._texts()]
+    with pytest.raises(ConversionError, match=r"its tokenizer gave id 4\d\d but the model's word embeddings have "
+                                              r"400 rows: the spiece.model and the model do not match") as refused:
+        onnx_text.run_texts(tmp_path / "model.text.onnx", texts)
+    assert "Gather" not in str(refused.value)
