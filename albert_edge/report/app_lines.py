@@ -60,24 +60,24 @@ def app_files_of(row: dict[str, Any]) -> AppFiles:
 # -- the files beside the model: loaded by their names, the labels indexed by the best score ------
 
 _TOKENS = "/* token ids, from the tokenizer */"
-_LOAD = {
+_SPIECE_NOTE = "the tokenizer: ALBERT's sentencepiece model, for the app's sentencepiece library"
+_LOAD = {  # a template may span lines: the loads go in as they are
     "kotlin": {
-        "tokenizer": 'val spiece = context.assets.open("{name}").readBytes()  // the tokenizer: ALBERT\'s '
-                     "sentencepiece model, for the app's sentencepiece library",
-        "labels": 'val labels = org.json.JSONArray(context.assets.open("{name}").bufferedReader().readText())'
-                  ".let {{ a -> List(a.length()) {{ a.getString(it) }} }}  // labels[i] names class i",
+        "tokenizer": f'// {_SPIECE_NOTE}\nval spiece = context.assets.open("{{name}}").readBytes()',
+        "labels": 'val labels = org.json.JSONArray(context.assets.open("{name}").bufferedReader().readText())\n'
+                  "    .let {{ a -> List(a.length()) {{ a.getString(it) }} }}  // labels[i] names class i",
         "tokens": "/* the text's token ids, from spiece ({name}) */",
     },
     "swift": {
-        "tokenizer": 'let spiece = try Data(contentsOf: Bundle.main.url(forResource: "{stem}", withExtension: '
-                     '"{ext}")!)  // the tokenizer: ALBERT\'s sentencepiece model, for the app\'s sentencepiece library',
-        "labels": "let labels = try JSONDecoder().decode([String].self, from: Data(contentsOf: "
-                  'Bundle.main.url(forResource: "{stem}", withExtension: "{ext}")!))  // labels[i] names class i',
+        "tokenizer": f"// {_SPIECE_NOTE}\n"
+                     'let spiece = try Data(contentsOf: Bundle.main.url(forResource: "{stem}", withExtension: "{ext}")!)',
+        "labels": "let labels = try JSONDecoder().decode(  // labels[i] names class i\n"
+                  '    [String].self, from: Data(contentsOf: Bundle.main.url(forResource: "{stem}", withExtension: '
+                  '"{ext}")!))',
         "tokens": "/* the text's token ids, from spiece ({name}) */",
     },
     "js": {
-        "tokenizer": 'const spiece = new Uint8Array(await (await fetch("{name}")).arrayBuffer());  // the tokenizer: '
-                     "ALBERT's sentencepiece model, for the app's sentencepiece library",
+        "tokenizer": f'// {_SPIECE_NOTE}\nconst spiece = new Uint8Array(await (await fetch("{{name}}")).arrayBuffer());',
         "labels": 'const labels = await (await fetch("{name}")).json();  // labels[i] names class i',
         "tokens": "/* the text's token ids, from spiece ({name}) */",
     },
