@@ -94,12 +94,12 @@ def writers():
     from .native_logs import quiet_native, quiet_tensorflow_env
 
     quiet_tensorflow_env()  # it loads TensorFlow (and jax, which would set a level of its own)
-    try:
-        with quiet_native(tensorflow=True):  # TensorFlow's start-up lines
+    with quiet_native(tensorflow=True):  # TensorFlow's start-up lines (dropped with our error too)
+        try:
             return optional_import("mediapipe.tasks.python.metadata.metadata_writers.metadata_writer")
-    except ImportError as exc:
-        raise ConversionError(f"the mediapipe target needs MediaPipe's metadata writer ({exc.name or exc} did not "
-                              f"import): {MOBILE_EXTRA}") from None
+        except ImportError as exc:
+            raise ConversionError(f"the mediapipe target needs MediaPipe's metadata writer ({exc.name or exc} did "
+                                  f"not import): {MOBILE_EXTRA}") from None
 
 
 def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=None) -> Path:

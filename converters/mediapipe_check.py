@@ -41,13 +41,13 @@ TASK_TEXTS = (
 
 def _tasks():
     quiet_tensorflow_env()  # MediaPipe's Python package may load TensorFlow; a level the user set is kept
-    try:
-        with quiet_native(tensorflow=True):
+    with quiet_native(tensorflow=True):  # (dropped with our error too)
+        try:
             text = optional_import("mediapipe.tasks.python.text")
             core = optional_import("mediapipe.tasks.python.core.base_options")
-    except ImportError as exc:
-        raise ConversionError(f"checking a MediaPipe file needs mediapipe ({exc.name or exc} did not import): "
-                              f"{MOBILE_EXTRA}") from None
+        except ImportError as exc:
+            raise ConversionError(f"checking a MediaPipe file needs mediapipe ({exc.name or exc} did not import): "
+                                  f"{MOBILE_EXTRA}") from None
     return text, core
 
 
