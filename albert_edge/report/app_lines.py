@@ -59,14 +59,13 @@ def app_files_of(row: dict[str, Any]) -> AppFiles:
 
 # -- the files beside the model: loaded by their names, the labels indexed by the best score ------
 
-_TOKENS = "/* token ids, from the tokenizer */"
-_SPIECE_NOTE = "the tokenizer: ALBERT's sentencepiece model, for the app's sentencepiece library"
+_SPIECE_NOTE = ("the tokenizer, ALBERT's sentencepiece model: the app's sentencepiece library makes the token ids "
+                "with it")
 _LOAD = {  # a template may span lines: the loads go in as they are
     "kotlin": {
         "tokenizer": f'// {_SPIECE_NOTE}\nval spiece = context.assets.open("{{name}}").readBytes()',
         "labels": 'val labels = org.json.JSONArray(context.assets.open("{name}").bufferedReader().readText())\n'
                   "    .let {{ a -> List(a.length()) {{ a.getString(it) }} }}  // labels[i] names class i",
-        "tokens": "/* the text's token ids, from spiece ({name}) */",
     },
     "swift": {
         "tokenizer": f"// {_SPIECE_NOTE}\n"
@@ -74,12 +73,10 @@ _LOAD = {  # a template may span lines: the loads go in as they are
         "labels": "let labels = try JSONDecoder().decode(  // labels[i] names class i\n"
                   '    [String].self, from: Data(contentsOf: Bundle.main.url(forResource: "{stem}", withExtension: '
                   '"{ext}")!))',
-        "tokens": "/* the text's token ids, from spiece ({name}) */",
     },
     "js": {
         "tokenizer": f'// {_SPIECE_NOTE}\nconst spiece = new Uint8Array(await (await fetch("{{name}}")).arrayBuffer());',
         "labels": 'const labels = await (await fetch("{name}")).json();  // labels[i] names class i',
-        "tokens": "/* the text's token ids, from spiece ({name}) */",
     },
 }
 # Where each framework's code has its first output, and that output's (1, classes) scores as a
@@ -121,7 +118,6 @@ def with_app_files(code: str, platform: str, framework: str, tokenize: bool, app
     loads = []
     if tokenize and app.tokenizer:
         loads.append(_named(load["tokenizer"], app.tokenizer))
-        lines = [line.replace(_TOKENS, _named(load["tokens"], app.tokenizer)) for line in lines]
     if framework != "mediapipe" and app.labels:
         loads.append(_named(load["labels"], app.labels))
     if not loads:

@@ -58,7 +58,7 @@ def test_a_classifier_snippet_loads_its_tokenizer_and_labels_and_names_the_best_
             continue
         tokenizer, labels = LOADS[platform]
         assert tokenizer in code and labels in code, (name, platform)
-        assert "/* the text's token ids, from spiece (spiece.model) */" in code
+        assert "/* token ids, from the tokenizer */" in code  # the app's own part, as before
         assert BEST[platform] in code, (name, platform)
         # the scores are read after the call that gives the output holding them
         ran = re.search(r"runSignature\(|runner\.output\(|model\.predict\(|result\.get\(|outputs\[|outputs\.logits",
