@@ -225,8 +225,8 @@ def _write_manifest(tmp: Path, out: Path, result: ConversionResult, source: dict
                                     app_notes=list(result.notes))
     manifest.files += _kept_entries(previous, manifest, seq_len)
     manifest_io.write(manifest, tmp)
-    for item in tmp.iterdir():
-        os.chmod(item, 0o644)  # temporary files are private; model files are for everyone to read
+    for item in tmp.rglob("*"):  # temporary files are private; model files are for everyone to read
+        os.chmod(item, 0o755 if item.is_dir() else 0o644)  # and a model folder (transformers-js/) to enter
     return manifest_path
 
 

@@ -156,11 +156,13 @@ def test_a_folder_that_differs_fails_its_check(converted, spiece_model, tmp_path
         verify_folder(other, folder, SEQ_LEN, spiece_model)
 
 
-@pytest.mark.xfail(strict=True, reason="converters/export.py _write_manifest chmods every item of the folder 0o644, "
-                                       "the transformers-js folder too: only root can enter it")
 def test_the_folder_can_be_entered_by_everyone(converted):
     _, _, out, _ = converted
-    assert stat.S_IMODE((out / FOLDER).stat().st_mode) & 0o111 == 0o111
+    for item in [out / FOLDER, *(out / FOLDER).rglob("*")]:
+        mode = stat.S_IMODE(item.stat().st_mode)
+        assert mode & 0o444 == 0o444, item  # everyone reads every file
+        if item.is_dir():
+            assert mode & 0o111 == 0o111, item  # and enters every folder
 
 
 # -- the command line --------------------------------------------------------------------------
