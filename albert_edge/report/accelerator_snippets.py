@@ -42,7 +42,7 @@ val {first_output} = outputs[0].readFloat()  // flattened, batch 1
 
 _ORT_NNAPI = Framework(
     key="onnxruntime-nnapi", name="ONNX Runtime Mobile with NNAPI",
-    packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android; written against its 1.20 Java API "
+    packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android:1.20.0; written against its 1.20 Java API "
                         "(SessionOptions.addNnapi, ai.onnxruntime.providers.NNAPIFlags); Android 15 deprecates "
                         "NNAPI, which still runs there"},
     code={
@@ -78,7 +78,7 @@ session.run(inputs).use {{ result ->
 
 _ORT_COREML = Framework(
     key="onnxruntime-coreml", name="ONNX Runtime Mobile with Core ML (MLProgram)",
-    packages={"swift": "CocoaPods: onnxruntime-objc; written against its 1.20 API "
+    packages={"swift": "CocoaPods: pod 'onnxruntime-objc', '~> 1.20.0'; written against its 1.20 API "
                        "(ORTCoreMLExecutionProviderOptions.createMLProgram)"},
     code={
         "kotlin": None,

@@ -49,6 +49,8 @@ DTYPES = {
     "int64": Dtype("LongArray", "LongBuffer", "Int64", "BigInt64Array", "BigInt", "writeLong"),
     "int32": Dtype("IntArray", "IntBuffer", "Int32", "Int32Array", ""),
 }
+# The app's own part of a JavaScript snippet that takes the text: a test puts a string literal in its place.
+JS_TEXT = "/* the text, a string */"
 _PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"
 # What the Interpreter with default options makes of the shared layer (README, "Against the standard tools").
 _LOOP_NOTE = ("its layers are one WHILE body, so the Interpreter with default options packs each shared weight "
@@ -164,7 +166,7 @@ def _fill(f: FileFacts, template: str) -> str:
         "dtype": f.inputs[0][1] if f.inputs else "", "bound": bound,
         "cut": f"; each text is cut or padded to {f.seq_len} tokens inside" if f.seq_len else "",
         "labels": f"; labels: {', '.join(f.labels)}" if f.labels else "",
-        "packing": _LOOP_NOTE if f.loop else _UNROLLED_NOTE, "mem_pattern": _MEM_PATTERN,
+        "js_text": JS_TEXT, "packing": _LOOP_NOTE if f.loop else _UNROLLED_NOTE, "mem_pattern": _MEM_PATTERN,
         **_TASKS.get(f.task or "", {}),
     }
     if d is not None:
@@ -235,10 +237,13 @@ class Framework:
 
 _LITERT = Framework(
     key="litert", name="LiteRT (TensorFlow Lite) Interpreter",
-    packages={"kotlin": "com.google.ai.edge.litert:litert (or org.tensorflow:tensorflow-lite)",
-              "swift": "CocoaPods: TensorFlowLiteSwift",
-              "js": "npm: @tensorflow/tfjs-tflite + @tensorflow/tfjs-core (LiteRT.js, @litertjs/core, is its "
-                    "successor: see its docs)"},
+    packages={"kotlin": "com.google.ai.edge.litert:litert:1.4.1 (its Interpreter API; "
+                        "or org.tensorflow:tensorflow-lite:2.16.1)",
+              "swift": "CocoaPods: pod 'TensorFlowLiteSwift', '~> 2.17.0' (Interpreter.signatureRunner)",
+              "js": "npm: @tensorflow/tfjs-tflite 0.0.1-alpha.10 + @tensorflow/tfjs-core; these lines are not run "
+                    "by albert-edge's tests: tfjs-tflite is an alpha that fetches its WebAssembly from a CDN unless "
+                    "tflite.setWasmPath names a served copy (LiteRT.js, @litertjs/core, is its successor: see its "
+                    "docs)"},
     code={
         "kotlin": """
 import org.tensorflow.lite.Interpreter
@@ -291,8 +296,9 @@ const outputs = model.predict(model.inputs.map((t) => feeds[Object.keys(feeds).f
 
 _MEDIAPIPE = Framework(
     key="mediapipe", name="MediaPipe Tasks ({task})",
-    packages={"kotlin": "com.google.mediapipe:tasks-text", "swift": "CocoaPods: MediaPipeTasksText",
-              "js": "npm: @mediapipe/tasks-text"},
+    packages={"kotlin": "com.google.mediapipe:tasks-text:0.10.21",
+              "swift": "CocoaPods: pod 'MediaPipeTasksText', '~> 0.10.21'",
+              "js": "npm: @mediapipe/tasks-text 1.0.1"},
     code={
         "kotlin": """
 import com.google.mediapipe.tasks.text.{task_package}.{task}
@@ -310,9 +316,14 @@ let result = try task.{swift_call}(text: text)  // a string in
 """,
         "js": """
 import {{ FilesetResolver, {task} }} from "@mediapipe/tasks-text";
+// a bundler (Vite, webpack) resolves "@mediapipe/tasks-text"; a page without one maps it in an import map:
+// <script type="importmap">{{"imports": {{"@mediapipe/tasks-text":
+//   "/node_modules/@mediapipe/tasks-text/text_bundle.mjs"}}}}</script>
 
-const fileset = await FilesetResolver.forTextTasks("https://cdn.jsdelivr.net/npm/@mediapipe/tasks-text/wasm");
+// the WebAssembly, served beside the app: a copy of node_modules/@mediapipe/tasks-text/wasm
+const fileset = await FilesetResolver.forTextTasks("wasm");
 const task = await {task}.createFromOptions(fileset, {{ baseOptions: {{ modelAssetPath: "{file}" }} }});
+const text = {js_text};
 const result = task.{js_call}(text);  // a string in
 {js_read}
 """,
@@ -339,8 +350,9 @@ _TASKS = {
 
 _ONNXRUNTIME = Framework(
     key="onnxruntime", name="ONNX Runtime (Mobile / Web)",
-    packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android",
-              "swift": "CocoaPods: onnxruntime-objc (or onnxruntime-c)", "js": "npm: onnxruntime-web"},
+    packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android:1.20.0",
+              "swift": "CocoaPods: pod 'onnxruntime-objc', '~> 1.20.0' (or onnxruntime-c)",
+              "js": "npm: onnxruntime-web 1.30.0"},
     code={
         "kotlin": """
 import ai.onnxruntime.OnnxTensor
@@ -378,6 +390,10 @@ let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_name
 """,
         "js": """
 import * as ort from "onnxruntime-web";
+// a bundler (Vite, webpack) resolves "onnxruntime-web"; a page without one maps it in an import map:
+// <script type="importmap">{{"imports": {{"onnxruntime-web":
+//   "/node_modules/onnxruntime-web/dist/ort.bundle.min.mjs"}}}}</script>
+// (it fetches its .wasm from beside that file: serve the package's dist/ folder whole)
 
 const session = await ort.InferenceSession.create("{file}", {{ enableMemPattern: false }});  // {mem_pattern}
 const tokens = /* token ids, from the tokenizer */;
@@ -393,9 +409,9 @@ const {first_output} = outputs.{first_output}.data;  // outputs: {output_names}
 
 _ONNXRUNTIME_TEXT = Framework(
     key="onnxruntime-text", name="ONNX Runtime + onnxruntime-extensions",
-    packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android + "
-                        "com.microsoft.onnxruntime:onnxruntime-extensions-android",
-              "swift": "Swift Package: github.com/microsoft/onnxruntime-swift-package-manager, products "
+    packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android:1.20.0 + "
+                        "com.microsoft.onnxruntime:onnxruntime-extensions-android:0.13.0",
+              "swift": "Swift Package: github.com/microsoft/onnxruntime-swift-package-manager 1.20.0, products "
                        "onnxruntime and onnxruntime_extensions", "js": ""},
     code={
         "kotlin": """
@@ -438,8 +454,8 @@ let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_name
 
 _EXECUTORCH = Framework(
     key="executorch", name="ExecuTorch",
-    packages={"kotlin": "org.pytorch:executorch-android",
-              "swift": "Swift Package: github.com/pytorch/executorch (branch swiftpm-<version>), products "
+    packages={"kotlin": "org.pytorch:executorch-android:1.0.0",
+              "swift": "Swift Package: github.com/pytorch/executorch (branch swiftpm-1.0.0), products "
                        "executorch + backend_xnnpack", "js": ""},
     code={
         "kotlin": """

@@ -1,0 +1,166 @@
+"""The JavaScript that `albert-edge report` prints runs as printed: each block of report.json's
+snippets for a real conversion folder (a classifier's .onnx, .ort, int8 .onnx and .tflite, with its
+spiece.model and labels.json beside them) runs unchanged in a page in headless Chromium served from
+127.0.0.1, beside the files it names, with its package resolved by the import map its own comment
+gives. The one part an app writes itself, the token ids, is the snippet's placeholder comment; only
+that is replaced, by albert-edge's ids of a real sentence. Its scores and label match albert-edge's
+own Session on the same file.
+
+The snippets fetch their files by URLs relative to the page (fetch("spiece.model")), which Node's
+fetch refuses: they are browser code, so no block runs in Node. The LiteRT block is not run: it
+names TF.js's TFLite runtime (@tensorflow/tfjs-tflite, an alpha on npm that web/'s lockfile does
+not hold), which the report says beside it. Kotlin and Swift cannot run here either; every block
+names the versions it was written against."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from albert_edge.report.render import SNIPPETS_INTRO
+from albert_edge.report.snippets import PLATFORMS
+
+from .runtimes import chromium, chromium_missing, package_missing, run_page, serve
+
+MISSING = chromium_missing() or package_missing("onnxruntime-web")
+SEQ = 16
+TEXT = "The quick brown fox jumps over the lazy dog, and the report's lines classify it."
+# The app's own part of a snippet that takes token ids: one comment, where the ids go.
+TOKENS = re.compile(r"/\*[^*]*token ids[^*]*\*/")
+IMPORT_MAP = re.compile(r'<script type="importmap">(.*?)</script>', re.S)
+FP32 = 1e-4
+ONNX_FILES = ("model.onnx", "model.ort", "model.int8-dynamic.onnx")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, spiece_model):
+    """A tiny classifier (3 labels, its own spiece.model) converted to .onnx, .ort and .tflite,
+    and its .onnx quantized to int8, in one folder with its manifest, tokenizer and labels."""
+    import torch
+
+    from albert_edge import checkpoints
+    from albert_edge.config import AlbertConfig
+    from albert_edge.converters.export import convert
+    from albert_edge.model import build_model
+    from albert_edge.quantize import QuantizeConfig, quantize
+
+    torch.manual_seed(0)
+    config = AlbertConfig.preset("tiny").replace(vocab_size=400, num_labels=3, label_names=("neg", "neutral", "pos"))
+    root = tmp_path_factory.mktemp("snippets")
+    checkpoint = checkpoints.save(build_model(config, "classification"), root / "ckpt", spiece=spiece_model)
+    out = root / "edge"
+    convert(checkpoint, out, targets=("onnx", "ort", "tflite"), seq_len=SEQ)
+    quantize(out / "model.onnx", QuantizeConfig("int8-dynamic", eval_samples=8, num_threads=1))
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, folder) -> dict:
+    """`albert-edge report` of the folder: report.json, and report.md's text under "md"."""
+    from albert_edge.report import write_report
+
+    out = tmp_path_factory.mktemp("report") / "report"
+    write_report([folder], out, charts=False)
+    data = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    data["md"] = (out / "report.md").read_text(encoding="utf-8")
+    return data
+
+
+def _js(report: dict) -> dict[str, tuple[str, str]]:
+    """Each file's JavaScript block, with its framework's key, by file name."""
+    return {f["name"]: (g["key"], f["code"]["js"]) for g in report["snippets"] for f in g["files"]
+            if f["code"]["js"] is not None}
+
+
+def _import_map(code: str) -> dict:
+    """The import map the snippet's comment gives (its comment lines joined)."""
+    comments = " ".join(line.strip()[2:].strip() for line in code.splitlines() if line.strip().startswith("//"))
+    found = IMPORT_MAP.search(comments)
+    assert found, f"the snippet names no import map for its package:\n{code}"
+    return json.loads(found.group(1))
+
+
+def _page(import_map: dict) -> str:
+    """A page that maps the snippet's package as its comment says and imports the snippet as the
+    app's module; its outcome goes to window.albertEdge (tests/web/runtimes.run_page)."""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>report snippet</title>
+<script type="importmap">{json.dumps(import_map)}</script></head>
+<body><script type="module">
+import("./snippet.mjs").then(
+  (m) => {{ window.albertEdge = {{ done: true, error: null, result: {{ scores: m.scores, label: m.label }} }}; }},
+  (e) => {{ window.albertEdge = {{ done: true, error: String((e && e.stack) || e), result: null }}; }});
+</script></body></html>
+"""
+
+
+def test_the_report_prints_one_javascript_block_per_file_it_runs_and_says_what_is_not_run(report):
+    blocks = _js(report)
+    assert set(blocks) == {*ONNX_FILES, "model.tflite"}
+    md_blocks = re.findall(r"```javascript\n(.*?)\n```", report["md"], re.S)
+    assert md_blocks and all(b in [code for _, code in blocks.values()] for b in md_blocks)
+    # what the tests cannot run, the report says so where the snippets are shown
+    assert "cannot be run by albert-edge's tests" in SNIPPETS_INTRO and SNIPPETS_INTRO in report["md"]
+    (litert,) = [g for g in report["snippets"] if g["key"] == "litert"]
+    assert "not run by albert-edge's tests" in litert["packages"]["js"]
+    for code in (c for _, c in blocks.values()):
+        assert "cdn." not in code and "https://" not in code, code
+
+
+@pytest.mark.skipif(bool(MISSING), reason=MISSING or "")
+def test_the_onnxruntime_web_snippets_run_as_printed_and_answer_as_the_session(report, folder, tmp_path,
+                                                                               record_property):
+    from albert_edge.runtime import Session
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    tokens = AlbertTokenizer.from_dir(folder).encode(TEXT)
+    assert 8 < len(tokens) <= 64  # a real sentence, whole, of its own length: the files take any
+    feeds = {"input_ids": np.asarray([tokens], dtype=np.int64), "attention_mask": np.ones((1, len(tokens)), np.int64),
+             "token_type_ids": np.zeros((1, len(tokens)), np.int64)}
+    labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
+    blocks = _js(report)
+    figures = {}
+    with chromium(tmp_path / "profile") as driver:
+        for name in ONNX_FILES:
+            key, code = blocks[name]
+            assert key == "onnxruntime" and len(TOKENS.findall(code)) == 1, code
+            app = TOKENS.sub(json.dumps(tokens), code)  # the app's own part, and only it
+            assert app.replace(json.dumps(tokens), "") == TOKENS.sub("", code)
+            work = tmp_path / name
+            work.mkdir()
+            (work / "snippet.mjs").write_text(app + "\nexport { scores, label };\n", encoding="utf-8")
+            (work / "page.html").write_text(_page(_import_map(code)), encoding="utf-8")
+            served_files = {"page.html": work / "page.html", "snippet.mjs": work / "snippet.mjs",
+                            name: folder / name, "spiece.model": folder / "spiece.model",
+                            "labels.json": folder / "labels.json"}
+            with serve(served_files) as (base, served):
+                result = run_page(driver, f"{base}/files/page.html")
+            # the page fetched the files the snippet names, beside it, and the package's own wasm
+            assert {f"/files/{name}", "/files/spiece.model", "/files/labels.json"} <= set(served), served
+            assert any(p.startswith("/node_modules/onnxruntime-web/dist/") and p.endswith(".wasm") for p in served)
+            want = Session(folder / name, num_threads=1).run(feeds)["logits"][0].astype(np.float64)
+            got = np.asarray(result["scores"], dtype=np.float64)
+            assert got.shape == want.shape, (name, got.shape, want.shape)
+            figures[name] = {"logits max_abs_diff vs Session": float(np.abs(got - want).max()),
+                             "label": result["label"], "Session label": labels[int(want.argmax())]}
+    record_property("figures", figures)
+    print(json.dumps(figures, indent=1))
+    for name, f in figures.items():
+        assert f["label"] == f["Session label"], (name, f)
+        assert f["logits max_abs_diff vs Session"] <= FP32, (name, f)
+
+
+def test_every_kotlin_and_swift_snippet_names_the_versions_it_was_written_against():
+    from albert_edge.report.accelerator_snippets import ACCELERATED
+    from albert_edge.report.snippets import FRAMEWORKS
+
+    version = re.compile(r"\d+\.\d+(\.\d+)?")
+    for framework in (*FRAMEWORKS.values(), *ACCELERATED.values()):
+        for platform in PLATFORMS[:2]:  # kotlin, swift
+            if framework.code.get(platform) is None:
+                continue
+            packages = framework.packages[platform].replace("{litert}", "2.3.0")
+            assert version.search(packages), (framework.key, platform, packages)
