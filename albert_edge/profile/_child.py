@@ -323,7 +323,12 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     try:
         job = json.loads(argv[0])
-        record = measure(job)
+        if job.get("engine") in ("node", "chromium"):  # timed in JavaScript: onnxruntime-node, onnxruntime-web
+            from .web import measure_web
+
+            record = measure_web(job)
+        else:
+            record = measure(job)
     except AlbertEdgeError as exc:
         out.write(json.dumps({"error": str(exc)}) + "\n")
         out.flush()

@@ -74,7 +74,7 @@ class ProfileRecord:
     sha256: str
     format: str  # "onnx" | "tflite"
     scheme: str | None  # "fp32", "int8-dynamic", ... from the manifest beside the file, else None
-    runtime: str  # "onnxruntime", "ai_edge_litert", "tflite_runtime", "tensorflow"
+    runtime: str  # "onnxruntime", "ai_edge_litert", "tflite_runtime", "tensorflow", "onnxruntime-node", "onnxruntime-web"
     runtime_version: str
     provider: str  # onnx execution provider ("CPUExecutionProvider", ...) or tflite delegate ("xnnpack" | "none")
     threads: int
@@ -103,6 +103,11 @@ class ProfileRecord:
     # On LiteRT's GPU accelerator: its own report of the file (GpuPlacement.to_dict(): ops, gpu_ops,
     # cpu_ops, fallbacks with op and reason, refused, reason, adapter, enforce_f32, runtime).
     placement: dict[str, Any] | None = None
+    # profile --runtime node / chromium: the JavaScript runtime (onnxruntime-node in Node, onnxruntime-web's
+    # WebAssembly in headless Chromium) and what it ran with: threads asked and got, Web Workers started,
+    # whether the SIMD build ran (None in Node, which runs native code), the .wasm files, the browser or
+    # Node version, the timer, and what its memory figures are ("not measured" in Chromium).
+    web: dict[str, Any] | None = None
     model: dict[str, Any] | None = None  # what the file takes: max_seq_len (and its source), vocab, input shape, dynamic
     # Other work on the machine: "before" (watched by the parent before the child started) and
     # "during" (the timed calls): cores busy with other work, CPU steal, run queue, load average.

@@ -49,9 +49,16 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
     setting, so bad input fails before anything runs."""
     from .settings import ProfileError
 
+    from .web import NATIVE, PACKAGE, check_web
+
+    web = [r for r in settings.runtimes if r != NATIVE]
+    folder = check_web(web, settings.web_dir) if web else None
     jobs = []
     for path in files:
         fmt = _check_file(path)
+        if web and fmt not in ("onnx", "ort"):
+            raise ProfileError(f"{path}: --runtime {web[0]} runs .onnx and .ort files ({PACKAGE[web[0]]}), and this "
+                               f"is a .{path.suffix.lower().lstrip('.')} file: profile it with --runtime native")
         check_beside(path)  # a file the manifest beside it lists must be the one it lists
         check_packed(path)  # a MediaPipe file's tokenizer and labels must work with its model
         text_in = fmt == "onnx" and file_takes_text(path)
@@ -79,6 +86,11 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                         else [{"provider": None, "delegate": d} for d in settings.delegates])
         if settings.accelerator == "gpu":
             accelerators = _gpu_jobs(path, fmt, settings)
+        if web and text_in:
+            raise ProfileError(f"{path}: it takes the text (its tokenizer is inside, onnxruntime-extensions' "
+                               f"operators), which {PACKAGE[web[0]]} does not run: profile it with --runtime native")
+        if NATIVE not in settings.runtimes:
+            accelerators = []
         for acc in accelerators:
             for threads in settings.threads:
                 shapes = [(b, n) for b in settings.batches for n in settings.seq_lens] if settings.fixed else []
@@ -86,6 +98,9 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
                     shapes.append((1, None))
                 jobs += [{**common, **acc, "threads": threads, "batch": b, "seq_len": n, **engine}
                          for engine in ({}, *([{"engine": APP}] if settings.as_app else [])) for b, n in shapes]
+        jobs += [{**common, "engine": r, "web_dir": str(folder), "provider": None, "delegate": None,
+                  "threads": threads, "batch": b, "seq_len": n}
+                 for r in web for threads in settings.threads for b in settings.batches for n in settings.seq_lens]
         task = _mediapipe_task(path) if settings.mediapipe and fmt == "tflite" else None
         if task is not None:  # as an app runs it: one text per call, MediaPipe's own threads
             shapes = [(1, n) for n in settings.seq_lens] if settings.fixed else []
@@ -232,7 +247,11 @@ def _watch(wait: float, progress: Callable[[str], None] | None) -> dict[str, Any
 
 
 def describe_job(job: dict[str, Any]) -> str:
+    from .web import PACKAGE
+
     acc = f"mediapipe {job['task']}" if job.get("engine") == "mediapipe" else job["provider"] or f"delegate={job['delegate']}"
+    if job.get("engine") in PACKAGE:
+        acc = f"{PACKAGE[job['engine']]} in {'Node' if job['engine'] == 'node' else 'Chromium'}"
     if job.get("accelerator") == "gpu":
         acc = f"{job['provider'] or 'gpu'} ({job['gpu_precision']})"
     acc += " as an app opens it (runtime defaults)" if job.get("engine") == APP else ""

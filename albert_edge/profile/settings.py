@@ -36,7 +36,9 @@ class ProfileSettings:
     runtime's own API with its default options (``Session(app_defaults=True)``). With ``accelerator``
     "gpu", every setting runs through ``Session(..., accelerator="gpu", gpu_precision=...)``: a static
     .tflite on LiteRT's GPU accelerator, an .onnx on onnxruntime's CUDA provider; the records carry
-    the placement the accelerator reported.
+    the placement the accelerator reported. ``runtimes`` beyond "native" also time each .onnx / .ort
+    file through onnxruntime-node in Node and onnxruntime-web in headless Chromium
+    (:mod:`albert_edge.profile.web`), per threads x batch x seq_len, on the fixed-length sweep only.
     """
 
     seq_lens: tuple[int, ...] = (16, 32, 64, 128)
@@ -60,6 +62,9 @@ class ProfileSettings:
     as_app: bool = False  # every setting also as an app opens the file: the runtime's defaults
     accelerator: str = "cpu"  # "gpu": LiteRT's GPU accelerator (.tflite, static files) or CUDA (.onnx)
     gpu_precision: str = "fp32"  # with accelerator "gpu": the GPU's arithmetic, "fp32" or "fp16"
+    # "native" (Session), "node" (onnxruntime-node), "chromium" (onnxruntime-web's WebAssembly): see profile.web
+    runtimes: tuple[str, ...] = ("native",)
+    web_dir: Path | None = None  # the folder with web/'s scripts and node_modules (None: profile.web.web_dir())
 
     def __post_init__(self) -> None:
         for name in ("seq_lens", "batches", "threads"):
@@ -85,6 +90,7 @@ class ProfileSettings:
                                f"{', '.join(GPU_PRECISIONS)}, got {self.accelerator!r} and {self.gpu_precision!r}")
         if self.accelerator == "gpu":
             _check_gpu(self)
+        _check_runtimes(self)
         if not self.fixed and self.text is None:
             raise ProfileError("nothing to profile: the fixed-length sweep is off and no --text is given")
 
@@ -101,6 +107,21 @@ def _check_gpu(settings: ProfileSettings) -> None:
     for clash, why in clashes:
         if clash:
             raise ProfileError(f"--accelerator gpu: {why}: profile the GPU and that apart")
+
+
+def _check_runtimes(settings: ProfileSettings) -> None:
+    """Runtimes are known names, and the web ones do not combine with what they cannot do."""
+    from .web import NATIVE, RUNTIME_CHOICES
+
+    unknown = [r for r in settings.runtimes if r not in RUNTIME_CHOICES or r == "web"]
+    if not settings.runtimes or unknown:
+        raise ProfileError(f"runtime must be one of {', '.join(RUNTIME_CHOICES)}, got {', '.join(unknown) or '(none)'}")
+    web = [r for r in settings.runtimes if r != NATIVE]
+    if web and settings.accelerator == "gpu":
+        raise ProfileError(f"--runtime {web[0]} runs on the CPU (onnxruntime-node's CPU provider, onnxruntime-web's "
+                           "WebAssembly): profile --accelerator gpu apart")
+    if web and not settings.fixed:
+        raise ProfileError(f"--runtime {web[0]} times the fixed-length sweep only, and --no-fixed turns it off")
 
 
 def forward_args(settings: ProfileSettings) -> list[str]:
@@ -128,6 +149,8 @@ def forward_args(settings: ProfileSettings) -> list[str]:
         args.append("--mediapipe")
     if settings.as_app:
         args.append("--as-app")
+    if settings.runtimes != ("native",):
+        args += ["--runtime", joined(settings.runtimes)]
     if settings.accelerator != "cpu":  # a device with an older albert-edge knows no --accelerator for the CPU
         args += ["--accelerator", settings.accelerator, "--gpu-precision", settings.gpu_precision]
     return args

@@ -1,0 +1,361 @@
+"""The JavaScript runtimes of `profile --runtime`: an .onnx / .ort file timed through onnxruntime-node
+in Node and through onnxruntime-web (WebAssembly) in headless Chromium, as a Node app and a web page
+run it, in the same record as the native runtimes.
+
+Each setting is one profiling child, as every setting is, and that child starts a fresh Node
+process (web/profile-node.mjs) or a fresh headless Chromium on web/profile-web.html, served by the
+child from 127.0.0.1. The timing loop runs in JavaScript (performance.now(), the stopping rule of
+:func:`~albert_edge.profile.stats.time_until`, web/profile-loop.mjs); the call times come back and
+become the record here through the same statistics and verdict as every record.
+
+Memory: Node's figures are its own process's (process.memoryUsage().rss at each phase, the peak
+from process.resourceUsage().maxRSS). In Chromium the page runs in a renderer among the browser's
+other processes and a page cannot read its own resident memory, so a Chromium record has no memory
+figures and says so.
+
+The npm packages come from web/package-lock.json, which an installed wheel does not carry: the
+folder is ``--web-dir`` / $ALBERT_EDGE_WEB_DIR, or the checkout's web/ when albert-edge runs from a
+checkout. Device side: standard library and numpy only (no Selenium: Chromium is started as it is)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["NATIVE", "WEB_RUNTIMES", "RUNTIME_CHOICES", "ENV", "parse_runtimes", "web_dir", "check_web",
+           "chromium_binary", "measure_web"]
+
+NATIVE = "native"
+WEB_RUNTIMES = ("node", "chromium")
+# "web": the two JavaScript runtimes beside the native one.
+RUNTIME_CHOICES = {NATIVE: (NATIVE,), "node": ("node",), "chromium": ("chromium",),
+                   "web": (NATIVE, *WEB_RUNTIMES)}
+ENV = "ALBERT_EDGE_WEB_DIR"
+PACKAGE = {"node": "onnxruntime-node", "chromium": "onnxruntime-web"}
+SCRIPT = {"node": "profile-node.mjs", "chromium": "profile-web.html"}
+PROVIDER = {"node": "CPUExecutionProvider", "chromium": "wasm"}
+# Warm-up seconds at least, beside --warmup calls: V8 runs WebAssembly on baseline code first and
+# swaps in optimized code for hot functions in the background (on two busy cores, for about half a
+# second of calls on a small model); Node's onnxruntime is native code, warm after a few calls.
+WARMUP_SECONDS = {"node": 0.0, "chromium": 1.0}
+_CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# Past the timing budget: Node or Chromium starting, the WebAssembly compiling, the file loading.
+_START_SECONDS = 180.0
+CHROMIUM_MEMORY_NOTE = ("info: memory not measured in Chromium: the page runs in a renderer among the browser's "
+                        "processes, and a page cannot read its own resident memory (a figure for the whole browser "
+                        "would not be the model's)")
+
+
+def parse_runtimes(names: Sequence[str]) -> tuple[str, ...]:
+    """The runtimes ``names`` ask for, in a fixed order: 'native', 'node', 'chromium', or 'web' (native,
+    node and chromium). An unknown name raises ProfileError."""
+    from .settings import ProfileError
+
+    unknown = [n for n in names if n not in RUNTIME_CHOICES]
+    if not names or unknown:
+        raise ProfileError(f"runtime must be one of {', '.join(RUNTIME_CHOICES)}, got {', '.join(unknown) or '(none)'}")
+    chosen = {r for n in names for r in RUNTIME_CHOICES[n]}
+    return tuple(r for r in (NATIVE, *WEB_RUNTIMES) if r in chosen)
+
+
+def web_dir(given: str | os.PathLike | None = None) -> Path | None:
+    """The folder holding package.json and node_modules: ``given``, else $ALBERT_EDGE_WEB_DIR, else
+    the checkout's web/ when albert-edge runs from a checkout (None for an installed wheel)."""
+    if given:
+        return Path(given)
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV])
+    checkout = Path(__file__).resolve().parents[2] / "web"
+    return checkout if (checkout / "package.json").is_file() else None
+
+
+def chromium_binary() -> str | None:
+    """Chromium (or Chrome) on PATH, or None."""
+    return next((found for name in _CHROMIUMS if (found := shutil.which(name))), None)
+
+
+def check_web(runtimes: Sequence[str], given: str | os.PathLike | None) -> Path:
+    """The web folder for ``runtimes`` after checking each can run here: Node, Chromium, the folder
+    and its npm packages. ProfileError (one line, saying how to fix it) otherwise."""
+    from .settings import ProfileError
+
+    folder = web_dir(given)
+    asked = ", ".join(f"--runtime {r}" for r in runtimes)
+    if "node" in runtimes and shutil.which("node") is None:
+        raise ProfileError("--runtime node runs onnxruntime-node, and node is not installed (Node.js 20 or later; "
+                           "Debian: apt-get install nodejs)")
+    if "chromium" in runtimes and chromium_binary() is None:
+        raise ProfileError("--runtime chromium runs onnxruntime-web in headless Chromium, and no chromium is on PATH "
+                           "(Debian: apt-get install chromium)")
+    if folder is None:
+        raise ProfileError(f"{asked}: no web folder (an installed albert-edge has none): pass --web-dir DIR or set "
+                           f"{ENV}, DIR being albert-edge's web/ (package.json, package-lock.json) after `npm ci` "
+                           "in it")
+    if not (folder / "package.json").is_file() or not all((folder / SCRIPT[r]).is_file() for r in runtimes):
+        raise ProfileError(f"{asked}: {folder} is not albert-edge's web/ folder (no package.json or "
+                           f"{', '.join(SCRIPT[r] for r in runtimes)} in it): pass --web-dir DIR or set {ENV}")
+    missing = [PACKAGE[r] for r in runtimes if not (folder / "node_modules" / PACKAGE[r] / "package.json").is_file()]
+    if missing:
+        raise ProfileError(f"{asked}: {', '.join(missing)} not installed in {folder / 'node_modules'}: "
+                           f"cd {folder} && npm ci")
+    return folder.resolve()
+
+
+def _package_version(folder: Path, package: str) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads((folder / "node_modules" / package / "package.json").read_text())["version"]
+    return "unknown"
+
+
+def measure_web(job: dict[str, Any]):
+    """One setting through Node or Chromium (``job["engine"]``): the record, its call times judged
+    as every record's are. Runs inside a profiling child."""
+    from .. import __version__, device
+    from ..device import activity
+    from ..errors import AlbertEdgeError
+    from ..formats import FORMATS
+    from ._child import _check_length, _judged
+    from .inputs import fixed_feeds, model_limits
+    from .record import Latency, Memory, ProfileRecord
+    from .stats import latency
+
+    engine, path, folder = job["engine"], Path(job["file"]), Path(job["web_dir"])
+    limits = model_limits(path)
+    _check_length(job["seq_len"], limits)
+    feeds = fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)
+    request = {"name": path.name, "feeds": {k: {"dims": list(a.shape), "data": a.ravel().tolist()}
+                                           for k, a in feeds.items()},
+               "warmup_seconds": WARMUP_SECONDS[engine] if job["warmup"] else 0.0,
+               **{k: job[k] for k in ("threads", "warmup", "runs", "min_seconds", "max_seconds", "ci_target")}}
+    before = device.describe()
+    marks: dict[str, dict[str, Any] | None] = {}
+    work = Path(job["workdir"])
+    if engine == "node":
+        got, pid_cpu = _run_node(folder, {**request, "model": str(path)}, work, marks, job)
+    else:
+        got, pid_cpu = _run_chromium(folder, request, path, work, marks, job)
+    during = activity.activity(marks.get("timing_start"), marks.get("timing_end"))
+    if during is not None and pid_cpu is not None:  # our own cores are the JavaScript process tree's
+        own = round(pid_cpu / during["seconds"], 3)
+        during.update(own_cores=own, other_cores=round(max(0.0, during["busy_cores"] - own), 3))
+    after = device.describe()
+    if not got.get("times"):
+        raise AlbertEdgeError(f"{job['file_as_given']}: {PACKAGE[engine]} timed no calls")
+    lat: Latency = latency(got["times"])
+    lat.stopped_by = got.get("stopped_by")
+    threads = int(got.get("threads") or job["threads"])
+    warnings: list[str] = []
+    web: dict[str, Any] = {"runtime": engine, "threads_asked": job["threads"], "threads": threads,
+                           "timer": "performance.now()", "timer_resolution_ms": got.get("timer_resolution_ms"),
+                           "script": SCRIPT[engine], "inputs": got.get("inputs"),
+                           "warmup_calls": got.get("warmup_calls"), "warmup_seconds": request["warmup_seconds"]}
+    step = got.get("timer_resolution_ms")
+    if step and lat.p50 > 0 and step > 0.01 * lat.p50:
+        warnings.append(f"info: {SCRIPT[engine]}'s clock (performance.now()) ticks in {step * 1e3:.1f} µs, "
+                        f"{step / lat.p50:.1%} of the p50: the call times are multiples of it")
+    if engine == "node":
+        memory = Memory(**{k: got["memory"].get(k) for k in Memory.__dataclass_fields__})
+        web.update(node=got.get("node"), simd=None, load="InferenceSession.create(path)",
+                   memory="Node's process: process.memoryUsage().rss at each phase, the peak from "
+                          "process.resourceUsage().maxRSS")
+    else:
+        memory = Memory()
+        web.update({k: got.get(k) for k in ("simd", "simd_supported", "wasm", "workers_started",
+                                            "cross_origin_isolated", "hardware_concurrency", "user_agent",
+                                            "fetch_ms")},
+                   load="InferenceSession.create(bytes), which starts onnxruntime-web's WebAssembly (a page's first "
+                        "session); the file's fetch from 127.0.0.1 is fetch_ms", memory="not measured")
+        warnings.append(CHROMIUM_MEMORY_NOTE)
+        if threads != job["threads"]:
+            warnings.append(f"onnxruntime-web ran {threads} thread(s), not the {job['threads']} asked for "
+                            f"(cross-origin isolated: {got.get('cross_origin_isolated')})")
+    warnings += _judged(lat, job, activity.competing(during, threads) + device.throttle_warnings(before, after))
+    return ProfileRecord(
+        albert_edge_version=__version__,
+        file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
+        format=FORMATS[path.suffix.lower()], scheme=limits.scheme, runtime=PACKAGE[engine],
+        runtime_version=got.get("version") or _package_version(folder, PACKAGE[engine]), provider=PROVIDER[engine],
+        threads=threads, batch=job["batch"], seq_len=job["seq_len"], input_mode="fixed",
+        load_ms=got["load_ms"], first_call_ms=got["first_call_ms"], latency=lat, memory=memory,
+        device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
+        warnings=warnings, model=limits.to_dict(), input_kind="token ids", accelerator="cpu", web=web,
+        ops=({"available": False, "source": None, "note": f"{PACKAGE[engine]} gives no per-operator times here: "
+              "the breakdown is that of the native runtime's rows"} if job.get("ops") else None),
+        machine={"before": job.get("machine_before"), "during": during},
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+
+
+def _deadline(job: dict[str, Any]) -> float:
+    return _START_SECONDS + 2 * job["max_seconds"] + job["min_seconds"]
+
+
+def _group_cpu(pgid: int) -> float | None:
+    """CPU seconds (user + system) of the live processes of group ``pgid``, or None without /proc."""
+    total, tick, seen = 0.0, os.sysconf("SC_CLK_TCK"), False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:  # after the name: state, ppid, pgrp, ...
+                total += (int(fields[11]) + int(fields[12])) / tick
+                seen = True
+    return total if seen else None
+
+
+class _Marks:
+    """The snapshots of the machine at the start and the end of the timed calls, and the CPU time
+    the JavaScript process group had spent at each (its own share of the busy cores)."""
+
+    def __init__(self, marks: dict[str, Any]):
+        self.marks, self.cpu, self.pgid = marks, {}, None
+
+    def mark(self, name: str) -> None:
+        from ..device import activity
+
+        if name in ("timing_start", "timing_end") and name not in self.marks:
+            self.marks[name] = activity.snapshot()
+            self.cpu[name] = _group_cpu(self.pgid) if self.pgid else None
+
+    def own_cpu(self) -> float | None:
+        start, end = self.cpu.get("timing_start"), self.cpu.get("timing_end")
+        return end - start if start is not None and end is not None else None
+
+
+def _run_node(folder: Path, request: dict, work: Path, marks: dict, job: dict) -> tuple[dict, float | None]:
+    from ..errors import AlbertEdgeError
+
+    req, resp = work / "request.json", work / "response.json"
+    req.write_text(json.dumps(request))
+    seen = _Marks(marks)
+    err = work / "node.stderr"
+    with err.open("w") as stderr:
+        node = subprocess.Popen(["node", str(folder / SCRIPT["node"]), str(req), str(resp)], cwd=folder,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
+        seen.pgid = node.pid
+        timer = threading.Timer(_deadline(job), _stop, (node,))
+        timer.start()
+        try:
+            for line in node.stdout:
+                with contextlib.suppress(ValueError, AttributeError):
+                    seen.mark(json.loads(line).get("mark"))
+            node.wait()
+        finally:
+            timer.cancel()
+            _stop(node)
+    if node.returncode != 0 or not resp.is_file():
+        tail = (err.read_text(errors="replace").strip().splitlines() or [f"exit code {node.returncode}"])
+        said = next((line for line in tail if "Error" in line), tail[-1])
+        raise AlbertEdgeError(f"{job['file_as_given']}: onnxruntime-node failed in Node: {said.strip()[:300]}")
+    return json.loads(resp.read_text()), seen.own_cpu()
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """web/ at /, the request at /request.json and the model at /model; POSTs to /mark and /result.
+    Every answer says the page is cross-origin isolated (COOP + COEP), which browsers require before
+    they give WebAssembly threads."""
+
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript",
+                      ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json"}
+    request_bytes: bytes = b""
+    model: Path
+    seen: _Marks
+    result: dict
+    done: threading.Event
+
+    def do_GET(self) -> None:  # noqa: N802  (the base class's name)
+        name = self.path.split("?", 1)[0]
+        if name in ("/request.json", "/model"):
+            body = self.request_bytes if name == "/request.json" else self.model.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json" if name == "/request.json" else
+                             "application/octet-stream")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        super().do_GET()
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        if self.path == "/mark":
+            self.seen.mark(body.get("mark"))
+        elif self.path == "/result":
+            self.result.update(body)
+            self.done.set()
+        self.send_response(204)
+        self.end_headers()
+
+    def end_headers(self) -> None:
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, format, *args) -> None:  # noqa: A002  (the base class's name)
+        pass
+
+
+@contextlib.contextmanager
+def _serve(folder: Path, handler: type) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _run_chromium(folder: Path, request: dict, model: Path, work: Path, marks: dict,
+                  job: dict) -> tuple[dict, float | None]:
+    from ..errors import AlbertEdgeError
+
+    seen, result, done = _Marks(marks), {}, threading.Event()
+    handler = type("Handler", (_Handler,), {"request_bytes": json.dumps(request).encode(), "model": model,
+                                            "seen": seen, "result": result, "done": done})
+    with _serve(folder, handler) as base:
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-extensions", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--mute-audio", f"--user-data-dir={work / 'chromium-profile'}"]
+        browser = subprocess.Popen([chromium_binary(), *flags, f"{base}/{SCRIPT['chromium']}"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        seen.pgid = browser.pid
+        try:
+            finished = done.wait(_deadline(job))
+        finally:
+            _stop(browser)
+    if not finished:
+        raise AlbertEdgeError(f"{job['file_as_given']}: onnxruntime-web in Chromium gave no result within "
+                              f"{_deadline(job):.0f} s")
+    if result.get("error") or not result.get("result"):
+        said = str(result.get("error") or "no result").strip().splitlines()[0]
+        raise AlbertEdgeError(f"{job['file_as_given']}: onnxruntime-web failed in Chromium: {said[:300]}")
+    return result["result"], seen.own_cpu()
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop ``process`` and its whole group (Chromium's renderers and helpers too)."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # helpers left behind by a leader that exited
+        os.killpg(process.pid, signal.SIGKILL)
