@@ -60,14 +60,16 @@ def _ms(value) -> str:
     return "-" if value is None else f"{value:.3f}" if value < 10 else f"{value:.1f}"
 
 
-_SHORT_RUNTIME = {"onnxruntime": "ort", "ai_edge_litert": "litert", "tflite_runtime": "tflite-rt", "tensorflow": "tf"}
+_SHORT_RUNTIME = {"onnxruntime": "ort", "ai_edge_litert": "litert", "tflite_runtime": "tflite-rt", "tensorflow": "tf",
+                  "onnxruntime-node": "ort-node", "onnxruntime-web": "ort-web"}
 
 
 def _runs_on(record: dict) -> str:
     provider = {full: short for short, full in PROVIDERS.items()}.get(record["provider"], record["provider"])
     app = " app" if record.get("opened_as") == APP else ""
     gpu = f" {record['gpu_precision']}" if record.get("accelerator") == "gpu" and record.get("gpu_precision") else ""
-    return f"{_SHORT_RUNTIME.get(record['runtime'], record['runtime'])}:{provider}{gpu}{app}"
+    simd = " simd" if (record.get("web") or {}).get("simd") else ""
+    return f"{_SHORT_RUNTIME.get(record['runtime'], record['runtime'])}:{provider}{simd}{gpu}{app}"
 
 
 # The measured records' columns; a narrow terminal leaves out the higher ``drop`` ones last.
@@ -106,13 +108,15 @@ def print_measured(records: list[dict], comparisons: list, baseline: Path | None
         _output.console.print("timing: 'good' = the p50's interval met --ci-target on a quiet machine; 'noisy' = "
                               "other work, drift or held-up calls (the note says which): compare such figures with "
                               "care; 'unusable' = too few calls or too much spread to say anything")
+    for line in web_lines(records):
+        _output.console.print(line)
     for line in placement_lines(records):
         _output.console.print(line)
     versions = sorted({f"{r['runtime']} {r.get('runtime_version')}" for r in records})
     dev = records[0].get("device") or {} if records else {}
     _output.console.print(f"{', '.join(versions)}; {dev.get('cpu_model')} x{dev.get('cpu_cores')}"
                   + (f", {dev['board']}" if dev.get("board") else "") + f", {dev.get('os')}")
-    for (name, runtime), r in {(r["file_name"], r["runtime"]): r for r in records}.items():
+    for (name, runtime), r in {(r["file_name"], r["runtime"]): r for r in records if not r.get("web")}.items():
         through = " through MediaPipe Tasks" if runtime == "mediapipe" else ""
         _output.console.print(f"{name}{through}: {_supports(r.get('model') or {}, r.get('input_kind'))}")
     for r in records:
@@ -129,6 +133,23 @@ def print_measured(records: list[dict], comparisons: list, baseline: Path | None
         print_comparisons(comparisons, baseline)
     elif baseline is not None:
         _output.console.print(f"no record in {baseline} matches these files and settings")
+
+
+def web_lines(records: list[dict]) -> list[str]:
+    """What each JavaScript runtime ran with (--runtime node / chromium), once per runtime and version."""
+    lines = []
+    for (runtime, version), r in {(r["runtime"], r.get("runtime_version")): r for r in records if r.get("web")}.items():
+        w = r["web"]
+        if w.get("runtime") == "node":
+            lines.append(f"{runtime} {version} in Node {w.get('node')}: calls timed in JavaScript "
+                         f"({w.get('timer')}); MiB is the Node process's peak")
+        else:
+            wasm = ", ".join(w.get("wasm") or []) or "no .wasm seen"
+            lines.append(f"{runtime} {version} in headless Chromium: WebAssembly SIMD "
+                         f"{'ran' if w.get('simd') else 'did not run'} ({wasm}), "
+                         f"threads as it got them (cross-origin isolated: {w.get('cross_origin_isolated')}); calls "
+                         f"timed in JavaScript ({w.get('timer')}); memory not measured (MiB '-')")
+    return lines
 
 
 def placement_lines(records: list[dict]) -> list[str]:

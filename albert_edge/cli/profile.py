@@ -57,6 +57,7 @@ def _options(given: dict[str, Any]) -> ProfileOptions:
     """The command's options as the library's :class:`~albert_edge.profile.ProfileOptions`."""
     from ..profile import (MLPERF, BaselineOptions, EstimateOptions, OutputOptions, ProfileOptions,
                            ProfileSettings, RemoteOptions)
+    from ..profile.web import parse_runtimes
 
     runs, min_seconds = given["runs"], given["min_seconds"]
     if given["mlperf"]:
@@ -69,7 +70,8 @@ def _options(given: dict[str, Any]) -> ProfileOptions:
         ops_runs=given["ops_runs"], fixed=given["fixed"], ci_target=given["ci_target"],
         max_seconds=max(given["max_seconds"], min_seconds), wait_quiet=given["wait_quiet"],
         mediapipe=given["mediapipe"], as_app=given["as_app"], accelerator=given["accelerator"],
-        gpu_precision=given["gpu_precision"])
+        gpu_precision=given["gpu_precision"], runtimes=parse_runtimes(_name_list(given["runtime"])),
+        web_dir=given["web_dir"])
     return ProfileOptions(
         settings=settings,
         output=OutputOptions(csv=given["csv_path"], append=given["append_path"], force=given["force"]),
