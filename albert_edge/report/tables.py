@@ -198,6 +198,10 @@ def _accelerators(data) -> Table | None:
 _NO_ORT_FP16 = {"x86_64", "amd64", "i686", "x86"}
 
 
+# The JavaScript runtimes of profile --runtime node / chromium, named in the row (their provider is not enough).
+WEB_RUNTIMES = ("onnxruntime-node", "onnxruntime-web")
+
+
 def _profile(data) -> Table | None:
     records = data["profile_rows"]
     if not records:
@@ -214,7 +218,8 @@ def _profile(data) -> Table | None:
             mark = f" [{len(warned)}]"
         runs_on = ("MediaPipe Tasks, own threads" if r.get("runtime") == "mediapipe" else
                    f"LiteRT GPU accelerator, {r.get('gpu_precision') or 'fp32'}" if r.get("accelerator") == "gpu" else
-                   f"{r['provider']}, {r['threads']} thr") + (", text in" if r.get("input_kind") == "text" else "") \
+                   f"{r['runtime'] + ', ' if r.get('runtime') in WEB_RUNTIMES else ''}{r['provider']}, "
+                   f"{r['threads']} thr") + (", text in" if r.get("input_kind") == "text" else "") \
             + (", app defaults" if r.get("opened_as") == APP else "")
         rows.append((r["file_name"], r["scheme"] or "", r["device"], runs_on,
                      str(r["batch"]), seq, kind + mark, QUALITY_MARK.get(r.get("quality"), "") + _ms(r["p50_ms"]),
