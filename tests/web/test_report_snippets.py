@@ -24,13 +24,13 @@ from albert_edge.report.render import SNIPPETS_INTRO
 from albert_edge.report.snippets import PLATFORMS
 
 from .runtimes import chromium, chromium_missing, package_missing, run_page, serve
+from .snippet_page import import_map, module, page
 
 MISSING = chromium_missing() or package_missing("onnxruntime-web")
 SEQ = 16
 TEXT = "The quick brown fox jumps over the lazy dog, and the report's lines classify it."
 # The app's own part of a snippet that takes token ids: one comment, where the ids go.
 TOKENS = re.compile(r"/\*[^*]*token ids[^*]*\*/")
-IMPORT_MAP = re.compile(r'<script type="importmap">(.*?)</script>', re.S)
 FP32 = 1e-4
 ONNX_FILES = ("model.onnx", "model.ort", "model.int8-dynamic.onnx")
 
@@ -75,28 +75,6 @@ def _js(report: dict) -> dict[str, tuple[str, str]]:
             if f["code"]["js"] is not None}
 
 
-def _import_map(code: str) -> dict:
-    """The import map the snippet's comment gives (its comment lines joined)."""
-    comments = " ".join(line.strip()[2:].strip() for line in code.splitlines() if line.strip().startswith("//"))
-    found = IMPORT_MAP.search(comments)
-    assert found, f"the snippet names no import map for its package:\n{code}"
-    return json.loads(found.group(1))
-
-
-def _page(import_map: dict) -> str:
-    """A page that maps the snippet's package as its comment says and imports the snippet as the
-    app's module; its outcome goes to window.albertEdge (tests/web/runtimes.run_page)."""
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>report snippet</title>
-<script type="importmap">{json.dumps(import_map)}</script></head>
-<body><script type="module">
-import("./snippet.mjs").then(
-  (m) => {{ window.albertEdge = {{ done: true, error: null, result: {{ scores: m.scores, label: m.label }} }}; }},
-  (e) => {{ window.albertEdge = {{ done: true, error: String((e && e.stack) || e), result: null }}; }});
-</script></body></html>
-"""
-
-
 def test_the_report_prints_one_javascript_block_per_file_it_runs_and_says_what_is_not_run(report):
     blocks = _js(report)
     assert set(blocks) == {*ONNX_FILES, "model.tflite"}
@@ -131,8 +109,9 @@ def test_the_onnxruntime_web_snippets_run_as_printed_and_answer_as_the_session(r
             assert app.replace(json.dumps(tokens), "") == TOKENS.sub("", code)
             work = tmp_path / name
             work.mkdir()
-            (work / "snippet.mjs").write_text(app + "\nexport { scores, label };\n", encoding="utf-8")
-            (work / "page.html").write_text(_page(_import_map(code)), encoding="utf-8")
+            (work / "snippet.mjs").write_text(module(app, ("scores", "label")), encoding="utf-8")
+            (work / "page.html").write_text(page(import_map(code), "{ scores: m.scores, label: m.label }"),
+                                            encoding="utf-8")
             served_files = {"page.html": work / "page.html", "snippet.mjs": work / "snippet.mjs",
                             name: folder / name, "spiece.model": folder / "spiece.model",
                             "labels.json": folder / "labels.json"}
