@@ -242,8 +242,8 @@ _LITERT = Framework(
               "swift": "CocoaPods: pod 'TensorFlowLiteSwift', '~> 2.17.0' (Interpreter.signatureRunner)",
               "js": "npm: @tensorflow/tfjs-tflite 0.0.1-alpha.10 + @tensorflow/tfjs-core; these lines are not run "
                     "by albert-edge's tests: tfjs-tflite is an alpha that fetches its WebAssembly from a CDN unless "
-                    "tflite.setWasmPath names a served copy (LiteRT.js, @litertjs/core, is its successor: see its "
-                    "docs)"},
+                    "tflite.setWasmPath names a served copy; LiteRT.js (@litertjs/core), its successor, takes "
+                    "fixed input shapes only (2.5.3 refuses a tensor of [1, n] for an input of [-1, -1])"},
     code={
         "kotlin": """
 import org.tensorflow.lite.Interpreter
