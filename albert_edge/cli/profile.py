@@ -57,7 +57,7 @@ def _options(given: dict[str, Any]) -> ProfileOptions:
     """The command's options as the library's :class:`~albert_edge.profile.ProfileOptions`."""
     from ..profile import (MLPERF, BaselineOptions, EstimateOptions, OutputOptions, ProfileOptions,
                            ProfileSettings, RemoteOptions)
-    from ..profile.web import parse_runtimes
+    from ..profile.settings import parse_runtimes
 
     runs, min_seconds = given["runs"], given["min_seconds"]
     if given["mlperf"]:

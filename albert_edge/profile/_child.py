@@ -326,7 +326,7 @@ def main(argv: list[str]) -> int:
         if job.get("engine") in ("node", "chromium"):  # timed in JavaScript: onnxruntime-node, onnxruntime-web
             from .web import measure_web
 
-            record = measure_web(job)
+            record = measure_web(job, _judged, _check_length)
         else:
             record = measure(job)
     except AlbertEdgeError as exc:

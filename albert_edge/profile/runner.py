@@ -49,7 +49,8 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
     setting, so bad input fails before anything runs."""
     from .settings import ProfileError
 
-    from .web import NATIVE, PACKAGE, check_web
+    from .settings import NATIVE
+    from .web import PACKAGE, check_web
 
     web = [r for r in settings.runtimes if r != NATIVE]
     folder = check_web(web, settings.web_dir) if web else None

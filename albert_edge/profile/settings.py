@@ -9,14 +9,32 @@ from pathlib import Path
 from ..errors import AlbertEdgeError
 from ..runtime import ACCELERATORS, DELEGATES, GPU_PRECISIONS, PROVIDERS
 
-__all__ = ["MLPERF", "ProfileError", "ProfileSettings", "forward_args"]
+__all__ = ["MLPERF", "ProfileError", "ProfileSettings", "forward_args", "NATIVE", "WEB_RUNTIMES", "RUNTIME_CHOICES",
+           "parse_runtimes"]
 
 # MLPerf inference single-stream minimums: 1024 queries and 60 seconds.
 MLPERF = {"runs": 1024, "min_seconds": 60.0}
 
 
+# The runtimes that time a file (profile --runtime): albert-edge's Session, and the JavaScript ones of
+# profile.web; "web" asks for all three.
+NATIVE = "native"
+WEB_RUNTIMES = ("node", "chromium")
+RUNTIME_CHOICES = {NATIVE: (NATIVE,), "node": ("node",), "chromium": ("chromium",), "web": (NATIVE, *WEB_RUNTIMES)}
+
+
 class ProfileError(AlbertEdgeError):
     """Bad profiling input: a setting out of range, a sequence longer than the model takes, ..."""
+
+
+def parse_runtimes(names) -> tuple[str, ...]:
+    """The runtimes ``names`` ask for, in a fixed order: 'native', 'node', 'chromium', or 'web' (native,
+    node and chromium). An unknown name raises ProfileError."""
+    unknown = [n for n in names if n not in RUNTIME_CHOICES]
+    if not names or unknown:
+        raise ProfileError(f"runtime must be one of {', '.join(RUNTIME_CHOICES)}, got {', '.join(unknown) or '(none)'}")
+    chosen = {r for n in names for r in RUNTIME_CHOICES[n]}
+    return tuple(r for r in (NATIVE, *WEB_RUNTIMES) if r in chosen)
 
 
 @dataclass(frozen=True)
@@ -111,8 +129,6 @@ def _check_gpu(settings: ProfileSettings) -> None:
 
 def _check_runtimes(settings: ProfileSettings) -> None:
     """Runtimes are known names, and the web ones do not combine with what they cannot do."""
-    from .web import NATIVE, RUNTIME_CHOICES
-
     unknown = [r for r in settings.runtimes if r not in RUNTIME_CHOICES or r == "web"]
     if not settings.runtimes or unknown:
         raise ProfileError(f"runtime must be one of {', '.join(RUNTIME_CHOICES)}, got {', '.join(unknown) or '(none)'}")

@@ -29,18 +29,15 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from .settings import NATIVE, RUNTIME_CHOICES, WEB_RUNTIMES, ProfileError, parse_runtimes
 
 __all__ = ["NATIVE", "WEB_RUNTIMES", "RUNTIME_CHOICES", "ENV", "parse_runtimes", "web_dir", "check_web",
            "chromium_binary", "measure_web"]
 
-NATIVE = "native"
-WEB_RUNTIMES = ("node", "chromium")
-# "web": the two JavaScript runtimes beside the native one.
-RUNTIME_CHOICES = {NATIVE: (NATIVE,), "node": ("node",), "chromium": ("chromium",),
-                   "web": (NATIVE, *WEB_RUNTIMES)}
 ENV = "ALBERT_EDGE_WEB_DIR"
 PACKAGE = {"node": "onnxruntime-node", "chromium": "onnxruntime-web"}
 SCRIPT = {"node": "profile-node.mjs", "chromium": "profile-web.html"}
@@ -55,18 +52,6 @@ _START_SECONDS = 180.0
 CHROMIUM_MEMORY_NOTE = ("info: memory not measured in Chromium: the page runs in a renderer among the browser's "
                         "processes, and a page cannot read its own resident memory (a figure for the whole browser "
                         "would not be the model's)")
-
-
-def parse_runtimes(names: Sequence[str]) -> tuple[str, ...]:
-    """The runtimes ``names`` ask for, in a fixed order: 'native', 'node', 'chromium', or 'web' (native,
-    node and chromium). An unknown name raises ProfileError."""
-    from .settings import ProfileError
-
-    unknown = [n for n in names if n not in RUNTIME_CHOICES]
-    if not names or unknown:
-        raise ProfileError(f"runtime must be one of {', '.join(RUNTIME_CHOICES)}, got {', '.join(unknown) or '(none)'}")
-    chosen = {r for n in names for r in RUNTIME_CHOICES[n]}
-    return tuple(r for r in (NATIVE, *WEB_RUNTIMES) if r in chosen)
 
 
 def web_dir(given: str | os.PathLike | None = None) -> Path | None:
@@ -88,8 +73,6 @@ def chromium_binary() -> str | None:
 def check_web(runtimes: Sequence[str], given: str | os.PathLike | None) -> Path:
     """The web folder for ``runtimes`` after checking each can run here: Node, Chromium, the folder
     and its npm packages. ProfileError (one line, saying how to fix it) otherwise."""
-    from .settings import ProfileError
-
     folder = web_dir(given)
     asked = ", ".join(f"--runtime {r}" for r in runtimes)
     if "node" in runtimes and shutil.which("node") is None:
@@ -118,21 +101,21 @@ def _package_version(folder: Path, package: str) -> str:
     return "unknown"
 
 
-def measure_web(job: dict[str, Any]):
-    """One setting through Node or Chromium (``job["engine"]``): the record, its call times judged
-    as every record's are. Runs inside a profiling child."""
+def measure_web(job: dict[str, Any], judged: Callable, check_length: Callable):
+    """One setting through Node or Chromium (``job["engine"]``): the record. Runs inside a profiling
+    child, which hands over how it judges every record's timing (``judged``: the latency, the job and
+    the machine's warnings -> the warnings to keep) and checks a length against the file's limits."""
     from .. import __version__, device
     from ..device import activity
     from ..errors import AlbertEdgeError
     from ..formats import FORMATS
-    from ._child import _check_length, _judged
     from .inputs import fixed_feeds, model_limits
     from .record import Latency, Memory, ProfileRecord
     from .stats import latency
 
     engine, path, folder = job["engine"], Path(job["file"]), Path(job["web_dir"])
     limits = model_limits(path)
-    _check_length(job["seq_len"], limits)
+    check_length(job["seq_len"], limits)
     feeds = fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)
     request = {"name": path.name, "feeds": {k: {"dims": list(a.shape), "data": a.ravel().tolist()}
                                            for k, a in feeds.items()},
@@ -180,7 +163,7 @@ def measure_web(job: dict[str, Any]):
         if threads != job["threads"]:
             warnings.append(f"onnxruntime-web ran {threads} thread(s), not the {job['threads']} asked for "
                             f"(cross-origin isolated: {got.get('cross_origin_isolated')})")
-    warnings += _judged(lat, job, activity.competing(during, threads) + device.throttle_warnings(before, after))
+    warnings += judged(lat, job, activity.competing(during, threads) + device.throttle_warnings(before, after))
     return ProfileRecord(
         albert_edge_version=__version__,
         file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
