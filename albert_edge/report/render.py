@@ -150,8 +150,7 @@ SNIPPETS_TITLE = "Running the files in an app"
 SNIPPETS_INTRO = ("The framework that loads each file on a phone or in a browser, and the few lines each platform "
                   "needs, filled with the file's own input and output names, dtypes and shape (batch 1). "
                   "The Kotlin and Swift lines name the versions they were written against and cannot be run by "
-                  "albert-edge's tests; the JavaScript runs there as printed, in headless Chromium, except where "
-                  "its packages line says it does not.")
+                  "albert-edge's tests; the JavaScript runs there as printed, in headless Chromium.")
 
 
 def _snippet_lines(group: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, list[str]]]]:

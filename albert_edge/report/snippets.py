@@ -211,8 +211,6 @@ def _fill(f: FileFacts, template: str) -> str:
                 f'{{ Data(buffer: $0) }}), elementType: .{lines["dtype"]}, shape: [1, NSNumber(value: n)]),'
                 for name, _ in f.inputs),
             "swift_pte_inputs": ", ".join(f"Tensor<{d.swift}>({_value(name)}, shape: [1, n])" for name, _ in f.inputs),
-            "js_tfjs_inputs": "\n".join(f'  {name}: tf.tensor({_value(name)}, [1, n], "int32"),'
-                                        for name, _ in f.inputs),
             "js_ort_inputs": "\n".join(f'  {name}: new ort.Tensor("{lines["dtype"]}", {d.js(_value(name))}, [1, n]),'
                                        for name, _ in f.inputs),
         })
@@ -240,10 +238,7 @@ _LITERT = Framework(
     packages={"kotlin": "com.google.ai.edge.litert:litert:1.4.1 (its Interpreter API; "
                         "or org.tensorflow:tensorflow-lite:2.16.1)",
               "swift": "CocoaPods: pod 'TensorFlowLiteSwift', '~> 2.17.0' (Interpreter.signatureRunner)",
-              "js": "npm: @tensorflow/tfjs-tflite 0.0.1-alpha.10 + @tensorflow/tfjs-core; these lines are not run "
-                    "by albert-edge's tests: tfjs-tflite is an alpha that fetches its WebAssembly from a CDN unless "
-                    "tflite.setWasmPath names a served copy; LiteRT.js (@litertjs/core), its successor, takes "
-                    "fixed input shapes only (2.5.3 refuses a tensor of [1, n] for an input of [-1, -1])"},
+              "js": ""},
     code={
         "kotlin": """
 import org.tensorflow.lite.Interpreter
@@ -275,23 +270,14 @@ try runner.invoke(with: [
 ])
 let {first_output} = try runner.output(named: "{first_output}")  // outputs: {output_names}
 """,
-        "js": """
-import * as tf from "@tensorflow/tfjs-core";
-import * as tflite from "@tensorflow/tfjs-tflite";
-
-const model = await tflite.loadTFLiteModel("{file}");
-const tokens = /* token ids, from the tokenizer */;
-{js_length}
-const feeds = {{
-{js_tfjs_inputs}
-}};
-// model.inputs holds the tensors' own names ("serving_default_input_ids:0"): feed them in its order
-const outputs = model.predict(model.inputs.map((t) => feeds[Object.keys(feeds).find((k) => t.name.includes(k))]));
-// outputs: {output_names}, listed by tensor name in model.outputs (tell them apart by shape);
-// the ids go in as int32 (TF.js has no int64)
-""",
+        "js": None,
     },
     note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}; {packing}",
+    missing="no browser runtime albert-edge's tests run takes this file as printed code would: TF.js's TFLite "
+            "runtime (@tensorflow/tfjs-tflite 0.0.1-alpha.10, an alpha) takes only the shape a file was converted "
+            "at and, fed that, answered all-zero scores for a classifier here; LiteRT.js (@litertjs/core 2.5.3) "
+            "refuses a [1, n] tensor for a [-1, -1] input. A web app runs the .onnx or .ort (onnxruntime-web) or "
+            "the MediaPipe file (MediaPipe Tasks for Web) instead",
 )
 
 _MEDIAPIPE = Framework(
