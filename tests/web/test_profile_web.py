@@ -24,8 +24,11 @@ from .runtimes import NODE_MODULES, WEB, node_missing, package_missing
 
 # A short run: the fixed length the files were converted at, a few calls past the warm-up.
 SHORT = ["--seq-len", str(SEQ), "--runs", "20", "--min-seconds", "0.2", "--max-seconds", "1", "--warmup", "3"]
-# The web runtimes on this machine: p50 within this factor of the native onnxruntime's, either way.
+# The web runtimes on this machine: p50 within this factor of the native onnxruntime's, either way, on
+# one thread. Threaded WebAssembly on a busy machine waits on its workers far longer (their threads
+# spin for work beside the others'), so two threads are held to a wider bound above.
 FACTOR = 20
+THREADED_FACTOR = 200
 
 
 def _web_missing() -> str | None:
@@ -80,7 +83,8 @@ def test_records_of_node_and_chromium_beside_native(measured, record_property):
         assert lat["quality"] in ("good", "noisy", "unusable") and lat["stopped_by"] in ("interval", "budget")
         assert r["load_ms"] > 0 and r["first_call_ms"] > 0 and r["machine"]["during"]["seconds"] > 0
         native = by[("onnxruntime", threads)]["latency"]["p50"]
-        assert native / FACTOR < lat["p50"] < native * FACTOR, (runtime, threads, lat["p50"], native)
+        assert native / FACTOR < lat["p50"] < native * (FACTOR if threads == 1 else THREADED_FACTOR), \
+            (runtime, threads, lat["p50"], native)
         figures[f"{runtime} {threads} thr"] = {"p50 ms": lat["p50"], "p50 95% interval": lat["p50_ci"],
                                                "quality": lat["quality"]}
     node, web = by[("onnxruntime-node", 2)], by[("onnxruntime-web", 2)]
