@@ -29,6 +29,8 @@ returns the records. The modules:
 - ``inputs``, ``stats``: what a child feeds and how its call times become figures;
 - ``ops``, ``tflite_ops``: the per-operator breakdown; ``record``: the record; ``output``: CSV,
   JSON Lines and the checks of those files; ``compare``: against a baseline;
+- ``web``: ``--runtime node / chromium``, an .onnx / .ort timed through onnxruntime-node in Node and
+  onnxruntime-web in headless Chromium (the scripts in the checkout's web/ or ``--web-dir``);
 - ``remote``, ``ssh``: profiling over SSH; ``estimate``, ``opcount``, ``calibration``: estimates
   for devices not at hand.
 """

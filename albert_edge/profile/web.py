@@ -25,7 +25,6 @@ import http.server
 import json
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -189,31 +188,38 @@ def _deadline(job: dict[str, Any]) -> float:
     return _START_SECONDS + 2 * job["max_seconds"] + job["min_seconds"]
 
 
-def _group_cpu(pgid: int) -> float | None:
-    """CPU seconds (user + system) of the live processes of group ``pgid``, or None without /proc."""
-    total, tick, seen = 0.0, os.sysconf("SC_CLK_TCK"), False
+def _tree_cpu(root: int) -> float | None:
+    """CPU seconds (user + system) of process ``root`` and its live descendants (Chromium's renderers
+    and helpers, Node's threads are in its own figure), or None without /proc."""
+    tick, parent, cpu = os.sysconf("SC_CLK_TCK"), {}, {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid:  # after the name: state, ppid, pgrp, ...
-                total += (int(fields[11]) + int(fields[12])) / tick
-                seen = True
-    return total if seen else None
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the name: state, ppid, ...
+            pid = int(stat.parent.name)
+            parent[pid], cpu[pid] = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+    if root not in cpu:
+        return None
+    tree, grown = {root}, True
+    while grown:
+        more = {pid for pid, ppid in parent.items() if ppid in tree} - tree
+        tree |= more
+        grown = bool(more)
+    return sum(cpu[pid] for pid in tree)
 
 
 class _Marks:
     """The snapshots of the machine at the start and the end of the timed calls, and the CPU time
-    the JavaScript process group had spent at each (its own share of the busy cores)."""
+    the JavaScript process tree had spent at each (its own share of the busy cores)."""
 
     def __init__(self, marks: dict[str, Any]):
-        self.marks, self.cpu, self.pgid = marks, {}, None
+        self.marks, self.cpu, self.pid = marks, {}, None
 
     def mark(self, name: str) -> None:
         from ..device import activity
 
         if name in ("timing_start", "timing_end") and name not in self.marks:
             self.marks[name] = activity.snapshot()
-            self.cpu[name] = _group_cpu(self.pgid) if self.pgid else None
+            self.cpu[name] = _tree_cpu(self.pid) if self.pid else None
 
     def own_cpu(self) -> float | None:
         start, end = self.cpu.get("timing_start"), self.cpu.get("timing_end")
@@ -229,8 +235,8 @@ def _run_node(folder: Path, request: dict, work: Path, marks: dict, job: dict) -
     err = work / "node.stderr"
     with err.open("w") as stderr:
         node = subprocess.Popen(["node", str(folder / SCRIPT["node"]), str(req), str(resp)], cwd=folder,
-                                stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
-        seen.pgid = node.pid
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+        seen.pid = node.pid
         timer = threading.Timer(_deadline(job), _stop, (node,))
         timer.start()
         try:
@@ -319,8 +325,8 @@ def _run_chromium(folder: Path, request: dict, model: Path, work: Path, marks: d
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--mute-audio", f"--user-data-dir={work / 'chromium-profile'}"]
         browser = subprocess.Popen([chromium_binary(), *flags, f"{base}/{SCRIPT['chromium']}"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        seen.pgid = browser.pid
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seen.pid = browser.pid
         try:
             finished = done.wait(_deadline(job))
         finally:
@@ -335,15 +341,13 @@ def _run_chromium(folder: Path, request: dict, model: Path, work: Path, marks: d
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """Stop ``process`` and its whole group (Chromium's renderers and helpers too)."""
+    """Stop ``process``: SIGTERM (Chromium then closes its renderers and helpers), SIGKILL after five
+    seconds. Node and Chromium stay in the profiling child's process group, so the parent's stop of
+    that group (Ctrl-C, SIGTERM) reaches them too."""
     if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGTERM)
+        process.terminate()
         try:
             process.wait(5)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+            process.kill()
             process.wait()
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # helpers left behind by a leader that exited
-        os.killpg(process.pid, signal.SIGKILL)
