@@ -41,7 +41,7 @@ from albert_edge.errors import ConversionError, optional_import
 from albert_edge.formats.graph import INPUT_NAMES, GraphContents
 
 from .native_logs import quiet_native
-from .pte_check import VERIFY_LENGTHS, PteSession, read_contents, verify_options
+from .pte_check import VERIFY_LENGTHS, PteSession, check_lengths, read_contents, verify_options
 
 __all__ = ["export", "lower", "longest", "check_lengths", "Lowered", "PteSession", "read_contents",
            "verify_options", "quantized_file", "SCHEMES", "BATCH", "VERIFY_LENGTHS", "MIN_COSINE", "INPUT_NAMES"]
@@ -133,19 +133,6 @@ def lower(model, *, seq_len: int = 128, scheme: str | None = None, friendly: boo
         except Exception as exc:  # torch.export raises many types; the message is what matters
             raise ConversionError(f"torch.export failed: {str(exc).strip().splitlines()[0]}") from None
     return _lower(program, friendly, top)
-
-
-def check_lengths(seq_len: int, max_seq_len: int | None) -> None:
-    """``convert``'s ``--max-seq-len`` is not below its ``--seq-len``, the length every file is
-    verified at: the command checks it before anything is exported, :func:`.pte_check.verify_options`
-    again for a call from Python. (:func:`export` alone takes any pair: its ``seq_len`` is only the
-    example's length.)"""
-    if max_seq_len is None or isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int):
-        return
-    if isinstance(seq_len, int) and max_seq_len < seq_len:
-        raise ConversionError(f"--max-seq-len ({max_seq_len}) is below --seq-len ({seq_len}): the .pte is built and "
-                              f"verified at --seq-len; give --max-seq-len {seq_len} or more, or a --seq-len of "
-                              f"{max_seq_len} or less")
 
 
 def longest(config, max_seq_len: int | None) -> int:

@@ -18,7 +18,7 @@ from albert_edge.formats.graph import INPUT_NAMES, GraphContents
 
 from .native_logs import quiet_native
 
-__all__ = ["PteSession", "read_contents", "verify_options", "VERIFY_LENGTHS"]
+__all__ = ["PteSession", "read_contents", "verify_options", "check_lengths", "VERIFY_LENGTHS"]
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +90,22 @@ def _version() -> str | None:
         return None
 
 
+def check_lengths(seq_len: int, max_seq_len: int | None) -> None:
+    """``convert``'s ``--max-seq-len`` is not below its ``--seq-len``, the length every file is
+    verified at: the command checks it before anything is exported, :func:`verify_options`
+    again for a call from Python. (:func:`.executorch.export` alone takes any pair: its ``seq_len`` is only the
+    example's length.)"""
+    if max_seq_len is None or isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int):
+        return
+    if isinstance(seq_len, int) and max_seq_len < seq_len:
+        raise ConversionError(f"--max-seq-len ({max_seq_len}) is below --seq-len ({seq_len}): the .pte is built and "
+                              f"verified at --seq-len; give --max-seq-len {seq_len} or more, or a --seq-len of "
+                              f"{max_seq_len} or less")
+
+
 def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
     """What converters.verify needs to check a .pte: its session, its contents and the lengths
     (16, 32, 128 and the usual ones, up to the longest the file takes)."""
-    from .executorch import check_lengths
-
     contents = read_contents(path, tuple(model.output_names))
     top = contents.metadata["format_version"]["max_seq_len"] or model.config.max_position_embeddings
     check_lengths(seq_len, top)  # a file verified at a length it refuses: say which options, not "the input"
