@@ -33,12 +33,15 @@ TEXT = "The quick brown fox jumps over the lazy dog, and the report's lines clas
 TOKENS = re.compile(r"/\*[^*]*token ids[^*]*\*/")
 FP32 = 1e-4
 ONNX_FILES = ("model.onnx", "model.ort", "model.int8-dynamic.onnx")
+STATIC = "static/model.onnx"
+SHORT = "A short one."  # fewer tokens than the fixed length: the static file's snippet pads it
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, spiece_model):
     """A tiny classifier (3 labels, its own spiece.model) converted to .onnx, .ort and .tflite,
-    and its .onnx quantized to int8, in one folder with its manifest, tokenizer and labels."""
+    and its .onnx quantized to int8, in one folder with its manifest, tokenizer and labels; and
+    beside it, in static/, its fixed-length .onnx (convert --static: every input [1, 16])."""
     import torch
 
     from albert_edge import checkpoints
@@ -50,34 +53,45 @@ def folder(tmp_path_factory, spiece_model):
     torch.manual_seed(0)
     config = AlbertConfig.preset("tiny").replace(vocab_size=400, num_labels=3, label_names=("neg", "neutral", "pos"))
     root = tmp_path_factory.mktemp("snippets")
-    checkpoint = checkpoints.save(build_model(config, "classification"), root / "ckpt", spiece=spiece_model)
+    model = build_model(config, "classification")
+    with torch.no_grad():  # weights away from their init, so the logits are not all near 0
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    checkpoint = checkpoints.save(model, root / "ckpt", spiece=spiece_model)
     out = root / "edge"
     convert(checkpoint, out, targets=("onnx", "ort", "tflite"), seq_len=SEQ)
     quantize(out / "model.onnx", QuantizeConfig("int8-dynamic", eval_samples=8, num_threads=1))
+    convert(checkpoint, out / "static", targets=("onnx",), seq_len=SEQ, static=True)
     return out
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, folder) -> dict:
-    """`albert-edge report` of the folder: report.json, and report.md's text under "md"."""
+    """`albert-edge report` of the folder and static/: report.json, and report.md's text under "md"."""
     from albert_edge.report import write_report
 
     out = tmp_path_factory.mktemp("report") / "report"
-    write_report([folder], out, charts=False)
+    write_report([folder, folder / "static"], out, charts=False)
     data = json.loads((out / "report.json").read_text(encoding="utf-8"))
     data["md"] = (out / "report.md").read_text(encoding="utf-8")
     return data
 
 
 def _js(report: dict) -> dict[str, tuple[str, str]]:
-    """Each file's JavaScript block, with its framework's key, by file name."""
-    return {f["name"]: (g["key"], f["code"]["js"]) for g in report["snippets"] for f in g["files"]
+    """Each file's JavaScript block, with its framework's key, by its path under the folder."""
+    return {_path(f["label"]): (g["key"], f["code"]["js"]) for g in report["snippets"] for f in g["files"]
             if f["code"]["js"] is not None}
+
+
+def _path(label: str) -> str:
+    """A file's path under the folder from its report label ("static/model.onnx" or "edge/model.onnx",
+    where two folders hold a file of that name; the name alone where one does)."""
+    return label if label.startswith("static/") else label.rsplit("/", 1)[-1]
 
 
 def test_the_report_prints_one_javascript_block_per_file_it_runs_and_says_what_is_not_run(report):
     blocks = _js(report)
-    assert set(blocks) == set(ONNX_FILES)
+    assert set(blocks) == {*ONNX_FILES, STATIC}
     md_blocks = re.findall(r"```javascript\n(.*?)\n```", report["md"], re.S)
     assert md_blocks and all(b in [code for _, code in blocks.values()] for b in md_blocks)
     # what the tests cannot run, the report says so where the snippets are shown
@@ -96,42 +110,51 @@ def test_the_onnxruntime_web_snippets_run_as_printed_and_answer_as_the_session(r
     from albert_edge.runtime import Session
     from albert_edge.tokenizer import AlbertTokenizer
 
-    tokens = AlbertTokenizer.from_dir(folder).encode(TEXT)
-    assert 8 < len(tokens) <= 64  # a real sentence, whole, of its own length: the files take any
-    feeds = {"input_ids": np.asarray([tokens], dtype=np.int64), "attention_mask": np.ones((1, len(tokens)), np.int64),
-             "token_type_ids": np.zeros((1, len(tokens)), np.int64)}
+    tokenizer = AlbertTokenizer.from_dir(folder)
     labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
     blocks = _js(report)
     figures = {}
     with chromium(tmp_path / "profile") as driver:
-        for name in ONNX_FILES:
+        for name in (*ONNX_FILES, STATIC):
+            # a real sentence, whole, of its own length (the dynamic files take any); a short one padded
+            tokens = tokenizer.encode(TEXT if name != STATIC else SHORT)
+            n = len(tokens) if name != STATIC else SEQ
+            assert (8 < len(tokens) <= 64) if name != STATIC else (len(tokens) < SEQ), tokens
             key, code = blocks[name]
             assert key == "onnxruntime" and len(TOKENS.findall(code)) == 1, code
             app = TOKENS.sub(json.dumps(tokens), code)  # the app's own part, and only it
             assert app.replace(json.dumps(tokens), "") == TOKENS.sub("", code)
-            work = tmp_path / name
+            work = tmp_path / name.replace("/", "-")
             work.mkdir()
             (work / "snippet.mjs").write_text(module(app, ("scores", "label")), encoding="utf-8")
             (work / "page.html").write_text(page(import_map(code), "{ scores: m.scores, label: m.label }"),
                                             encoding="utf-8")
             served_files = {"page.html": work / "page.html", "snippet.mjs": work / "snippet.mjs",
-                            name: folder / name, "spiece.model": folder / "spiece.model",
-                            "labels.json": folder / "labels.json"}
+                            "model.onnx" if name == STATIC else name: folder / name,
+                            "spiece.model": folder / "spiece.model", "labels.json": folder / "labels.json"}
             with serve(served_files) as (base, served):
                 result = run_page(driver, f"{base}/files/page.html")
             # the page fetched the files the snippet names, beside it, and the package's own wasm
-            assert {f"/files/{name}", "/files/spiece.model", "/files/labels.json"} <= set(served), served
+            assert {f"/files/{name.split('/')[-1]}", "/files/spiece.model", "/files/labels.json"} <= set(served)
             assert any(p.startswith("/node_modules/onnxruntime-web/dist/") and p.endswith(".wasm") for p in served)
+            # the Session is fed what the snippet makes of the tokens: [1, n], padded with 0, mask 0 there
+            ids = np.zeros((1, n), np.int64)
+            ids[0, :len(tokens)] = tokens
+            feeds = {"input_ids": ids, "attention_mask": (np.arange(n) < len(tokens)).astype(np.int64)[None],
+                     "token_type_ids": np.zeros((1, n), np.int64)}
             want = Session(folder / name, num_threads=1).run(feeds)["logits"][0].astype(np.float64)
             got = np.asarray(result["scores"], dtype=np.float64)
             assert got.shape == want.shape, (name, got.shape, want.shape)
-            figures[name] = {"logits max_abs_diff vs Session": float(np.abs(got - want).max()),
+            figures[name] = {"tokens": len(tokens), "n": n, "Session logits max_abs": float(np.abs(want).max()),
+                             "logits max_abs_diff vs Session": float(np.abs(got - want).max()),
                              "label": result["label"], "Session label": labels[int(want.argmax())]}
     record_property("figures", figures)
     print(json.dumps(figures, indent=1))
     for name, f in figures.items():
         assert f["label"] == f["Session label"], (name, f)
         assert f["logits max_abs_diff vs Session"] <= FP32, (name, f)
+        # and small beside the logits themselves, which are small in a tiny model
+        assert f["logits max_abs_diff vs Session"] <= 1e-3 * f["Session logits max_abs"], (name, f)
 
 
 def test_every_kotlin_and_swift_snippet_names_the_versions_it_was_written_against():
