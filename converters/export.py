@@ -61,6 +61,7 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ConversionError(f"seq-len ({seq_len!r}) must be a positive integer")
     _check_opset(opset, wanted)
+    _check_lengths(wanted, seq_len, export_options.get("max_seq_len"))
     out = Path(out_dir)
     check_not_input(out, [checkpoint_or_model if isinstance(checkpoint_or_model, (str, os.PathLike)) else None,
                           tokenizer if isinstance(tokenizer, (str, os.PathLike)) else None])
@@ -73,6 +74,21 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
                                outputs=outputs)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _check_lengths(wanted: list[Target], seq_len: int, max_seq_len: int | None) -> None:
+    """Lengths that only fail together with a target, checked before the first export (each
+    exporter checks its own again): a wrong pair found after another target's export would cost
+    that export first, and a file built at a length it refuses would fail only in verification."""
+    names = {t.name for t in wanted}
+    if "executorch" in names:
+        from .pte_check import check_lengths
+
+        check_lengths(seq_len, max_seq_len)
+    if "mediapipe" in names:
+        from .mediapipe import check_seq_len
+
+        check_seq_len(seq_len)
 
 
 def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target], *, head: str | None,

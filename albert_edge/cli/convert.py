@@ -83,7 +83,6 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
     in place; manifest.json is written last."""
     from ..converters.export import convert as run_convert
 
-    _check_before_export(targets or ("onnx",), seq_len, max_seq_len)
     with progress() as bar:
         task = bar.add_task("convert", total=None)
 
@@ -112,21 +111,12 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
         if f.entry.precision != "fp32" and "cosine_mean" in f.entry.parity:
             cosines = ", ".join(f"{k} {v:.5f}" for k, v in f.entry.parity["cosine_mean"].items())
             console.print(f"{f.name} against {f.entry.parity['parent']}: mean cosine {cosines}")
+    if result.app_files:  # what an app reads beside the ids-in files
+        console.print(f"beside them, for an app: {', '.join(a.name for a in result.app_files)}")
+    for note in result.notes:
+        console.print(f"note: {note}")
     console.print(f"manifest: {result.manifest_path}  ({result.seconds:.1f}s in all)")
 
-
-def _check_before_export(targets: tuple[str, ...], seq_len: int, max_seq_len: int | None) -> None:
-    """Options that only fail together, checked before the first target is exported (each exporter
-    checks its own again, for a call from Python): a wrong pair found after another target's
-    export would cost that export first."""
-    if "executorch" in targets:
-        from ..converters.executorch import check_lengths
-
-        check_lengths(seq_len, max_seq_len)
-    if "mediapipe" in targets:
-        from ..converters.mediapipe import check_seq_len
-
-        check_seq_len(seq_len)
 
 
 @click.command("inspect", short_help="What a model file stores, in which precision, and any weight stored twice.")

@@ -210,3 +210,18 @@ def test_convert_force_again_lists_the_app_files_once(classifier, tmp_path):
     assert {e.name for e in manifest.files} == {"model.onnx", "model.tflite"}
     assert sorted(a.name for a in manifest.app_files) == ["labels.json", "spiece.model"]
     assert (out / "labels.json").read_bytes() == (tmp_path / "first.json").read_bytes()
+
+
+def test_the_cli_names_the_app_files_and_what_is_missing(tmp_path, spiece_model):
+    """The table's reader learns what an app reads beside the files, and why one is not there."""
+    with_tokenizer = _classifier(tmp_path / "ckpt", spiece_model)
+    result = CliRunner().invoke(main, ["convert", str(with_tokenizer), "--to", "onnx", "--out", str(tmp_path / "a"),
+                                       "--seq-len", str(SEQ)])
+    assert result.exit_code == 0, result.output
+    assert "beside them, for an app: spiece.model, labels.json" in " ".join(result.stdout.split())
+    without = _classifier(tmp_path / "bare", None)
+    result = CliRunner().invoke(main, ["convert", str(without), "--to", "onnx", "--out", str(tmp_path / "b"),
+                                       "--seq-len", str(SEQ)])
+    assert result.exit_code == 0, result.output
+    shown = " ".join(result.stdout.split())
+    assert "beside them, for an app: labels.json" in shown and "note: no spiece.model: " in shown

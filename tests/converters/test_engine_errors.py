@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -88,9 +89,15 @@ def test_max_seq_len_below_seq_len_is_refused_before_any_export(ckpt, tmp_path):
         assert not out.exists()
     from albert_edge.converters.export import convert
 
-    # From Python the same line (after the export: convert() is not the executorch module's to check)
-    with pytest.raises(ConversionError, match=r"--max-seq-len \(8\) is below --seq-len \(16\)"):
-        convert(ckpt, out, targets=("executorch",), seq_len=16, max_seq_len=8)
+    # From Python the same line, before any export too (the onnx file first would take seconds)
+    for targets in (("executorch",), ("onnx", "executorch")):
+        start = time.perf_counter()
+        with pytest.raises(ConversionError, match=r"--max-seq-len \(8\) is below --seq-len \(16\)"):
+            convert(ckpt, out, targets=targets, seq_len=16, max_seq_len=8)
+        assert time.perf_counter() - start < 5, "refused only after an export"
+        assert not out.exists()
+    with pytest.raises(ConversionError, match="--seq-len 2 is too short for the mediapipe target"):
+        convert(ckpt, out, targets=("onnx", "mediapipe"), seq_len=2)
     assert not out.exists()
 
 
