@@ -273,7 +273,7 @@ let {first_output} = try runner.output(named: "{first_output}")  // outputs: {ou
         "js": None,
     },
     note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}; {packing}",
-    missing="no browser runtime albert-edge's tests run takes this file as printed code would: TF.js's TFLite "
+    missing="No browser runtime albert-edge's tests run takes this file as printed code would: TF.js's TFLite "
             "runtime (@tensorflow/tfjs-tflite 0.0.1-alpha.10, an alpha) takes only the shape a file was converted "
             "at and, fed that, answered all-zero scores for a classifier here; LiteRT.js (@litertjs/core 2.5.3) "
             "refuses a [1, n] tensor for a [-1, -1] input. A web app runs the .onnx or .ort (onnxruntime-web) or "
