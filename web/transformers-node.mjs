@@ -1,11 +1,12 @@
 // transformers.js (@huggingface/transformers) in Node on a `convert --to transformers-js` folder, as
 // a JavaScript app loads it: local files only, nothing fetched.
 //   node transformers-node.mjs REQUEST.json RESPONSE.json
-// REQUEST: {"folder": path, "task": "text-classification" | "feature-extraction", "texts": [...],
+// REQUEST: {"folder": path, "task": "text-classification" | "feature-extraction" | "fill-mask", "texts": [...],
 //           "dtype": "fp32" (optional: the file transformers.js picks, as in its own options)}.
 // RESPONSE: {"runtime", "version", "ids": [[...] per text, as its tokenizer gives them],
 //            "labels": [...] and "scores" (text-classification: every label's probability, in label order)
-//            or "vectors" (feature-extraction: the mean-pooled embedding)}; tensors as tensors.mjs writes them.
+//            or "vectors" (feature-extraction: the mean-pooled embedding) or "tokens" and "scores"
+//            (fill-mask: the top 5 tokens for the [MASK] and their probabilities)}; tensors as tensors.mjs writes them.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 
@@ -39,6 +40,13 @@ if (request.task === 'text-classification') {
   }
   response.labels = labels;
   response.scores = { dims: [request.texts.length, labels.length], dtype: 'float32', base64: base64Of(scores) };
+} else if (request.task === 'fill-mask') {
+  // The top 5 tokens for each text's one [MASK], and their probabilities (as transformers-page.mjs).
+  const top = [];
+  for (const text of request.texts) top.push(await pipe(text, { top_k: 5 }));
+  response.tokens = top.map((t) => t.map(({ token }) => token));
+  const scores = Float32Array.from(top.flat().map(({ score }) => score));
+  response.scores = { dims: [request.texts.length, 5], dtype: 'float32', base64: base64Of(scores) };
 } else {
   const out = await pipe(request.texts, { pooling: 'mean' });
   response.vectors = { dims: Array.from(out.dims), dtype: 'float32', base64: base64Of(out.data) };

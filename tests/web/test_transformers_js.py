@@ -1,7 +1,9 @@
 """transformers.js (@huggingface/transformers) in Node on a `convert --to transformers-js` folder, as
 a JavaScript app loads it (local files only): its own tokenizer gives albert-edge's ids for the
 held-out paragraphs, and its text-classification pipeline the classifier's probabilities, as PyTorch
-computes them. Skipped until converters/targets.py has the transformers-js target."""
+computes them; its feature-extraction and fill-mask pipelines too, and all three on a checkpoint
+transformers itself wrote (tests/web/checkpoints.py). Skipped until converters/targets.py has the
+transformers-js target."""
 
 from __future__ import annotations
 
@@ -12,7 +14,10 @@ import pytest
 
 from albert_edge.converters.targets import TARGETS
 
+from .checkpoints import (builtin_converted, evaluation_texts, hf_checkpoints, hf_converted,  # noqa: F401  (fixtures)
+                          task_texts)
 from .conftest import HELD_OUT, INPUTS, SEQ
+from .pipelines import figures as pipeline_figures
 from .runtimes import AGREEMENT, ATOL, decode, node_missing, package_missing, run_node
 
 TARGET = "transformers-js"
@@ -81,3 +86,22 @@ def test_transformers_js_classifies_as_pytorch(tmp_path, classifier_checkpoint, 
     assert figures["fp32 probabilities max_abs_diff (same ids)"] <= ATOL, figures
     assert figures["fp32 top1 agreement with pytorch"] >= AGREEMENT, figures
     assert figures["q8 top1 agreement with albert-edge Session"] >= AGREEMENT, figures
+
+
+# The other pipelines, and all three on the model transformers itself wrote (tests/web/checkpoints.py):
+# fp32 as PyTorch, q8 as albert-edge's Session on the same int8 file (tests/web/pipelines.py). Node's
+# feature-extraction runs the texts as one padded batch (web/transformers-node.mjs), as an app
+# embedding a list does.
+@pytest.mark.parametrize(("kind", "task"), [("builtin", "feature-extraction"), ("builtin", "fill-mask"),
+                                            ("transformers", "text-classification"),
+                                            ("transformers", "feature-extraction"), ("transformers", "fill-mask")])
+def test_transformers_js_pipelines_in_node(kind, task, request, tmp_path, evaluation_texts, record_property):
+    converted = request.getfixturevalue("builtin_converted" if kind == "builtin" else "hf_converted")[task]
+    texts = task_texts(task, converted, evaluation_texts)
+    answers = {dtype: run_node("transformers-node.mjs", {"folder": str(converted.folder), "task": task, "texts": texts,
+                                                         "dtype": dtype}, tmp_path / dtype)
+               for dtype in ("fp32", "q8")}
+    measured = {"runtime": f"transformers.js {answers['fp32']['version']} in Node", "model": kind, "task": task,
+                **pipeline_figures(task, converted, texts, answers["fp32"], answers["q8"])}
+    record_property("figures", measured)
+    print(json.dumps(measured, indent=1))
