@@ -99,7 +99,7 @@ def cli_without():
 
 @pytest.fixture()
 def interrupt_install(monkeypatch):
-    """``interrupt_install(out, exchange, after)``: the next time albert_edge.files.install puts
+    """``interrupt_install(out, exchange, after)``: the next time albert_edge.files (install, staged, staged_files) puts
     something at ``out``, Ctrl-C arrives just before (or just after) that rename or swap, once;
     ``exchange=False`` makes it use two renames, as where the system cannot swap. Returns the list
     that records whether it fired."""

@@ -204,7 +204,8 @@ def test_failed_write_leaves_neither_file_nor_temporary(flatbuffer_only, tmp_pat
     def full_disk(moves):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files, "install", full_disk)  # the file written, then putting it in place fails
+    # the file written, then putting it in place fails (the step of files.install that staged takes)
+    monkeypatch.setattr(files, "_put_in_place", full_disk)
     with pytest.raises(OutputError, match="model.tflite: the disk is full"):
         tflite.export(build_model(TINY, "base"), tmp_path / "model.tflite", seq_len=8)
     assert list(tmp_path.iterdir()) == []
