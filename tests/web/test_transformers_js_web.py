@@ -44,7 +44,7 @@ def test_transformers_js_pipelines_in_chromium(tmp_path, builtin_converted, hf_c
     request = tmp_path / "request.json"
     request.write_text(json.dumps({"jobs": jobs}))
     with serve({**served_files, "request.json": request}) as (base, served), chromium(tmp_path / "profile") as driver:
-        result = run_page(driver, f"{base}/transformers-web.html?request=/files/request.json", timeout=600)
+        result = run_page(driver, f"{base}/transformers-web.html?request=/files/request.json")
         assert driver.find_element("id", "status").text == f"done: {len(jobs)} pipelines ran"
         shot = tmp_path / "transformers-web.png"
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 5_000
