@@ -1,10 +1,10 @@
 """A classifier's labels: one name per output class, the names an app shows.
 
 Every place that writes labels (the MediaPipe target's labels.txt, a conversion folder's and a
-demo bundle's labels.json) or reads them (``inspect`` of a MediaPipe file, the report's snippets, the demo) checks them here,
-with one rule: one label per output, each a non-empty, single-line string (no line break: a
-labels.txt holds one per line), no two alike, not transformers' ``LABEL_0, LABEL_1, ...``
-placeholders. What is refused names the label (its index and value) and the fix. Standard
+demo bundle's labels.json) or reads them (``inspect`` of a MediaPipe file, the report's snippets,
+the demo) checks them here, with one rule: one label per output, each a non-empty, single-line
+string (no line break: a labels.txt holds one per line), no two alike, not transformers'
+``LABEL_0, LABEL_1, ...`` placeholders. What is refused names the label (its index and value) and the fix. Standard
 library only: device side.
 """
 

@@ -54,7 +54,8 @@ def problem(line: str) -> str | None:
 
 
 def test_every_command_in_the_docs_is_one_the_cli_has():
-    lines = [(page.relative_to(ROOT), line) for page in PAGES for line in command_lines(page.read_text(encoding="utf-8"))]
+    lines = [(page.relative_to(ROOT), line) for page in PAGES
+             for line in command_lines(page.read_text(encoding="utf-8"))]
     assert len(lines) >= 30, "the shell examples were not found: is the fence reader broken?"
     stale = [f"{page}: {line}: {problem(line)}" for page, line in lines if problem(line)]
     assert not stale, "\n".join(stale)

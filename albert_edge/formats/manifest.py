@@ -24,7 +24,8 @@ from albert_edge import __version__
 from albert_edge.errors import ConversionError
 from albert_edge.files import atomic_write
 
-__all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "AppFile", "APP_ROLES", "Manifest", "app_file_entry", "file_entry", "to_text", "write", "read", "sha256_of",
+__all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "AppFile", "APP_ROLES", "Manifest", "app_file_entry",
+           "file_entry", "to_text", "write", "read", "sha256_of",
            "static_length", "FileChanged", "file_sha256", "check_file", "check_beside", "check_listed"]
 
 MANIFEST_NAME = "manifest.json"

@@ -74,7 +74,8 @@ class ProfileRecord:
     sha256: str
     format: str  # "onnx" | "tflite"
     scheme: str | None  # "fp32", "int8-dynamic", ... from the manifest beside the file, else None
-    runtime: str  # "onnxruntime", "ai_edge_litert", "tflite_runtime", "tensorflow", "onnxruntime-node", "onnxruntime-web"
+    # "onnxruntime", "ai_edge_litert", "tflite_runtime", "tensorflow", "onnxruntime-node", "onnxruntime-web"
+    runtime: str
     runtime_version: str
     provider: str  # onnx execution provider ("CPUExecutionProvider", ...) or tflite delegate ("xnnpack" | "none")
     threads: int

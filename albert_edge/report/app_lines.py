@@ -69,13 +69,15 @@ _LOAD = {  # a template may span lines: the loads go in as they are
     },
     "swift": {
         "tokenizer": f"// {_SPIECE_NOTE}\n"
-                     'let spiece = try Data(contentsOf: Bundle.main.url(forResource: "{stem}", withExtension: "{ext}")!)',
+                     'let spiece = try Data(contentsOf: Bundle.main.url(forResource: "{stem}", '
+                     'withExtension: "{ext}")!)',
         "labels": "let labels = try JSONDecoder().decode(  // labels[i] names class i\n"
                   '    [String].self, from: Data(contentsOf: Bundle.main.url(forResource: "{stem}", withExtension: '
                   '"{ext}")!))',
     },
     "js": {
-        "tokenizer": f'// {_SPIECE_NOTE}\nconst spiece = new Uint8Array(await (await fetch("{{name}}")).arrayBuffer());',
+        "tokenizer": f"// {_SPIECE_NOTE}\n"
+                     'const spiece = new Uint8Array(await (await fetch("{name}")).arrayBuffer());',
         "labels": 'const labels = await (await fetch("{name}")).json();  // labels[i] names class i',
     },
 }

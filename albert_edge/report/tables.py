@@ -140,7 +140,8 @@ def _files(data) -> Table | None:
         if f["accuracy_note"]:
             notes.setdefault(f["accuracy_note"], []).append(f.get("label", f["name"]))
         rows.append((f.get("label", f["name"]), f["format"], f["scheme"] or "?", fmt_bytes(f["bytes"]),
-                     fmt_bytes(f.get("download_bytes")), fmt_bytes(f["stored_weight_bytes"]), fmt_bytes(f["unique_weight_bytes"]), str(f["duplicates"]),
+                     fmt_bytes(f.get("download_bytes")), fmt_bytes(f["stored_weight_bytes"]),
+                     fmt_bytes(f["unique_weight_bytes"]), str(f["duplicates"]),
                      by, acc))
     shown = [accuracy_interval(f["accuracy"]) and f["accuracy"] for f in files if f["accuracy"]]
     if any(a and "agreement" in a["headline_of"] for a in shown):

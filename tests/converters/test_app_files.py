@@ -127,7 +127,8 @@ def test_a_classifier_whose_config_names_no_class_gets_no_labels_and_a_note(id2l
     result = convert(checkpoint, tmp_path / "out", targets=("onnx",), seq_len=SEQ)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["manifest.json", "model.onnx", "spiece.model"]
     (note,) = result.notes
-    assert note.startswith("no labels.json: the checkpoint's config.json id2label names no class") and CONFIG_FIX in note
+    assert note.startswith("no labels.json: the checkpoint's config.json id2label names no class")
+    assert CONFIG_FIX in note
     assert manifest_io.read(tmp_path / "out").app_notes == [note]
 
 

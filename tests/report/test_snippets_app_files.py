@@ -131,7 +131,8 @@ def test_the_report_snippets_name_the_files_of_the_folder(classified, tmp_path):
     for f in files:
         assert f["app_files"] == {"tokenizer": "spiece.model", "labels": "labels.json"}
         for platform in (p for p in PLATFORMS if f["code"][p] is not None):  # a .tflite has no JavaScript
-            assert all(load in f["code"][platform] for load in LOADS[platform]) and BEST[platform] in f["code"][platform]
+            code = f["code"][platform]
+            assert all(load in code for load in LOADS[platform]) and BEST[platform] in code
     assert 'fetch("labels.json")' in (tmp_path / "report" / "report.md").read_text()
 
 
