@@ -30,12 +30,13 @@ def _steps(ctx, param, value: str | None) -> tuple[str, ...]:
 @click.option("--out", "out_dir", default="albert-edge-pipeline", show_default=True, type=click.Path(path_type=Path),
               help="Directory for every model's checkpoint/, files/, profile.json and report/ (and pipeline.json).")
 @click.option("--to", "targets", multiple=True,
-              type=click.Choice(["onnx", "ort", "tflite", "executorch", "mediapipe", "onnx-text"]),
+              type=click.Choice(["onnx", "ort", "tflite", "executorch", "mediapipe", "onnx-text", "transformers-js"]),
               help="Target format, repeatable (default: onnx and tflite). ort makes model.ort (ONNX Runtime "
                    "Mobile), executorch model.pte and onnx-text model.text.onnx (the text in, the tokenizer "
                    "inside; needs albert-edge[onnx-text]); with the default schemes or --scheme int8-dynamic each "
                    "also makes its model.int8-dynamic file at conversion. mediapipe makes model.mediapipe.tflite "
-                   "for MediaPipe Tasks (needs albert-edge[mobile]), quantized with the tflite schemes.")
+                   "for MediaPipe Tasks (needs albert-edge[mobile]), quantized with the tflite schemes. transformers-js makes "
+                   "the transformers-js/ folder transformers.js loads, its int8 file inside it.")
 @click.option("--scheme", "schemes", multiple=True, metavar="SCHEME",
               help="Quantization scheme, repeatable (default: int8-dynamic and fp16 for each format).")
 @click.option("--seq-len", type=POSITIVE_INT, default=128, show_default=True,

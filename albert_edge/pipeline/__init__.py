@@ -42,12 +42,16 @@ STEPS = ("checkpoint", "convert", "quantize", "profile", "report")
 # Schemes worth making for each format on a phone-class CPU: the fast int8 path and half the bytes.
 # Static/full-integer int8 and int16x8 are for integer-only hardware (see the README).
 DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "ort": (), "tflite": ("int8-dynamic", "fp16"), "executorch": (),
-                   "mediapipe": ("int8-dynamic", "fp16"), "onnx-text": ()}
+                   "mediapipe": ("int8-dynamic", "fp16"), "onnx-text": (),
+                   "transformers-js": ()}  # its folder holds its int8 file (onnx/model_quantized.onnx) already
 # A target whose files are quantized with another format's schemes (a MediaPipe file is a .tflite).
 QUANTIZED_AS = {"mediapipe": "tflite"}
 # Formats whose int8 file the conversion makes (the PyTorch model, or for .ort the int8 .onnx it
 # converts): scheme -> convert option.
 CONVERT_SCHEMES = {"ort": "int8-dynamic", "executorch": "int8-dynamic", "onnx-text": "int8-dynamic"}
+# Targets whose file or folder carries the tokenizer: left out, with the reason, for a checkpoint
+# without a spiece.model (the built-in default's random ALBERT-base has none).
+TOKENIZER_TARGETS = ("mediapipe", "onnx-text", "transformers-js")
 SUFFIXES = tuple(t.suffix for t in TARGETS.values())
 
 Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps in all)
@@ -319,22 +323,48 @@ def _make_checkpoint(model: _Model, options, state, progress) -> tuple[list[Path
 def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
     from ..converters.export import convert
 
+    targets = options.targets
+    has_tokenizer = (model.checkpoint / "spiece.model").is_file()
+    left_out = [t for t in targets if t in TOKENIZER_TARGETS and not has_tokenizer]
+    targets = tuple(t for t in targets if t not in left_out)
+    if not targets:
+        raise PipelineError(f"{model.checkpoint} has no spiece.model, and every target asked for "
+                            f"({', '.join(left_out)}) carries the tokenizer: add another --to, or give a checkpoint "
+                            "with its spiece.model")
+    # transformers.js has no pretraining model: with that target, a pretraining checkpoint's files
+    # are its masked-LM part (the sentence-order head is for training; no app reads it).
+    head = "mlm" if "transformers-js" in targets and _pretraining(model.checkpoint) else None
     # Ours, re-made whole because its inputs or outputs changed; the old files stay until then.
     with staged_dir(model.files, keep=False) as staging:
-        schemes = {CONVERT_SCHEMES[t] for t in options.targets if t in CONVERT_SCHEMES
+        schemes = {CONVERT_SCHEMES[t] for t in targets if t in CONVERT_SCHEMES
                    and (options.schemes is None or CONVERT_SCHEMES[t] in options.schemes)}
-        result = convert(model.checkpoint, staging, targets=options.targets, seq_len=options.seq_len,
+        result = convert(model.checkpoint, staging, targets=targets, head=head, seq_len=options.seq_len,
                          on_step=lambda what, done, total: progress(f"convert: {what}"),
                          **({"scheme": schemes.pop()} if schemes else {}))
-    made, count = _made(model.files, result), len(result.files)
+    made = _made(model.files, result)
+    detail = f"{len(result.files)} files"
+    if head:
+        detail += f" ({head} head: transformers.js has no pretraining model)"
+    if left_out:
+        detail += (f" (left out: {', '.join(left_out)}; {'it carries' if len(left_out) == 1 else 'they carry'} the "
+                   "tokenizer, and the checkpoint has no spiece.model)")
     static = static_of(model, options)
     if not static:
-        return made, f"{count} files", {}
+        return made, detail, {}
     with staged_dir(model.static_files, keep=False) as staging:
         result = convert(model.checkpoint, staging, targets=static, seq_len=options.seq_len, static=True,
                          on_step=lambda what, done, total: progress(f"convert --static: {what}"))
     made_static = _made(model.static_files, result)
-    return made + made_static, f"{count} files; {len(result.files)} static in {STATIC_DIR}/", {}
+    return made + made_static, f"{detail}; {len(result.files)} static in {STATIC_DIR}/", {}
+
+
+def _pretraining(checkpoint: Path) -> bool:
+    """Whether the checkpoint directory was saved as a pretraining model (MLM and sentence order)."""
+    try:
+        config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return "AlbertForPreTraining" in (config.get("architectures") or ())
 
 
 def _made(folder: Path, result) -> list[Path]:
