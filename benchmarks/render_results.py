@@ -86,7 +86,36 @@ def onnx_partitions() -> str:
         "", *rows, "", _source(name, result)])
 
 
-TABLES: dict[str, Callable[[], str]] = {"gpu_static": gpu_static, "onnx_partitions": onnx_partitions}
+# What each difference class of the tokenizer parity means (converters/tokenizer_json.py names them).
+_TOKENIZER_CLASSES = {
+    "same": "the same ids as albert-edge's tokenizer",
+    "digit-comma-cut": "ALBERT cuts a piece such as \"2,\" again after sentencepiece chose it (\"▁\" \"2\" \",\"); a "
+                       "Unigram model cannot, and gives \"▁2\" \",\": the same text in other pieces",
+    "score-tie": "another cut of the same total score (\"000\" as \"00\" \"0\")",
+    "other": "none of the above: normalization, case, accents, whitespace or special tokens differ",
+}
+
+
+def tokenizer_json_parity() -> str:
+    """tokenizer.json (convert --to transformers-js) against albert-edge's tokenizer, by class."""
+    name = "tokenizer_json_parity.json"
+    result = _load(name)
+    engines = list(result["results"])
+    classes = sorted({c for r in result["results"].values() for c in r["counts"]},
+                     key=lambda c: (list(_TOKENIZER_CLASSES).index(c) if c in _TOKENIZER_CLASSES else 99, c))
+    rows = ["| class | what it is | " + " | ".join(engines) + " |", "|---|---|" + "---:|" * len(engines)]
+    for c in classes:
+        rows.append(f"| `{c}` | {_TOKENIZER_CLASSES.get(c, '')} | "
+                    + " | ".join(f"{result['results'][e]['counts'].get(c, 0):,}" for e in engines) + " |")
+    return "\n".join([
+        f"{result['strings']:,} generated hard strings (converters/tokenizer_parity.py), the builtin "
+        f"{result['tokenizer']['vocab']:,}-piece spiece.model, cut at {result['max_len']} tokens, tokenizers "
+        f"{result['versions']['tokenizers']} loading each tokenizer.json:",
+        "", *rows, "", _source(name, result)])
+
+
+TABLES: dict[str, Callable[[], str]] = {"gpu_static": gpu_static, "onnx_partitions": onnx_partitions,
+                                        "tokenizer_json_parity": tokenizer_json_parity}
 
 
 def render(text: str) -> str:

@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--strings", type=int, default=2400, help="How many generated strings.")
     p.add_argument("--max-len", type=int, default=512, help="The model's length: texts are cut to it.")
     p.add_argument("--json", action="store_true", help="Print the counts and examples as JSON.")
+    p.add_argument("--out", type=Path, help="Also write the result file the docs render (benchmarks/results/"
+                                           "tokenizer_json_parity.json): the counts, what ran, where and when.")
     args = p.parse_args(argv)
 
     import tokenizers
@@ -49,9 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         engine.enable_truncation(args.max_len)
         counts, examples = count_differences(tok, engine, texts, args.max_len)
         results[name] = {"counts": counts, "examples": examples}
+    summary = {"strings": len(texts), "max_len": args.max_len, "vocab": tok.vocab_size,
+               "tokenizers": _version("tokenizers"), "results": results}
+    if args.out:
+        _write_result(args.out, summary, spiece)
     if args.json:
-        print(json.dumps({"strings": len(texts), "max_len": args.max_len, "vocab": tok.vocab_size,
-                          "tokenizers": _version("tokenizers"), "results": results}, indent=2, ensure_ascii=False))
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
         return 0
     print(f"{len(texts)} strings, {tok.vocab_size}-piece tokenizer, cut at {args.max_len} tokens, "
           f"tokenizers {_version('tokenizers')}")
@@ -62,6 +67,27 @@ def main(argv: list[str] | None = None) -> int:
         for kind, shown in result["examples"].items():
             print(f"  {kind}: {shown[0][:100]!r}")
     return 0
+
+
+def _write_result(out: Path, summary: dict, spiece: Path) -> None:
+    """The result file: the counts per engine and class (one short example each), the tokenizer's
+    sha256, the versions, the machine, the date and the commit."""
+    import datetime
+    import hashlib
+    import platform
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from result_meta import commit
+
+    result = {"benchmark": "tokenizer_json_parity", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+              "commit": commit(), "machine": {"platform": platform.platform(), "python": platform.python_version()},
+              "tokenizer": {"vocab": summary["vocab"], "sha256": hashlib.sha256(spiece.read_bytes()).hexdigest()},
+              "strings": summary["strings"], "max_len": summary["max_len"],
+              "versions": {"tokenizers": summary["tokenizers"]},
+              "results": {name: {"counts": r["counts"],
+                                 "example": {kind: shown[0][:80] for kind, shown in r["examples"].items()}}
+                          for name, r in summary["results"].items()}}
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _transformers_converter(spiece: Path):

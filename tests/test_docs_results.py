@@ -42,7 +42,8 @@ def test_a_block_no_table_renders_is_an_error():
 
 
 @pytest.mark.parametrize("name, file", [("gpu_static", "gpu_static-albert-base.json"),
-                                        ("onnx_partitions", "onnx_partitions-albert-base.json")])
+                                        ("onnx_partitions", "onnx_partitions-albert-base.json"),
+                                        ("tokenizer_json_parity", "tokenizer_json_parity.json")])
 def test_a_changed_result_changes_its_table(tmp_path, name, file, monkeypatch):
     renderer = _renderer()
     result = json.loads((renderer.RESULTS / file).read_text())
