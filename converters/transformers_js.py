@@ -41,9 +41,10 @@ Refused in one line, before anything is written: a head transformers.js has no A
 is not a Unigram model or has not one piece per embedding row, a classifier whose labels are not
 names (albert_edge.labels.check_labels).
 
-Checked by hand in Node with @huggingface/transformers 4.3.2 (web/node_modules): the folder loads
-with ``local_files_only`` and the text-classification, fill-mask, feature-extraction and
-question-answering pipelines run it at dtype fp32 and q8.
+tests/web runs transformers.js (@huggingface/transformers, pinned in web/package-lock.json) on such
+folders in Node and in headless Chromium: the text-classification, feature-extraction and
+fill-mask pipelines at dtype fp32 (against PyTorch) and q8 (against albert-edge's Session on the
+same int8 file).
 """
 
 from __future__ import annotations
