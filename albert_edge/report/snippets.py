@@ -290,6 +290,7 @@ _MEDIAPIPE = Framework(
 import com.google.mediapipe.tasks.text.{task_package}.{task}
 
 val task = {task}.createFromFile(context, "{file}")  // from the app's assets
+val text: String = {js_text}
 val result = task.{kt_call}(text)  // a string in: the tokenizer is inside the file
 {kt_read}
 """,
@@ -297,6 +298,7 @@ val result = task.{kt_call}(text)  // a string in: the tokenizer is inside the f
 import MediaPipeTasksText
 
 let task = try {task}(modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
+let text: String = {js_text}
 let result = try task.{swift_call}(text: text)  // a string in
 {swift_read}
 """,

@@ -149,6 +149,10 @@ def test_a_mediapipe_file_runs_its_task_on_a_string(task, call, kotlin):
     assert "import MediaPipeTasksText" in code["swift"] and f"try task.{call}(text: text)" in code["swift"]
     assert "FilesetResolver.forTextTasks" in code["js"] and f"{task}.createFromOptions" in code["js"]
     assert all("input_ids" not in code[p] for p in PLATFORMS)  # a string in: no token ids
+    # the text each platform passes is declared, the app's own part marked as such
+    assert "val text: String = /* the text, a string */" in code["kotlin"]
+    assert "let text: String = /* the text, a string */" in code["swift"]
+    assert "const text = /* the text, a string */" in code["js"]
     assert "cut or padded to 32 tokens" in group["files"][0]["note"]
 
 
