@@ -89,7 +89,6 @@ _SCORES = {
     ("litert", "kotlin"): ("interpreter.runSignature(", '(outputs["{o}"] as Array<FloatArray>)[0]'),
     ("litert", "swift"): ("let {o} = try runner.output(", "{o}.data.withUnsafeBytes {{ Array($0.bindMemory(to: "
                                                             "Float.self)) }}"),
-    ("litert", "js"): ("const outputs = model.predict(", "outputs.dataSync()"),  # one output: one tensor
     ("onnxruntime", "kotlin"): _KT_ORT, ("onnxruntime-text", "kotlin"): _KT_ORT,
     ("onnxruntime-nnapi", "kotlin"): _KT_ORT,
     ("onnxruntime", "swift"): _SWIFT_ORT, ("onnxruntime-text", "swift"): _SWIFT_ORT,
@@ -125,8 +124,7 @@ def with_app_files(code: str, platform: str, framework: str, tokenize: bool, app
     if not loads:
         return code
     key = (framework, platform)
-    # (TF.js's predict gives one tensor for a file of one output, an array or a map for more)
-    scores = _SCORES.get(key) if classified(app, outputs) and (key != ("litert", "js") or len(outputs) == 1) else None
+    scores = _SCORES.get(key) if classified(app, outputs) else None
     if scores is not None:
         start, expression = (part.format(o=outputs[0][0]) for part in scores)
         at = next((i for i, line in enumerate(lines) if line.strip().startswith(start)), None)
