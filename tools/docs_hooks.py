@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 import shutil
 from pathlib import Path
@@ -61,9 +62,25 @@ def on_files(files, config, **_):
     return files
 
 
+_STARTED_IN: list[str] = []
+
+
 def on_config(config, **_):
+    """Lay the package out, and build from inside that folder: griffe takes a module name that is
+    also a folder of the working directory (the checkout's albert_edge/, which lacks converters/ and
+    quantize/) for that folder, and Python imports from the working directory first."""
     lay_out_package()
+    _STARTED_IN.append(os.getcwd())
+    os.chdir(PACKAGE)
     return config
+
+
+def _back(**_) -> None:
+    if _STARTED_IN:
+        os.chdir(_STARTED_IN.pop())
+
+
+on_post_build = on_build_error = _back
 
 
 def _renderer():
