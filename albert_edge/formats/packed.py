@@ -89,6 +89,9 @@ def check_packed(path: str | os.PathLike, raw: bytes | None = None) -> PackedChe
         meta = read_metadata(raw)
         packed = packed_files(raw) if meta is not None else {}
     except ValueError as exc:
+        from .tflite_check import check_tflite
+
+        check_tflite(path)  # a damaged model, not only its metadata: the file's own one line says so
         raise PackedFileError(f"{path}: {exc}; {_FIX}") from None
     if meta is None or (meta.tokenizer is None and meta.task == "unknown"):
         return None
