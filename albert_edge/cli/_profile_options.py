@@ -63,15 +63,12 @@ _SECTIONS = [
                               "path; ExecuTorch without its weights cache), beside albert-edge's settings "
                               "(runtime.Session: weights packed once, mapped). The table marks those rows 'app'."),
             click.option("--runtime", default="native", show_default=True, metavar="NAME,...",
-                         help="Which runtimes time each file: 'native' (albert-edge's Session: onnxruntime, LiteRT, "
-                              "ExecuTorch), 'node' (an .onnx / .ort through onnxruntime-node in Node), 'chromium' "
-                              "(through onnxruntime-web's WebAssembly in headless Chromium, a page served from "
-                              "127.0.0.1), or 'web' for all three. Each setting runs in a fresh Node or Chromium; the "
-                              "calls are timed in JavaScript (performance.now()) by the same rule and judged by the "
-                              "same statistics, and the records say the runtime, its version, the threads it got and "
-                              "whether WebAssembly SIMD ran. Node's memory is its process's; Chromium's is not "
-                              "measured (the record says so). The fixed-length sweep only. Needs node and chromium "
-                              "on PATH and the npm packages of --web-dir."),
+                         help="Which runtimes time each file: 'native' (albert-edge's Session), 'node' (an .onnx "
+                              "/ .ort through onnxruntime-node), 'chromium' (onnxruntime-web's WebAssembly in "
+                              "headless Chromium, the page served from 127.0.0.1), or 'web' for all three. Each "
+                              "setting runs in a fresh Node or Chromium, timed in JavaScript by the same rule and "
+                              "statistics; the record says the threads it got and whether SIMD ran. Chromium's "
+                              "memory is not measured (the record says so). Needs node, chromium and --web-dir."),
             click.option("--web-dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
                          envvar="ALBERT_EDGE_WEB_DIR", show_envvar=True,
                          help="With --runtime node / chromium: albert-edge's web/ folder (its scripts, package.json "

@@ -53,13 +53,14 @@ def plan(files: list[Path], settings) -> list[dict[str, Any]]:
     from .web import PACKAGE, check_web
 
     web = [r for r in settings.runtimes if r != NATIVE]
-    folder = check_web(web, settings.web_dir) if web else None
-    jobs = []
-    for path in files:
-        fmt = _check_file(path)
+    formats = [(path, _check_file(path)) for path in files]
+    for path, fmt in formats:  # the files' own fault first, before what this machine lacks
         if web and fmt not in ("onnx", "ort"):
             raise ProfileError(f"{path}: --runtime {web[0]} runs .onnx and .ort files ({PACKAGE[web[0]]}), and this "
                                f"is a .{path.suffix.lower().lstrip('.')} file: profile it with --runtime native")
+    folder = check_web(web, settings.web_dir) if web else None
+    jobs = []
+    for path, fmt in formats:
         check_beside(path)  # a file the manifest beside it lists must be the one it lists
         check_packed(path)  # a MediaPipe file's tokenizer and labels must work with its model
         text_in = fmt == "onnx" and file_takes_text(path)
