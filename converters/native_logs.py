@@ -34,8 +34,12 @@ log = logging.getLogger(__name__)
 LIBRARY_LOGGERS = ("torch", "torchao", "executorch", "tensorflow", "absl", "h5py", "jax", "mediapipe")
 TF_QUIET_LEVEL = "3"  # TF_CPP_MIN_LOG_LEVEL: fatal only
 # The level as the process started with it: libraries set their own default when they load
-# (jax, which MediaPipe's metadata writer imports, sets 1), and that is not the user's choice.
+# (jax, which MediaPipe's metadata writer imports, sets 1 where none is set), and that is not the
+# user's choice. Read when this module is first imported, which may be after jax was: a 1 then is
+# taken for jax's (a user who wants TensorFlow's lines gives -v, or 0).
 _GIVEN_TF_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+if _GIVEN_TF_LEVEL == "1" and "jax" in sys.modules:
+    _GIVEN_TF_LEVEL = None
 
 
 def verbose() -> bool:
