@@ -41,6 +41,15 @@ needs_web = pytest.mark.skipif(bool(_web_missing()), reason=_web_missing() or ""
 needs_node = pytest.mark.skipif(bool(node_missing()), reason=node_missing() or "")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def web_folder():
+    """The checkout's web/ as the profiler's web folder: an installed albert-edge (the wheel, in CI)
+    has none of its own, and this module profiles through it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ALBERT_EDGE_WEB_DIR", str(WEB))
+        yield WEB
+
+
 @pytest.fixture(scope="module")
 def small_files(tmp_path_factory, small_checkpoint) -> dict[str, Path]:
     """``convert --to onnx --to ort --head base`` of albert-small-builtin, with its manifest."""
