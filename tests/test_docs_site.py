@@ -33,6 +33,8 @@ def _build(config: Path, site: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site")
+    # from a checkout as it is cloned: the hook's package copy is not there before the first build
+    shutil.rmtree(ROOT / "build" / "docs-package", ignore_errors=True)
     result = _build(ROOT / "mkdocs.yml", out)
     assert result.returncode == 0, result.stderr[-3000:]
     return out

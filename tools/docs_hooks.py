@@ -65,6 +65,13 @@ def on_files(files, config, **_):
 _STARTED_IN: list[str] = []
 
 
+def on_startup(**_) -> None:
+    """The package copy exists before mkdocstrings reads its ``paths`` (its on_config comes
+    before this hook's): from a fresh checkout, the first build would otherwise search a folder
+    that is not there yet."""
+    lay_out_package()
+
+
 def on_config(config, **_):
     """Lay the package out, and build from inside that folder: griffe takes a module name that is
     also a folder of the working directory (the checkout's albert_edge/, which lacks converters/ and
