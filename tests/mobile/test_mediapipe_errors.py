@@ -73,8 +73,13 @@ def test_what_mediapipe_still_refuses_names_the_output(base_checkpoint, tmp_path
     """A file MediaPipe refuses once made (here: our length check lowered to let MediaPipe's own
     RET_CHECK speak): the line names the output asked for, never the temporary file, and nothing
     else reaches descriptor 2."""
+    import logging
+
     from albert_edge.converters import mediapipe
 
+    # not verbose, whatever an earlier test in this process left (an `albert-edge -v` run sets the
+    # root logger to INFO, and verbose lets the libraries speak)
+    monkeypatch.setattr(logging.getLogger("albert_edge"), "level", logging.WARNING)
     monkeypatch.setattr(mediapipe, "MIN_SEQ_LEN", 1, raising=False)
     model = checkpoints.model_from_checkpoint(checkpoints.load(base_checkpoint), None)
     out = tmp_path / "files" / "model.mediapipe.tflite"
