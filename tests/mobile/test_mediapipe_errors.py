@@ -69,7 +69,7 @@ def test_refused_before_any_export(which, seq_len, parts, request, tmp_path):
     assert not (tmp_path / "out").exists() and _files(checkpoint) == before
 
 
-def test_what_mediapipe_still_refuses_names_the_output(base_checkpoint, tmp_path, monkeypatch, capfd):
+def test_what_mediapipe_still_refuses_names_the_output(base_checkpoint, tmp_path, monkeypatch, capfd, caplog):
     """A file MediaPipe refuses once made (here: our length check lowered to let MediaPipe's own
     RET_CHECK speak): the line names the output asked for, never the temporary file, and nothing
     else reaches descriptor 2."""
@@ -78,8 +78,9 @@ def test_what_mediapipe_still_refuses_names_the_output(base_checkpoint, tmp_path
     from albert_edge.converters import mediapipe
 
     # not verbose, whatever an earlier test in this process left (an `albert-edge -v` run sets the
-    # root logger to INFO, and verbose lets the libraries speak)
-    monkeypatch.setattr(logging.getLogger("albert_edge"), "level", logging.WARNING)
+    # root logger to INFO, and verbose lets the libraries speak); through setLevel, which also
+    # empties the logger's cache of isEnabledFor answers (a bare `level` assignment would not)
+    caplog.set_level(logging.WARNING, logger="albert_edge")
     monkeypatch.setattr(mediapipe, "MIN_SEQ_LEN", 1, raising=False)
     model = checkpoints.model_from_checkpoint(checkpoints.load(base_checkpoint), None)
     out = tmp_path / "files" / "model.mediapipe.tflite"
