@@ -316,6 +316,8 @@ def _row(key, records: list[dict], seq_lens: list[int], diff: float, versus: str
         times = [t for r in records for t in r["latency_ms"][str(T)]]
         row[f"p50_ms@{T}"] = round(float(np.percentile(times, 50)), 2)
         row[f"p90_ms@{T}"] = round(float(np.percentile(times, 90)), 2)
+        per_round = [float(np.percentile(r["latency_ms"][str(T)], 50)) for r in records]
+        row[f"p50_ms_range@{T}"] = [round(min(per_round), 2), round(max(per_round), 2)]  # the rounds' spread
     return row
 
 

@@ -73,6 +73,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measurement)
 import peer_tools  # noqa: E402  (benchmarks/peer_tools.py: the peers built in .venv-peers)
+import result_meta  # noqa: E402  (where the figures come from, for the result file)
 from quantize_speed import _config, add_model_options  # noqa: E402  (the model options, read one way)
 
 log = logging.getLogger("peers")
@@ -94,6 +95,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="The environment that builds the optimum and TFAlbertModel peers "
                         "(default: $PEERS_VENV or .venv-peers; benchmarks/peer_envs.sh makes it).")
     p.add_argument("--json", action="store_true", help="Print the results as JSON.")
+    p.add_argument("--out", type=Path, help="Also write the result file the docs render from "
+                   "(benchmarks/results/peers.json; see benchmarks/render_results.py).")
     return p.parse_args(argv)
 
 
@@ -119,7 +122,8 @@ def _checkpoint(args, work: Path) -> Path:
 def ours(ckpt: Path, work: Path, seq_len: int) -> dict[str, Path]:
     """albert-edge's fp32 and int8-dynamic ONNX, TFLite and ExecuTorch files, last_hidden_state only."""
     from albert_edge.converters.export import convert
-    from albert_edge.quantize import QuantizeConfig, quantize
+    from albert_edge.converters.quantized import quantize_file
+    from albert_edge.quantize import QuantizeConfig
 
     out = work / "albert-edge"
     if not (out / "manifest.json").is_file():
@@ -136,7 +140,7 @@ def ours(ckpt: Path, work: Path, seq_len: int) -> dict[str, Path]:
                          ("tflite-loop", loop / "model.tflite")):
         path = parent.with_name(f"model.int8{parent.suffix}")
         if not path.is_file():
-            quantize(parent, QuantizeConfig("int8-dynamic", num_samples=8, eval_samples=8), path)
+            quantize_file(parent, QuantizeConfig("int8-dynamic", num_samples=8, eval_samples=8), path)
         files[f"albert-edge {name} int8"] = path
     return files
 
@@ -313,6 +317,8 @@ def run(args: argparse.Namespace, work: Path) -> dict:
             "ratios": _ratios(rows, args.seq_lens), "notes": notes}
 
 
+# The packages whose versions the result file records (the peers' own environment's are in its rows' names).
+VERSIONS = ("torch", "transformers", "onnx", "onnxruntime", "ai-edge-litert", "tensorflow", "executorch")
 OPTIMUM = ("optimum export fp32", "optimum avx512_vnni", "optimum O2 + avx512_vnni")
 TF_ALBERT_MODEL = ("TFAlbertModel + TFLiteConverter fp32", "TFAlbertModel + TFLiteConverter int8")
 # Each albert-edge file's peers: ("each", names) for a ratio to every one present and, with more than
@@ -352,12 +358,18 @@ _FIGURES = {"peak_rss": "peak_rss_mib", "load": "load_s", "size": "bytes"}
 
 
 def _over(a: dict, b: dict, seq_lens: list[int]) -> dict:
-    """a's figures over b's: peak RSS, load time, file size, p50 at each length."""
+    """a's figures over b's: peak RSS, load time, file size, p50 at each length; with each of peak
+    RSS and p50 the range the rounds allow (a's lowest over b's highest to a's highest over b's
+    lowest)."""
     ratio = {"peak_rss": round(a["peak_rss_mib"] / b["peak_rss_mib"], 3),
              "load": round(a["load_s"] / b["load_s"], 3) if b["load_s"] else None,
-             "size": round(a["bytes"] / b["bytes"], 4) if b["bytes"] else None}
+             "size": round(a["bytes"] / b["bytes"], 4) if a["bytes"] and b["bytes"] else None}
+    spread = {"peak_rss": "peak_rss_range", **{f"p50@{T}": f"p50_ms_range@{T}" for T in seq_lens}}
     for T in seq_lens:
         ratio[f"p50@{T}"] = round(a[f"p50_ms@{T}"] / b[f"p50_ms@{T}"], 3)
+    for key, field in spread.items():
+        if field in a and field in b:
+            ratio[f"{key} range"] = [round(a[field][0] / b[field][1], 3), round(a[field][1] / b[field][0], 3)]
     return ratio
 
 
@@ -368,6 +380,9 @@ def _best(peers: list[dict], seq_lens: list[int]) -> tuple[dict, dict[str, str]]
     for key, field in keys.items():
         winner = min(peers, key=lambda row: row[field])
         best[field], whose[key] = winner[field], winner["name"]
+        spread = field.replace("_mib", "_range") if key == "peak_rss" else field.replace("p50_ms", "p50_ms_range")
+        if spread in winner and spread != field:
+            best[spread] = winner[spread]
     return best, whose
 
 
@@ -385,8 +400,12 @@ def _work_dir(given: str | None) -> Iterator[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    header = result_meta.start("peers", versions=VERSIONS)
     with _work_dir(args.work) as work:
         result = run(args, work)
+    if args.out:
+        setup = {k: v for k, v in result["setup"].items() if k not in ("work", "out", "json", "checkpoint")}
+        print(f"wrote {result_meta.write(args.out, header, {**result, 'setup': setup})}", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
