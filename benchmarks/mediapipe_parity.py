@@ -74,7 +74,8 @@ def measure(classifier: Path, base: Path, n: int, seq_len: int, work: Path, stri
     from albert_edge.converters.mediapipe_check import agreement, session_answers, task_answers
     from albert_edge.converters.mediapipe_ids import engine_ids
     from albert_edge.formats.weights import analyze, read_file
-    from albert_edge.quantize import QuantizeConfig, quantize
+    from albert_edge.converters.quantized import quantize_file
+    from albert_edge.quantize import QuantizeConfig
     from albert_edge.tokenizer import AlbertTokenizer
 
     sample = texts(n)
@@ -109,8 +110,8 @@ def measure(classifier: Path, base: Path, n: int, seq_len: int, work: Path, stri
                      "stored_weight_bytes": weights.stored_bytes, "unique_weight_bytes": weights.unique_bytes,
                      "model_param_bytes": weights.model_param_bytes, "duplicates": len(weights.duplicates)}
         if task == "TextClassifier":
-            int8 = quantize(path, QuantizeConfig("int8-dynamic", tokenizer=checkpoint, calibration=("builtin",),
-                                                 num_samples=32, eval_samples=32)).out_path
+            int8 = quantize_file(path, QuantizeConfig("int8-dynamic", tokenizer=checkpoint, calibration=("builtin",),
+                                                      num_samples=32, eval_samples=32)).out_path
             e8, s8 = task_answers(int8, task, sample), session_answers(int8, checkpoint, sample, seq_len)
             out[name]["classes_predicted"] = np.bincount(engine.argmax(1), minlength=engine.shape[1]).tolist()
             out[name]["int8"] = {"file": int8.name, "bytes": int8.stat().st_size,

@@ -30,7 +30,8 @@ def build(preset: str, seq_len: int, out: Path) -> dict[str, Path]:
     from albert_edge.config import AlbertConfig
     from albert_edge.converters.export import convert
     from albert_edge.model import build_model
-    from albert_edge.quantize import QuantizeConfig, quantize
+    from albert_edge.converters.quantized import quantize_file
+    from albert_edge.quantize import QuantizeConfig
 
     torch.manual_seed(0)
     checkpoint = checkpoints.save(build_model(AlbertConfig.preset(preset), "base").eval(), out / "checkpoint")
@@ -38,7 +39,7 @@ def build(preset: str, seq_len: int, out: Path) -> dict[str, Path]:
     files = {"fp32": out / "files" / "model.tflite"}
     for compat in ("2.14", "latest"):
         files[compat] = out / "files" / f"model.int8-dynamic.{compat}.tflite"
-        quantize(files["fp32"], QuantizeConfig("int8-dynamic", eval_samples=8, tflite_compat=compat), files[compat])
+        quantize_file(files["fp32"], QuantizeConfig("int8-dynamic", eval_samples=8, tflite_compat=compat), files[compat])
     return files
 
 
