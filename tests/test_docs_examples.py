@@ -1,6 +1,6 @@
 """The examples in README.md and docs/ stay true to the code: every `albert-edge` command line in a
-shell example names a command and options the CLI has, and every Python example compiles. (The
-Python API tour's example also runs: test_docs_api_example.py.)"""
+shell example names a command and options the CLI has, and every Python example compiles. (Each Python example also runs: the API tour's in
+test_docs_api_example.py, the others in test_docs_examples_run.py.)"""
 
 from __future__ import annotations
 
