@@ -398,3 +398,28 @@ def test_a_download_cut_off_midway_then_retried(served, tmp_path):
     assert json.loads(done.stdout)["files"][0]["name"] == "model.onnx" and (out / "manifest.json").is_file()
     assert (blobs / weights).read_bytes() == served.repos[REPO]["main"][1]["model.safetensors"]
 
+
+
+def test_the_readme_quickstart_runs_as_written(served, tmp_path, spiece_model):
+    """README's quickstart, its albert-edge lines word for word, with albert/albert-base-v2 served by
+    this hub (a tiny ALBERT under that id): a model id to an int8 TFLite file that inspect reads."""
+    import re
+    import shlex
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Quickstart.*?```bash\n(.*?)```", readme, re.S).group(1)
+    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.startswith("albert-edge ")]
+    assert [shlex.split(line)[1] for line in lines] == ["convert", "quantize"], lines
+    model = _save(TINY.replace(max_position_embeddings=128), tmp_path / "base", spiece_model, seed=2)
+    served.publish("albert/albert-base-v2", {p.name: p.read_bytes() for p in model.iterdir()})
+    work = tmp_path / "work"
+    work.mkdir()
+    for line in lines:
+        done = subprocess.run([str(SCRIPT), *shlex.split(line)[1:]], cwd=work, capture_output=True, text=True,
+                              timeout=900, env=os.environ.copy())
+        assert done.returncode == 0, f"{line}\n{done.stderr[-3000:]}"
+    assert {"model.tflite", "model.onnx", "model.int8-dynamic.tflite", "manifest.json"} <= {
+        p.name for p in (work / "edge").iterdir()}
+    inspected = subprocess.run([str(SCRIPT), "inspect", "edge/model.int8-dynamic.tflite", "--json"], cwd=work,
+                               capture_output=True, text=True, timeout=300)
+    assert inspected.returncode == 0 and json.loads(inspected.stdout)["duplicates"] == [], inspected.stderr[-2000:]
