@@ -18,8 +18,8 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 # operator over a body subgraph that holds the group once ("loop"). Both store each weight once;
 # the loop also keeps a runtime that prepares weights per operator - the TFLite Interpreter's
 # XNNPACK delegate under default options, as apps open a file - from packing the shared weights
-# once per application (ALBERT-base int8 in ai-edge-litert 2.3's Interpreter: 72 MiB peak RSS
-# against 146 MiB; benchmarks/peers.py). tflite_reader.layer_form tells a file's.
+# once per application (benchmarks/peers.py measures both forms in the Interpreter).
+# tflite_reader.layer_form tells a file's.
 LAYER_FORMS = ("unrolled", "loop")
 # What `convert --to tflite` writes unless told: what an app's Interpreter runs leanest. The
 # mediapipe target stays unrolled (MediaPipe's text tasks take one subgraph), and so do

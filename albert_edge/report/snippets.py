@@ -52,16 +52,15 @@ DTYPES = {
 # The app's own part of a JavaScript snippet that takes the text: a test puts a string literal in its place.
 JS_TEXT = "/* the text, a string */"
 _PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"
-# What the Interpreter with default options makes of the shared layer (README, "Against the standard tools").
+# What the Interpreter with default options makes of the shared layer (the docs' "Against the standard
+# tools" has the measured figures; none is quoted here, where it would go stale).
 _LOOP_NOTE = ("its layers are one WHILE body, so the Interpreter with default options packs each shared weight "
               "once")
 _UNROLLED_NOTE = ("with default options the Interpreter packs the shared layer once per layer application "
-                  "(ALBERT-base int8: 145 MiB peak RSS; 72 MiB in the loop form, convert's default: "
-                  "convert --layers loop)")
+                  "(about twice the peak RSS of the loop form, convert's default: convert --layers loop)")
 
 # The option albert-edge's own onnxruntime session sets and an app's API exposes (runtime.onnx_engine).
-_MEM_PATTERN = ("one arena for every length, not a block planned per input shape: ALBERT-base int8 "
-                "peaks 5-9 MiB lower")
+_MEM_PATTERN = "one arena for every length, not a block planned per input shape: a lower peak"
 
 
 @dataclass(frozen=True)
