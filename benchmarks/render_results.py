@@ -114,26 +114,328 @@ def tokenizer_json_parity() -> str:
         "", *rows, "", _source(name, result)])
 
 
+# --- benchmarks/peers.py: albert-edge's files against the files the standard tools make -----------
+
+# The contestants' names as the pages show them.
+_PEER_NAMES = {
+    "pytorch eager fp32": "PyTorch eager",
+    "torch.onnx.export fp32": "`torch.onnx.export`", "ort quantize_dynamic": "onnxruntime `quantize_dynamic`",
+    "optimum export fp32": "optimum export", "optimum avx512_vnni": "optimum `--avx512_vnni`",
+    "optimum O2 + avx512_vnni": "optimum O2 + `--avx512_vnni`",
+    "TFAlbertModel + TFLiteConverter fp32": "transformers 4 `TFAlbertModel` + `TFLiteConverter`",
+    "TFAlbertModel + TFLiteConverter int8": "transformers 4 `TFAlbertModel` + `TFLiteConverter`",
+    "tf_albert graph + TFLiteConverter fp32": "`TFLiteConverter` on albert-edge's TF graph",
+    "tf_albert graph + TFLiteConverter int8": "`TFLiteConverter` on albert-edge's TF graph",
+    "executorch XNNPACK fp32": "ExecuTorch's XNNPACK flow", "executorch XNNPACK int8": "ExecuTorch's XNNPACK flow",
+}
+_ROUTES = {"pytorch": "PyTorch eager", "onnx-plain": "onnxruntime defaults", "tflite-plain": "Interpreter defaults",
+           "executorch-plain": "ExecuTorch defaults", "session": "`Session`"}
+_OURS = {"onnx": ("albert-edge ONNX", ""), "tflite": ("albert-edge TFLite", ", unrolled"),
+         "tflite-loop": ("albert-edge TFLite", ", loop (the default)"), "pte": ("albert-edge `.pte`", "")}
+# What each table shows, in order: (section, dtype, contestants by peers.py's names).
+_PEER_SECTIONS = {
+    "onnx": ("ort quantize_dynamic", "optimum avx512_vnni", "optimum O2 + avx512_vnni",
+             "albert-edge onnx {d} (onnxruntime defaults)", "albert-edge onnx {d}"),
+    "onnx-fp32": ("torch.onnx.export fp32", "optimum export fp32", "albert-edge onnx {d} (onnxruntime defaults)",
+                  "albert-edge onnx {d}"),
+    "tflite": ("TFAlbertModel + TFLiteConverter {d}", "tf_albert graph + TFLiteConverter {d}",
+               "albert-edge tflite {d} (interpreter defaults)", "albert-edge tflite-loop {d} (interpreter defaults)",
+               "albert-edge tflite {d}", "albert-edge tflite-loop {d}"),
+    "pte": ("executorch XNNPACK {d}", "albert-edge pte {d} (executorch defaults)", "albert-edge pte {d}"),
+}
+# The project's targets: (albert-edge file, the peer, figure, at most). "TFLITE PEER" is the first
+# TFLite peer present (TFAlbertModel's, else the converter on albert-edge's graph).
+PEER_TARGETS = (
+    ("albert-edge tflite-loop int8 (interpreter defaults)", "TFLITE PEER", "peak_rss", 0.6),
+    ("albert-edge tflite-loop int8 (interpreter defaults)", "TFLITE PEER", "p50", 1.0),
+    ("albert-edge tflite-loop int8", "TFLITE PEER", "peak_rss", 0.45),
+    ("albert-edge tflite-loop int8 (interpreter defaults)", "TFLITE PEER", "size", 1.01),
+    ("albert-edge onnx int8 (onnxruntime defaults)", "best onnxruntime peer", "peak_rss", 0.8),
+    ("albert-edge onnx int8 (onnxruntime defaults)", "best onnxruntime peer", "p50", 0.9),
+    ("albert-edge onnx int8", "best onnxruntime peer", "p50", 0.85),
+    ("albert-edge onnx int8 (onnxruntime defaults)", "ort quantize_dynamic", "size", 1.01),
+    ("albert-edge pte fp32 (executorch defaults)", "executorch XNNPACK fp32", "p50", 0.8),
+    ("albert-edge pte int8 (executorch defaults)", "executorch XNNPACK int8", "p50", 0.8),
+    ("albert-edge pte int8 (executorch defaults)", "executorch XNNPACK int8", "size", 1.0),
+)
+_FIGURE_NAMES = {"peak_rss": "peak RSS", "size": "file size", "p50": "p50 latency at {T} tokens"}
+
+
+def _peer_name(name: str) -> str:
+    """A contestant as the pages name it (its route in its own column)."""
+    base = name.split(" (")[0]
+    if base.startswith("albert-edge "):
+        kind, dtype = base.split()[1:3]
+        what, form = _OURS[kind]
+        return f"{what} {'int8-dynamic' if dtype == 'int8' else dtype}{form}"
+    return _PEER_NAMES.get(base, base)
+
+
+def _range(value: float, spread: list[float] | None, unit: str = "", digits: int = 2) -> str:
+    """A median with the range of its rounds, when they differ."""
+    text = f"{value:.{digits}f}{unit}"
+    if spread and (spread[0] != spread[1]):
+        text += f" ({spread[0]:.{digits}f}-{spread[1]:.{digits}f})"
+    return text
+
+
+def _peers_result() -> tuple[str, dict]:
+    return "peers.json", _load("peers.json")
+
+
+def _peers_rows(result: dict, section: str, dtype: str) -> list[str]:
+    by = {r["name"]: r for r in result["rows"]}
+    lens = result["setup"]["seq_lens"]
+    rows = [f"| {dtype} | route | size | peak RSS | " + " | ".join(f"p50 at {T}" for T in lens) + " |",
+            "|---|---|---:|---:|" + "---:|" * len(lens)]
+    for name in _PEER_SECTIONS[section]:
+        row = by.get(name.format(d=dtype))
+        if row is None:
+            continue
+        size = _mb(row["bytes"]) if row["bytes"] and row["route"] != "session" else ""
+        rows.append(f"| {_peer_name(row['name'])} | {_ROUTES[row['route']]} | {size} | "
+                    f"{_range(row['peak_rss_mib'], row.get('peak_rss_range'), ' MiB', 1)} | "
+                    + " | ".join(_range(row[f'p50_ms@{T}'], row.get(f'p50_ms_range@{T}'), ' ms') for T in lens)
+                    + " |")
+    return rows
+
+
+def _peers_caption(result: dict) -> str:
+    setup, cpu = result["setup"], result["machine"]["cpu"]
+    return (f"`{result['command']}`: {setup.get('preset') or 'a checkpoint'} shape, random weights, batch "
+            f"{setup['batch']}, {setup['threads']} threads, each file and route in a fresh process that reads the "
+            f"file cold, {setup['rounds']} interleaved rounds of {setup['runs']} calls; medians, with the range of "
+            f"the rounds' medians in brackets. {cpu['model']}, {cpu['cores']} cores "
+            f"(flags: {', '.join(cpu['flags']) or 'none of those recorded'}), load average "
+            f"{result['machine']['load_at_start'][0]} at the start and {result['machine']['load_at_end'][0]} at the end.")
+
+
+def peers_files() -> str:
+    """Every contestant of the last peers.py run: ONNX and TFLite, int8 and fp32."""
+    name, result = _peers_result()
+    blocks = [_peers_caption(result), ""]
+    for title, section, dtype in (("ONNX, int8", "onnx", "int8"), ("TFLite, int8", "tflite", "int8"),
+                                  ("ONNX, fp32", "onnx-fp32", "fp32"), ("TFLite, fp32", "tflite", "fp32")):
+        blocks += [f"**{title}**", "", *_peers_rows(result, section, dtype), ""]
+    eager = next(r for r in result["rows"] if r["route"] == "pytorch")
+    lens = result["setup"]["seq_lens"]
+    blocks += [f"PyTorch eager fp32 in the same run: peak RSS {eager['peak_rss_mib']:.1f} MiB, p50 "
+               + " / ".join(f"{eager[f'p50_ms@{T}']:.2f} ms" for T in lens) + f" at {' / '.join(map(str, lens))} tokens.",
+               "", *(f"Note: {n}." for n in result["notes"]), _source(name, result)]
+    return "\n".join(blocks).replace("\n\n\n", "\n\n")
+
+
+def peers_executorch() -> str:
+    """The .pte files against ExecuTorch's own XNNPACK flow, from the same peers.py run."""
+    name, result = _peers_result()
+    by = {r["name"]: r for r in result["rows"]}
+    lens = result["setup"]["seq_lens"]
+    rows = ["| | route | size | delegate blocks | peak RSS | load | " + " | ".join(f"p50 at {T}" for T in lens) + " |",
+            "|---|---|---:|---:|---:|---:|" + "---:|" * len(lens)]
+    for dtype in ("fp32", "int8"):
+        for contestant in _PEER_SECTIONS["pte"]:
+            row = by.get(contestant.format(d=dtype))
+            if row is None:
+                continue
+            size = _mb(row["bytes"]) if row["bytes"] and row["route"] != "session" else ""
+            who = _peer_name(row["name"]) + ("" if row["name"].startswith("albert-edge") else f" {dtype}")
+            rows.append(f"| {who} | {_ROUTES[row['route']]} | {size} | {row.get('delegate_blocks') or ''} | "
+                        f"{_range(row['peak_rss_mib'], row.get('peak_rss_range'), ' MiB', 1)} | {row['load_s']:.2f} s | "
+                        + " | ".join(_range(row[f'p50_ms@{T}'], row.get(f'p50_ms_range@{T}'), ' ms') for T in lens)
+                        + " |")
+    return "\n".join(["The same run as above:", "", *rows, "", _source(name, result)])
+
+
+def _verdict(value: float, spread: list[float] | None, target: float) -> str:
+    """met / not met, or within the rounds' spread when the range straddles the target."""
+    low, high = spread if spread else (value, value)
+    if high <= target:
+        return "met"
+    if low > target:
+        return "not met"
+    return "within the rounds' spread"
+
+
+def peers_ratios() -> str:
+    """The ratios the project has targets for, from the same run, each with its verdict."""
+    name, result = _peers_result()
+    by = {r["name"]: r for r in result["rows"]}
+    names = set(by)
+    tflite_peer = next((p for p in ("TFAlbertModel + TFLiteConverter int8", "tf_albert graph + TFLiteConverter int8")
+                        if p in names), None)
+    ratios = {(r["file"], r["versus"]): r for r in result["ratios"]}
+    lens = result["setup"]["seq_lens"]
+    rows = ["| albert-edge file, route | against | figure | target | measured (rounds' range) | verdict |",
+            "|---|---|---|---:|---:|---|"]
+    for file, versus, figure, target in PEER_TARGETS:
+        versus = tflite_peer if versus == "TFLITE PEER" else versus
+        ratio = ratios.get((file, versus))
+        if ratio is None:
+            continue
+        # a file's size is the same on every route
+        route = "" if figure == "size" else f", {_ROUTES[by[file]['route']]}"
+        whose = ratio.get("best_of", {})
+        for key in ([f"p50@{T}" for T in lens] if figure == "p50" else [figure]):
+            value, spread = ratio[key], ratio.get(f"{key} range")
+            if value is None:
+                continue
+            against = _peer_name(versus) if versus in names else f"{versus} ({_peer_name(whose.get(key, ''))})"
+            label = _FIGURE_NAMES[figure].format(T=key.partition("@")[2])
+            measured = _range(value, spread, digits=3)
+            rows.append(f"| {_peer_name(file)}{route} | {against} | {label} | ≤ {target} | {measured} | "
+                        f"{_verdict(value, spread, target)} |")
+    return "\n".join([
+        "albert-edge's file over the peer's, each as an app opens it unless the route says `Session`; below 1 is "
+        "better. The range is the lowest of albert-edge's rounds over the highest of the peer's to the highest over "
+        "the lowest: a target inside it is neither met nor missed by this run.", "", *rows, "", _source(name, result)])
+
+
+# --- benchmarks/pipeline_run.py: the main job from nothing cached ----------------------------------
+
+def _pipeline() -> tuple[str, dict]:
+    return "pipeline.json", _load("pipeline.json")
+
+
+def _model(result: dict, name: str) -> dict:
+    return next(m for m in result["models"] if m["model"] == name)
+
+
+def _mib(value: float) -> str:
+    return f"{value / 2**20:.2f} MiB"
+
+
+def pipeline_run() -> str:
+    """How long the main job took from nothing cached, and its largest process's peak."""
+    name, result = _pipeline()
+    cpu = result["machine"]["cpu"]
+    minutes, seconds = divmod(round(result["wall_s"]), 60)
+    cache = "From nothing cached" if result["cache"].startswith("fresh") else "With the user's cache"
+    return (f"{cache}, `albert-edge pipeline` took **{minutes} min {seconds} s** wall "
+            f"time, its largest process peaking at {result['peak_rss_bytes'] / 2**30:.1f} GiB, on {cpu['model']} "
+            f"({cpu['cores']} cores; load average {result['machine']['load_at_start'][0]} at the start, "
+            f"{result['machine']['load_at_end'][0]} at the end). {_source(name, result)}")
+
+
+def pipeline_files() -> str:
+    """The ALBERT-base shape's files: sizes and weights stored once."""
+    name, result = _pipeline()
+    model = _model(result, "albert-base-v2-random")
+    rows = ["| file | scheme | size | stored weights | unique weights | duplicates | bytes by precision |",
+            "|---|---|---:|---:|---:|---:|---|"]
+    for f in model["files"]:
+        precision = ", ".join(f"{k} {_mib(v)}" for k, v in sorted(f["bytes_by_precision"].items(), key=lambda kv: -kv[1])
+                              if v >= 2**16)
+        rows.append(f"| {f['name']} | {f['scheme']} | {_mib(f['bytes'])} | {_mib(f['stored_weight_bytes'])} | "
+                    f"{_mib(f['unique_weight_bytes'])} | {len(f['duplicates'] or [])} | {precision} |")
+    return "\n".join([*rows, "", _source(name, result)])
+
+
+def pipeline_compute() -> str:
+    """Compute per sequence length against BERT's (from the model's config: counted, not timed)."""
+    name, result = _pipeline()
+    model = _model(result, "albert-base-v2-random")
+    rows = ["| seq len | MACs / layer | layers run | MACs total | BERT MACs | ALBERT / BERT | activations / layer |",
+            "|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in model["compute"]:
+        rows.append(f"| {c['seq_len']} | {c['macs_per_layer'] / 1e6:.2f}M | {c['layer_applications']} | "
+                    f"{c['macs_total'] / 1e9:.2f}G | {c['bert_macs_total'] / 1e9:.2f}G | "
+                    f"{c['macs_total'] / c['bert_macs_total']:.3f} | {_mib(c['activation_bytes_per_layer'])} |")
+    return "\n".join([*rows, "", _source(name, result)])
+
+
+def pipeline_latency() -> str:
+    """The ALBERT-base files' p50 with its 95 % interval and the profiler's verdict on the timing."""
+    name, result = _pipeline()
+    model = _model(result, "albert-base-v2-random")
+    lens = sorted({r["seq_len"] for r in model["profile"]})
+    rows = ["| file | " + " | ".join(f"p50 at {T} (95% interval)" for T in lens) + f" | peak RSS at {lens[-1]} | timing |",
+            "|---|" + "---:|" * len(lens) + "---:|---|"]
+    for file in dict.fromkeys(r["file_name"] for r in model["profile"]):
+        by = {r["seq_len"]: r for r in model["profile"] if r["file_name"] == file}
+        cells = [f"{by[T]['p50_ms']:.1f} ms ({by[T]['p50_ci'][0]:.1f}-{by[T]['p50_ci'][1]:.1f})" if T in by else ""
+                 for T in lens]
+        quality = sorted({r["quality"] for r in by.values()})
+        peak = _mib(by[lens[-1]]["peak_rss"]).replace(".00 MiB", " MiB") if lens[-1] in by else ""
+        rows.append(f"| {file} | " + " | ".join(cells) + f" | {peak} | {', '.join(quality)} |")
+    first = model["profile"][0]
+    return "\n".join([f"Batch {first['batch']}, {first['threads']} threads, each file in a fresh process; the timing "
+                      "column is the profiler's own verdict (good: a narrow interval on a quiet machine; noisy: "
+                      "compare with care).", "", *rows, "", _source(name, result)])
+
+
+def pipeline_accuracy() -> str:
+    """The small trained model's int8 and fp16 files against their fp32 parent on held-out text."""
+    name, result = _pipeline()
+    model = _model(result, "albert-small-builtin")
+    rows = ["| file | size | parent | agreement with the parent | on |", "|---|---:|---|---:|---|"]
+    for f in model["files"]:
+        if f["accuracy"]:
+            a = f["accuracy"]
+            rows.append(f"| {f['name']} | {_mib(f['bytes'])} | {f['parent']} | {a['headline']:.2%} | "
+                        f"{a['headline_of']}, {a['count']} {a['count_of']} of {a['text']} |")
+    return "\n".join([*rows, "", _source(name, result)])
+
+
+# --- figures recorded before their benchmark wrote result files ---------------------------------
+
+RECORDED = RESULTS / "recorded"
+
+
+def recorded(name: str) -> str:
+    """A table of figures measured before its benchmark wrote a result file: the figures as the
+    docs of their commit gave them, with that commit, its date and what the text said of the
+    machine. ``history`` entries are superseded results, kept with their date."""
+    result = json.loads((RECORDED / f"{name}.json").read_text(encoding="utf-8"))
+    rows = ["| " + " | ".join(result["columns"]) + " |", "|" + "---|" * len(result["columns"])]
+    rows += ["| " + " | ".join(row) + " |" for row in result["rows"]]
+    command = f" with `{result['command']}`" if result.get("command") else ""
+    when = (f"Measured{command} on {result['machine']['platform']}, at commit {result['commit'][:7]} "
+            f"({result['date'][:10]}); transcribed from that commit's documentation into "
+            f"`benchmarks/results/recorded/{name}.json`, not measured again since.")
+    if result.get("status") == "history":
+        when = f"History, superseded. {when}"
+    return "\n".join([*rows, "", when])
+
+
 TABLES: dict[str, Callable[[], str]] = {"gpu_static": gpu_static, "onnx_partitions": onnx_partitions,
-                                        "tokenizer_json_parity": tokenizer_json_parity}
+                                        "tokenizer_json_parity": tokenizer_json_parity,
+                                        "peers_files": peers_files, "peers_executorch": peers_executorch,
+                                        "peers_ratios": peers_ratios, "pipeline_run": pipeline_run,
+                                        "pipeline_files": pipeline_files, "pipeline_compute": pipeline_compute,
+                                        "pipeline_latency": pipeline_latency, "pipeline_accuracy": pipeline_accuracy}
+
+
+def table(name: str) -> Callable[[], str] | None:
+    """The renderer of a results block: one of TABLES, or ``recorded/NAME`` for a recorded file."""
+    if name.startswith("recorded/"):
+        stem = name.partition("/")[2]
+        return (lambda: recorded(stem)) if (RECORDED / f"{stem}.json").is_file() else None
+    return TABLES.get(name)
 
 
 def render(text: str) -> str:
     """``text`` (a page) with every results block it holds replaced by its rendering; a block of a
     name no table renders is an error."""
-    for name in re.findall(r"<!-- results:(\w+) -->", text):
-        if name not in TABLES:
-            raise SystemExit(f"no table renders <!-- results:{name} -->: one of {', '.join(TABLES)}")
-        pattern = re.compile(rf"(<!-- results:{name} -->\n)(?:.*?\n)?(<!-- /results:{name} -->)", re.S)
+    for name in re.findall(r"<!-- results:([\w/-]+) -->", text):
+        renderer = table(name)
+        if renderer is None:
+            raise SystemExit(f"no table renders <!-- results:{name} -->: one of {', '.join(TABLES)}, or "
+                             f"recorded/NAME for a file in {RECORDED.relative_to(ROOT)}")
+        pattern = re.compile(rf"(<!-- results:{re.escape(name)} -->\n)(?:.*?\n)?(<!-- /results:{re.escape(name)} -->)",
+                             re.S)
         if not pattern.search(text):
             raise SystemExit(f"<!-- results:{name} --> has no <!-- /results:{name} --> after it")
-        text = pattern.sub(lambda m, table=TABLES[name]: m.group(1) + table() + "\n" + m.group(2), text)
+        text = pattern.sub(lambda m, render=renderer: m.group(1) + render() + "\n" + m.group(2), text)
     return text
+
+
+# The folders' READMEs that the site shows as pages of its own (tools/docs_hooks.py).
+README_PAGES = (ROOT / "demo_app" / "README.md", ROOT / "benchmarks" / "README.md")
 
 
 def pages() -> list[Path]:
     """The documentation pages that hold a results block."""
-    return [p for p in sorted(DOCS.rglob("*.md")) if "<!-- results:" in p.read_text(encoding="utf-8")]
+    return [p for p in [*sorted(DOCS.rglob("*.md")), *README_PAGES] if "<!-- results:" in p.read_text(encoding="utf-8")]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -31,9 +32,56 @@ def test_the_pages_tables_are_the_rendered_result_files():
 
 def test_every_table_is_shown_on_a_page():
     renderer = _renderer()
-    shown = {name for page in renderer.pages() for name in renderer.TABLES
+    recorded = {f"recorded/{p.stem}" for p in renderer.RECORDED.glob("*.json")}
+    shown = {name for page in renderer.pages() for name in {*renderer.TABLES, *recorded}
              if f"<!-- results:{name} -->" in page.read_text(encoding="utf-8")}
-    assert shown == set(renderer.TABLES)
+    assert shown == set(renderer.TABLES) | recorded
+
+
+# A measured figure in a table cell: a time or a size with its unit, or a ratio or cosine written
+# to three or more places (a version such as 0.10.21 is neither).
+_MEASURED = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*\s?(?:ms|us|µs|s|MiB|GiB|KiB|MB|GB|kB)\b"
+                       r"|(?<![\w.])[01]\.\d{3,}(?![\d.])")
+
+
+def hand_written_tables(text: str) -> list[tuple[int, str]]:
+    """(line, header) of each Markdown table in ``text`` outside a results block whose cells hold a
+    measured figure."""
+    found, inside, table = [], False, []
+    for number, line in enumerate([*text.splitlines(), ""], 1):
+        if line.startswith("<!-- results:"):
+            inside = True
+        elif line.startswith("<!-- /results:"):
+            inside = False
+        if line.startswith("|") and not inside:
+            table.append((number, line))
+            continue
+        if table and any(_MEASURED.search(row) for _, row in table[2:]):
+            found.append(table[0])
+        table = []
+    return found
+
+
+def test_no_page_holds_a_hand_written_table_of_measured_figures():
+    """Latency, memory, size and ratio tables come from result files (a results block), never typed."""
+    typed = [f"{page.relative_to(ROOT)}:{line}: {header[:80]}" for page in sorted((ROOT / "docs").rglob("*.md"))
+             for line, header in hand_written_tables(page.read_text(encoding="utf-8"))]
+    readme = [f"{page.relative_to(ROOT)}:{line}: {header[:80]}"
+              for page in (ROOT / "README.md", ROOT / "demo_app" / "README.md", ROOT / "benchmarks" / "README.md")
+              for line, header in hand_written_tables(page.read_text(encoding="utf-8"))]
+    assert not typed + readme, "tables of measured figures typed by hand: put them in a result file\n" + "\n".join(
+        typed + readme)
+
+
+@pytest.mark.parametrize("table, typed", [
+    ("| file | p50 |\n|---|---|\n| a | 6.90 ms |\n", True),
+    ("| ratio | measured |\n|---|---|\n| int8 | 0.871 / 0.922 |\n", True),
+    ("| peak |\n|---|\n| 61.5 MiB |\n", True),
+    ("| install | brings |\n|---|---|\n| mobile | mediapipe 0.10.21 |\n", False),
+    ("<!-- results:x -->\n| p50 |\n|---|\n| 6.90 ms |\n<!-- /results:x -->\n", False),
+])
+def test_what_counts_as_a_hand_written_measured_table(table, typed):
+    assert bool(hand_written_tables(table)) is typed
 
 
 def test_a_block_no_table_renders_is_an_error():
