@@ -265,7 +265,7 @@ def peers_ratios() -> str:
                         if p in names), None)
     ratios = {(r["file"], r["versus"]): r for r in result["ratios"]}
     lens = result["setup"]["seq_lens"]
-    rows = ["| albert-edge file, route | against | figure | target | measured (rounds' range) | verdict |",
+    rows = ["| albert-edge's file, route | against | figure | target | measured (rounds' range) | verdict |",
             "|---|---|---|---:|---:|---|"]
     for file, versus, figure, target in PEER_TARGETS:
         versus = tflite_peer if versus == "TFLITE PEER" else versus
@@ -279,10 +279,11 @@ def peers_ratios() -> str:
             value, spread = ratio[key], ratio.get(f"{key} range")
             if value is None:
                 continue
-            against = _peer_name(versus) if versus in names else f"{versus} ({_peer_name(whose.get(key, ''))})"
+            against = _peer_name(versus) if versus in names else f"{versus}: {_peer_name(whose.get(key, ''))}"
+            against = against.replace("transformers 4 ", "")  # the table above names the peers in full
             label = _FIGURE_NAMES[figure].format(T=key.partition("@")[2])
             measured = _range(value, spread, digits=3)
-            rows.append(f"| {_peer_name(file)}{route} | {against} | {label} | ≤ {target} | {measured} | "
+            rows.append(f"| {_peer_name(file).removeprefix('albert-edge ')}{route} | {against} | {label} | ≤ {target} | {measured} | "
                         f"{_verdict(value, spread, target)} |")
     return "\n".join([
         "albert-edge's file over the peer's, each as an app opens it unless the route says `Session`; below 1 is "
