@@ -91,7 +91,10 @@ def test_a_block_no_table_renders_is_an_error():
 
 @pytest.mark.parametrize("name, file", [("gpu_static", "gpu_static-albert-base.json"),
                                         ("onnx_partitions", "onnx_partitions-albert-base.json"),
-                                        ("tokenizer_json_parity", "tokenizer_json_parity.json")])
+                                        ("tokenizer_json_parity", "tokenizer_json_parity.json"),
+                                        ("peers_ratios", "peers.json"), ("peers_files", "peers.json"),
+                                        ("peers_executorch", "peers.json"), ("pipeline_latency", "pipeline.json"),
+                                        ("pipeline_run", "pipeline.json")])
 def test_a_changed_result_changes_its_table(tmp_path, name, file, monkeypatch):
     renderer = _renderer()
     result = json.loads((renderer.RESULTS / file).read_text())
@@ -99,3 +102,20 @@ def test_a_changed_result_changes_its_table(tmp_path, name, file, monkeypatch):
     (tmp_path / file).write_text(json.dumps(result))
     monkeypatch.setattr(renderer, "RESULTS", tmp_path)
     assert "commit fffffff" in renderer.TABLES[name]()
+
+
+@pytest.mark.parametrize("value, spread, verdict", [(0.48, [0.47, 0.49], "met"), (0.96, [0.95, 1.01], "not met"),
+                                                    (0.79, [0.75, 0.83], "within the rounds' spread"),
+                                                    (0.5, None, "met"), (0.81, None, "not met")])
+def test_a_target_inside_the_rounds_range_is_neither_met_nor_missed(value, spread, verdict):
+    assert _renderer()._verdict(value, spread, 0.8) == verdict
+
+
+def test_a_recorded_table_says_it_was_transcribed_and_when():
+    renderer = _renderer()
+    for path in sorted(renderer.RECORDED.glob("*.json")):
+        result = json.loads(path.read_text(encoding="utf-8"))
+        text = renderer.recorded(path.stem)
+        assert f"at commit {result['commit'][:7]} ({result['date'][:10]})" in text and "not measured again" in text
+        assert ("History, superseded." in text) == (result.get("status") == "history"), path.name
+        assert all(len(row) == len(result["columns"]) for row in result["rows"]), path.name
