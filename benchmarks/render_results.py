@@ -183,6 +183,16 @@ def _peers_result() -> tuple[str, dict]:
     return "peers.json", _load("peers.json")
 
 
+def _size_cell(row: dict) -> str:
+    """A file's size, on the row of the route that opens it first (a Session row repeats the file)."""
+    return _mb(row["bytes"]) if row["bytes"] and row["route"] != "session" else ""
+
+
+def _p50_cells(row: dict, lens: list[int]) -> str:
+    """The row's p50 at each length, each with the range of the rounds' medians."""
+    return " | ".join(_range(row[f"p50_ms@{T}"], row.get(f"p50_ms_range@{T}"), " ms") for T in lens)
+
+
 def _peers_rows(result: dict, section: str, dtype: str) -> list[str]:
     by = {r["name"]: r for r in result["rows"]}
     lens = result["setup"]["seq_lens"]
@@ -192,11 +202,8 @@ def _peers_rows(result: dict, section: str, dtype: str) -> list[str]:
         row = by.get(name.format(d=dtype))
         if row is None:
             continue
-        size = _mb(row["bytes"]) if row["bytes"] and row["route"] != "session" else ""
-        rows.append(f"| {_peer_name(row['name'])} | {_ROUTES[row['route']]} | {size} | "
-                    f"{_range(row['peak_rss_mib'], row.get('peak_rss_range'), ' MiB', 1)} | "
-                    + " | ".join(_range(row[f'p50_ms@{T}'], row.get(f'p50_ms_range@{T}'), ' ms') for T in lens)
-                    + " |")
+        rows.append(f"| {_peer_name(row['name'])} | {_ROUTES[row['route']]} | {_size_cell(row)} | "
+                    f"{_range(row['peak_rss_mib'], row.get('peak_rss_range'), ' MiB', 1)} | {_p50_cells(row, lens)} |")
     return rows
 
 
@@ -237,12 +244,10 @@ def peers_executorch() -> str:
             row = by.get(contestant.format(d=dtype))
             if row is None:
                 continue
-            size = _mb(row["bytes"]) if row["bytes"] and row["route"] != "session" else ""
             who = _peer_name(row["name"]) + ("" if row["name"].startswith("albert-edge") else f" {dtype}")
-            rows.append(f"| {who} | {_ROUTES[row['route']]} | {size} | {row.get('delegate_blocks') or ''} | "
+            rows.append(f"| {who} | {_ROUTES[row['route']]} | {_size_cell(row)} | {row.get('delegate_blocks') or ''} | "
                         f"{_range(row['peak_rss_mib'], row.get('peak_rss_range'), ' MiB', 1)} | {row['load_s']:.2f} s | "
-                        + " | ".join(_range(row[f'p50_ms@{T}'], row.get(f'p50_ms_range@{T}'), ' ms') for T in lens)
-                        + " |")
+                        f"{_p50_cells(row, lens)} |")
     return "\n".join(["The same run as above:", "", *rows, "", _source(name, result)])
 
 

@@ -67,7 +67,7 @@ def test_no_page_holds_a_hand_written_table_of_measured_figures():
     typed = [f"{page.relative_to(ROOT)}:{line}: {header[:80]}" for page in sorted((ROOT / "docs").rglob("*.md"))
              for line, header in hand_written_tables(page.read_text(encoding="utf-8"))]
     readme = [f"{page.relative_to(ROOT)}:{line}: {header[:80]}"
-              for page in (ROOT / "README.md", ROOT / "demo_app" / "README.md", ROOT / "benchmarks" / "README.md")
+              for page in (ROOT / "README.md", *_renderer().README_PAGES)
               for line, header in hand_written_tables(page.read_text(encoding="utf-8"))]
     assert not typed + readme, "tables of measured figures typed by hand: put them in a result file\n" + "\n".join(
         typed + readme)
