@@ -195,12 +195,17 @@ class AlbertTokenizer:
         b = None if text_b is None else self._ids(text_b)
         if truncation and max_length is not None:
             a, b = truncate(a, b, max_length - (2 if b is None else 3))
-        ids = [self.cls_id, *a, self.sep_id]
-        types = [0] * len(ids)
-        if b is not None:
-            ids += [*b, self.sep_id]
-            types += [1] * (len(b) + 1)
-        return ids, types
+        return pair_ids(self.cls_id, self.sep_id, a, b)
+
+
+def pair_ids(cls_id: int, sep_id: int, a: list[int], b: list[int] | None) -> tuple[list[int], list[int]]:
+    """``[CLS] a [SEP]`` (and ``b [SEP]`` when given) with their token types (0 for a, 1 for b)."""
+    ids = [cls_id, *a, sep_id]
+    types = [0] * len(ids)
+    if b is not None:
+        ids += [*b, sep_id]
+        types += [1] * (len(b) + 1)
+    return ids, types
 
 
 def truncate(a: list[int], b: list[int] | None, room: int) -> tuple[list[int], list[int] | None]:

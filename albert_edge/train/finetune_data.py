@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..tokenizer import truncate
+from ..tokenizer import pair_ids, truncate
 from .errors import DataError
 from .tokens import Vocabulary
 
@@ -129,12 +129,7 @@ def build_features(task: str, rows: Sequence[dict], vocab: Vocabulary, max_len: 
 
 
 def _pair_ids(vocab: Vocabulary, a: list[int], b: list[int] | None) -> tuple[list[int], list[int]]:
-    ids = [vocab.cls_id, *a, vocab.sep_id]
-    types = [0] * len(ids)
-    if b is not None:
-        ids += [*b, vocab.sep_id]
-        types += [1] * (len(b) + 1)
-    return ids, types
+    return pair_ids(vocab.cls_id, vocab.sep_id, a, b)
 
 
 def _label_id(value: Any, index: dict[str, int], path: str, n: int) -> int:
