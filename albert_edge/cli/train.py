@@ -24,6 +24,18 @@ _PRECISION = click.option("--precision", type=click.Choice(["auto", "bf16", "fp3
 _THREADS = threads_option("CPU threads for torch, at least 1 [default: torch's choice]; on a busy machine 1 "
                           "is often fastest.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the final figures as JSON.")
+_LOG_EVERY = click.option("--log-every", default=10, show_default=True, type=POSITIVE_INT,
+                          help="Log training figures every N steps.")
+
+
+def _run_options(force_help: str):
+    """--force (with what it replaces), --device, --precision, --threads and --json, in that order:
+    the options every training command ends with."""
+    def apply(command):
+        for option in (_JSON, _THREADS, _PRECISION, _DEVICE, force_option(force_help)):  # innermost first
+            command = option(command)
+        return command
+    return apply
 
 
 def _is_main() -> bool:
@@ -150,16 +162,11 @@ def _print_figures(title: str, figures: dict[str, Any], as_json: bool) -> None:
               help="Write a resumable checkpoint every N steps (and at the end).")
 @click.option("--keep-checkpoints", default=2, show_default=True, type=COUNT,
               help="Keep the newest N checkpoints (0: all).")
-@click.option("--log-every", default=10, show_default=True, type=POSITIVE_INT,
-              help="Log training figures every N steps.")
+@_LOG_EVERY
 @click.option("--resume", default=None,
               help="Continue from a run directory (its newest checkpoint) or a checkpoint-* directory; "
                    "the other options must be those of the interrupted run.")
-@force_option("--out holds files (a finished model, log.jsonl; another run's checkpoints are never replaced)")
-@_DEVICE
-@_PRECISION
-@_THREADS
-@_JSON
+@_run_options("--out holds files (a finished model, log.jsonl; another run's checkpoints are never replaced)")
 def pretrain_command(corpus, tokenizer, out_dir, config_spec, overrides, steps, batch_size, grad_accum, optimizer, lr,
                      weight_decay, warmup_steps, max_grad_norm, seed, max_seq_length, masked_lm_prob, max_predictions,
                      max_ngram, short_seq_prob, chunk_documents, holdout_every, eval_corpus, eval_examples, eval_every,
@@ -222,13 +229,8 @@ def pretrain_command(corpus, tokenizer, out_dir, config_spec, overrides, steps, 
 @click.option("--answer-column", default="answer", show_default=True, help="qa: the answer's text.")
 @click.option("--answer-start-column", default="answer_start", show_default=True,
               help="qa: the answer's character offset (optional column).")
-@click.option("--log-every", default=10, show_default=True, type=POSITIVE_INT,
-              help="Log training figures every N steps.")
-@force_option("--out holds a model, even the --model being fine-tuned (files not written again are kept)")
-@_DEVICE
-@_PRECISION
-@_THREADS
-@_JSON
+@_LOG_EVERY
+@_run_options("--out holds a model, even the --model being fine-tuned (files not written again are kept)")
 def finetune_command(task, train_file, eval_file, model, out_dir, tokenizer, epochs, batch_size, grad_accum, optimizer,
                      lr, weight_decay, warmup_ratio, max_grad_norm, seed, max_seq_length, text_column,
                      text_pair_column, label_column, tokens_column, tags_column, question_column, context_column,
