@@ -53,3 +53,10 @@ pip_install() {
 install_wheel() {
     pip_install "$1" --no-deps --force-reinstall "$wheel"
 }
+
+# scratch_files NAME: $files as a new temporary folder for the files a stage makes (its log beside
+# it, $files.log), both removed when the script exits.
+scratch_files() {
+    files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-$1.XXXXXX")
+    trap 'rm -rf "$files" "$files.log"' EXIT
+}

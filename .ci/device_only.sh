@@ -15,8 +15,7 @@ cd "$(dirname "$0")/.."
 . .ci/common.sh
 venv=${DEVICE_ONLY_VENV:-.venv-deviceonly}
 
-files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-deviceonly.XXXXXX")
-trap 'rm -rf "$files" "$files.log"' EXIT
+scratch_files deviceonly
 
 # Training and conversion logs go to the log file, shown only when the build fails.
 quietly "$files.log" "$build_python" -m albert_edge demo bundle --preset tiny --threads 1 --out "$files/bundle" >/dev/null

@@ -17,8 +17,7 @@ cd "$(dirname "$0")/.."
 . .ci/common.sh
 venv=${ORT_OLDEST_VENV:-.venv-ort-oldest}
 
-files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-ort-oldest.XXXXXX")
-trap 'rm -rf "$files" "$files.log"' EXIT
+scratch_files ort-oldest
 
 # The build's log goes to the log file, shown only when the build fails.
 quietly "$files.log" "$build_python" tests/ortoldest/build_files.py "$files"

@@ -17,8 +17,7 @@ cd "$(dirname "$0")/.."
 . .ci/common.sh
 venv=${TFLITE214_VENV:-.venv-tflite214}
 
-files=$(mktemp -d "${TMPDIR:-/tmp}/albert-edge-tflite214.XXXXXX")
-trap 'rm -rf "$files" "$files.log"' EXIT
+scratch_files tflite214
 
 # TensorFlow's start-up log goes to the log file, shown only when the build fails.
 quietly "$files.log" "$build_python" tests/device214/build_files.py "$files"
