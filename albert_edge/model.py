@@ -232,16 +232,27 @@ class AlbertSOPHead(nn.Module):
         return self.classifier(self.dropout(pooled))  # (B, 2)
 
 
-class AlbertForPreTraining(nn.Module):
+class _OnAlbert(nn.Module):
+    """A task model: ``albert`` (an AlbertModel) and the head a subclass adds after it; with
+    ``classes``, the head is ``dropout`` then ``classifier`` (H -> classes), transformers' names."""
+
+    def __init__(self, config: AlbertConfig, add_pooling_layer: bool = True, classes: int | None = None):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config, add_pooling_layer=add_pooling_layer)
+        if classes is not None:
+            self.dropout = nn.Dropout(config.classifier_dropout_prob)
+            self.classifier = nn.Linear(config.hidden_size, classes)
+
+
+class AlbertForPreTraining(_OnAlbert):
     """MLM + sentence-order prediction: returns (prediction_logits, sop_logits)."""
 
     hf_architecture = "AlbertForPreTraining"
     output_names = ("prediction_logits", "sop_logits")
 
     def __init__(self, config: AlbertConfig):
-        super().__init__()
-        self.config = config
-        self.albert = AlbertModel(config)
+        super().__init__(config)
         self.predictions = AlbertMLMHead(config, self.albert.embeddings.word_embeddings)
         self.sop_classifier = AlbertSOPHead(config)
         _init_heads(self, config)
@@ -252,16 +263,14 @@ class AlbertForPreTraining(nn.Module):
         return self.predictions(hidden), self.sop_classifier(pooled)
 
 
-class AlbertForMaskedLM(nn.Module):
+class AlbertForMaskedLM(_OnAlbert):
     """Masked-LM only: returns prediction_logits (B, T, V)."""
 
     hf_architecture = "AlbertForMaskedLM"
     output_names = ("prediction_logits",)
 
     def __init__(self, config: AlbertConfig):
-        super().__init__()
-        self.config = config
-        self.albert = AlbertModel(config, add_pooling_layer=False)
+        super().__init__(config, add_pooling_layer=False)
         self.predictions = AlbertMLMHead(config, self.albert.embeddings.word_embeddings)
         _init_heads(self, config)
 
@@ -270,18 +279,14 @@ class AlbertForMaskedLM(nn.Module):
         return self.predictions(self.albert(input_ids, attention_mask, token_type_ids))
 
 
-class AlbertForSequenceClassification(nn.Module):
+class AlbertForSequenceClassification(_OnAlbert):
     """Pooled [CLS] -> num_labels: returns logits (B, num_labels)."""
 
     hf_architecture = "AlbertForSequenceClassification"
     output_names = ("logits",)
 
     def __init__(self, config: AlbertConfig):
-        super().__init__()
-        self.config = config
-        self.albert = AlbertModel(config)
-        self.dropout = nn.Dropout(config.classifier_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        super().__init__(config, classes=config.num_labels)
         _init_heads(self, config)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
@@ -290,18 +295,14 @@ class AlbertForSequenceClassification(nn.Module):
         return self.classifier(self.dropout(pooled))
 
 
-class AlbertForTokenClassification(nn.Module):
+class AlbertForTokenClassification(_OnAlbert):
     """Every token -> num_labels: returns logits (B, T, num_labels)."""
 
     hf_architecture = "AlbertForTokenClassification"
     output_names = ("logits",)
 
     def __init__(self, config: AlbertConfig):
-        super().__init__()
-        self.config = config
-        self.albert = AlbertModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(config.classifier_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        super().__init__(config, add_pooling_layer=False, classes=config.num_labels)
         _init_heads(self, config)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
@@ -309,16 +310,14 @@ class AlbertForTokenClassification(nn.Module):
         return self.classifier(self.dropout(self.albert(input_ids, attention_mask, token_type_ids)))
 
 
-class AlbertForQuestionAnswering(nn.Module):
+class AlbertForQuestionAnswering(_OnAlbert):
     """Answer spans: returns (start_logits, end_logits), each (B, T)."""
 
     hf_architecture = "AlbertForQuestionAnswering"
     output_names = ("start_logits", "end_logits")
 
     def __init__(self, config: AlbertConfig):
-        super().__init__()
-        self.config = config
-        self.albert = AlbertModel(config, add_pooling_layer=False)
+        super().__init__(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         _init_heads(self, config)
 
@@ -329,7 +328,7 @@ class AlbertForQuestionAnswering(nn.Module):
         return start, end
 
 
-class AlbertForMultipleChoice(nn.Module):
+class AlbertForMultipleChoice(_OnAlbert):
     """One score per choice: inputs (B, C, T), each choice encoded as its own sequence; returns
     logits (B, C)."""
 
@@ -337,11 +336,7 @@ class AlbertForMultipleChoice(nn.Module):
     output_names = ("logits",)
 
     def __init__(self, config: AlbertConfig):
-        super().__init__()
-        self.config = config
-        self.albert = AlbertModel(config)
-        self.dropout = nn.Dropout(config.classifier_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, 1)
+        super().__init__(config, classes=1)
         _init_heads(self, config)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
