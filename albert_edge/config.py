@@ -85,6 +85,9 @@ class AlbertConfig:
     label_names: tuple[Any, ...] | None = None  # id2label's names as config.json holds them
     sharing: str = "all"
     layout: str = "hf"
+    # A classifier trained with early exits (albert_edge.exits): how, as canonical JSON, so the
+    # frozen config stays hashable; config.json keeps it as an object under albert_edge_exits.
+    exits: str | None = None
     extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -153,6 +156,11 @@ class AlbertConfig:
         return self.embedding_size == self.hidden_size or any(
             _group_of_depth(i, L, G, "hf") != _group_of_depth(i, L, G, "original") for i in range(L))
 
+    @property
+    def exit_training(self) -> dict[str, Any] | None:
+        """How the classifier's early exits were trained (None: it has none)."""
+        return None if self.exits is None else json.loads(self.exits)
+
     def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)
 
@@ -162,7 +170,7 @@ class AlbertConfig:
         if architectures:
             data["architectures"] = list(architectures)
         for f in dataclasses.fields(self):
-            if f.name in ("label_names", "num_labels", "sharing", "layout", "extra"):
+            if f.name in _OWN_KEYS:
                 continue
             data[f.name] = getattr(self, f.name)
         labels = self.label_names or tuple(f"LABEL_{i}" for i in range(self.num_labels))
@@ -175,6 +183,8 @@ class AlbertConfig:
         if self.layout != "hf":
             # Not expressible in transformers either; albert-edge reads it back.
             data["albert_edge_layout"] = self.layout
+        if self.exits is not None:
+            data["albert_edge_exits"] = json.loads(self.exits)  # transformers keeps it, unread
         for key, value in self.extra:
             data.setdefault(key, value)
         return data
@@ -183,7 +193,7 @@ class AlbertConfig:
     def from_hf_dict(cls, data: dict[str, Any]) -> AlbertConfig:
         if data.get("model_type", "albert") != "albert":
             raise ConfigError(f"model_type is {data.get('model_type')!r}, not 'albert'")
-        names = {f.name for f in dataclasses.fields(cls)} - {"label_names", "num_labels", "sharing", "layout", "extra"}
+        names = {f.name for f in dataclasses.fields(cls)} - _OWN_KEYS
         kwargs: dict[str, Any] = {k: data[k] for k in names if k in data and data[k] is not None}
         id2label = data.get("id2label")
         if id2label:
@@ -200,6 +210,11 @@ class AlbertConfig:
             kwargs["num_labels"] = data["num_labels"]
         kwargs["sharing"] = data.get("albert_edge_sharing", "all")
         kwargs["layout"] = data.get("albert_edge_layout", "hf")
+        if data.get("albert_edge_exits") is not None:
+            exits = data["albert_edge_exits"]
+            if not isinstance(exits, dict):
+                raise ConfigError(f"albert_edge_exits is {type(exits).__name__}, not an object")
+            kwargs["exits"] = json.dumps(exits, sort_keys=True)
         eos = kwargs.get("eos_token_id")
         if isinstance(eos, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in eos):
             # transformers allows several end tokens (for generation, which ALBERT never does): the
@@ -209,7 +224,7 @@ class AlbertConfig:
             else:
                 del kwargs["eos_token_id"]
         known = names | {"id2label", "label2id", "num_labels", "albert_edge_sharing", "albert_edge_layout",
-                         "model_type"}
+                         "albert_edge_exits", "model_type"}
         kwargs["extra"] = tuple(
             (k, v) for k, v in sorted(data.items()) if k not in known and k in _HF_PASSTHROUGH
         )
@@ -341,6 +356,8 @@ def _id2label(id2label: Any) -> list[tuple[int, Any]]:
 _REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
 
 # Keys of HF config.json that are not ours but should survive a load/save round trip.
+# Fields that config.json spells its own way (id2label, albert_edge_*), or not at all (extra).
+_OWN_KEYS = {"label_names", "num_labels", "sharing", "layout", "exits", "extra"}
 _HF_PASSTHROUGH = {"architectures", "classifier_dropout", "problem_type", "finetuning_task"}
 
 

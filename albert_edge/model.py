@@ -166,6 +166,18 @@ class AlbertTransformer(nn.Module):
             x = self.albert_layer_groups[group](x, mask_bias)
         return x
 
+    def passes(self, embeddings: Tensor, mask_bias: Tensor) -> list[Tensor]:
+        """The hidden states after each of the L layer applications (what early exits read)."""
+        x = embeddings
+        if self.embedding_hidden_mapping_in is not None:
+            x = self.embedding_hidden_mapping_in(x)
+        out = []
+        for depth in range(self.config.num_hidden_layers):
+            group = self.config.group_of_depth(depth) if self.config.sharing == "all" else depth
+            x = self.albert_layer_groups[group](x, mask_bias)
+            out.append(x)  # (B, T, H)
+        return out
+
 
 class AlbertModel(nn.Module):
     """The ALBERT encoder. Returns (last_hidden_state, pooler_output), or last_hidden_state alone
@@ -183,6 +195,15 @@ class AlbertModel(nn.Module):
         self.apply(lambda m: _init_weights(m, config.initializer_range))
 
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
+        return self.encoder(*self._embed(input_ids, attention_mask, token_type_ids))
+
+    def encode_passes(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                      token_type_ids: Tensor | None = None) -> list[Tensor]:
+        """The hidden states (B, T, H) after every layer application, the last one encode's."""
+        return self.encoder.passes(*self._embed(input_ids, attention_mask, token_type_ids))
+
+    def _embed(self, input_ids: Tensor, attention_mask: Tensor | None,
+               token_type_ids: Tensor | None) -> tuple[Tensor, Tensor]:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:
@@ -190,7 +211,7 @@ class AlbertModel(nn.Module):
         emb = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
         # (B, 1, 1, T): computed once, shared by every layer application.
         mask_bias = (1.0 - attention_mask[:, None, None, :].to(emb.dtype)) * MASK_VALUE
-        return self.encoder(emb, mask_bias)
+        return emb, mask_bias
 
     def pool(self, hidden: Tensor) -> Tensor:
         return torch.tanh(self.pooler(hidden[:, 0]))  # (B, H) from the [CLS] position
@@ -280,19 +301,37 @@ class AlbertForMaskedLM(_OnAlbert):
 
 
 class AlbertForSequenceClassification(_OnAlbert):
-    """Pooled [CLS] -> num_labels: returns logits (B, num_labels)."""
+    """Pooled [CLS] -> num_labels: returns logits (B, num_labels).
+
+    Trained with early exits (``config.exits``), it also has ``exit_classifiers``: one small
+    classifier for each pass but the last, reading the same pooler, so ``pass_logits`` answers
+    after every application of the shared layer (albert_edge.exits says when to stop). The last
+    pass is answered by ``classifier`` itself: forward() is the full-depth model, unchanged.
+    """
 
     hf_architecture = "AlbertForSequenceClassification"
     output_names = ("logits",)
 
     def __init__(self, config: AlbertConfig):
         super().__init__(config, classes=config.num_labels)
+        if config.exits is not None:
+            # (L - 1) x (H x C): a few thousand weights next to the shared layer's millions.
+            self.exit_classifiers = nn.ModuleList(nn.Linear(config.hidden_size, config.num_labels)
+                                                  for _ in range(config.num_hidden_layers - 1))
         _init_heads(self, config)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None) -> Tensor:
         _, pooled = self.albert(input_ids, attention_mask, token_type_ids)
         return self.classifier(self.dropout(pooled))
+
+    def pass_logits(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                    token_type_ids: Tensor | None = None) -> Tensor:
+        """(B, L, num_labels): the logits after every pass; the last equals forward()'s."""
+        heads = [*self.exit_classifiers, self.classifier]
+        return torch.stack([head(self.dropout(self.albert.pool(hidden))) for head, hidden
+                            in zip(heads, self.albert.encode_passes(input_ids, attention_mask, token_type_ids))],
+                           dim=1)
 
 
 class AlbertForTokenClassification(_OnAlbert):
