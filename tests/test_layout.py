@@ -25,7 +25,7 @@ import pytest
 # The CLI and `info` (albert_edge.info) are fronts that span both sides: they import the build side
 # only inside the commands that need it, and test_device_side.py runs them with torch blocked.
 DEVICE = ("albert_edge.config", "albert_edge.params", "albert_edge.errors", "albert_edge.files",
-          "albert_edge.tokenizer", "albert_edge.text", "albert_edge.hub", "albert_edge.device",
+          "albert_edge.tokenizer", "albert_edge.text", "albert_edge.hub", "albert_edge.device", "albert_edge.exits",
           "albert_edge.formats", "albert_edge.runtime", "albert_edge.profile", "albert_edge.report",
           "albert_edge.demo")
 # The build side (and the libraries only it may use).

@@ -229,12 +229,18 @@ def pretrain_command(corpus, tokenizer, out_dir, config_spec, overrides, steps, 
 @click.option("--answer-column", default="answer", show_default=True, help="qa: the answer's text.")
 @click.option("--answer-start-column", default="answer_start", show_default=True,
               help="qa: the answer's character offset (optional column).")
+@click.option("--exits", type=click.Choice(["joint", "frozen"]), default=None,
+              help="classification: also train an early exit after every pass, so a converted file can stop "
+                   "when its answer is settled. joint: the whole model on PABEE's depth-weighted loss; frozen: "
+                   "only the exits, from a --model fine-tuned for these labels (its answers stay as they were). "
+                   "The exit rule is chosen on --eval and recorded in the model.")
 @_LOG_EVERY
 @_run_options("--out holds a model, even the --model being fine-tuned (files not written again are kept)")
 def finetune_command(task, train_file, eval_file, model, out_dir, tokenizer, epochs, batch_size, grad_accum, optimizer,
                      lr, weight_decay, warmup_ratio, max_grad_norm, seed, max_seq_length, text_column,
                      text_pair_column, label_column, tokens_column, tags_column, question_column, context_column,
-                     answer_column, answer_start_column, log_every, force, device, precision, threads, as_json):
+                     answer_column, answer_start_column, exits, log_every, force, device, precision, threads,
+                     as_json):
     """Fine-tune a pretrained ALBERT on a labelled CSV/TSV/JSONL file and report eval figures."""
     from ..train.finetune import FinetuneOptions, finetune
     from ..train.finetune_data import Columns
@@ -246,12 +252,21 @@ def finetune_command(task, train_file, eval_file, model, out_dir, tokenizer, epo
         epochs=epochs, batch_size=batch_size, grad_accum=grad_accum, optimizer=optimizer, lr=lr,
         weight_decay=weight_decay, warmup_ratio=warmup_ratio, max_grad_norm=max_grad_norm, seed=seed,
         max_seq_length=max_seq_length, columns=columns, log_every=log_every, device=device, precision=precision,
-        threads=threads, force=force,
+        threads=threads, force=force, exits=exits,
     )
     with _Bar(1, ("acc",), "examples_per_s") as bar:
         result = finetune(opts, on_event=bar)
-    _print_figures(f"fine-tuning ({task})", {"out_dir": str(result.out_dir), "steps": result.steps, **result.metrics},
-                   as_json)
+    figures = {"out_dir": str(result.out_dir), "steps": result.steps, **result.metrics}
+    if "exits" in figures and not as_json:  # the chosen rule in a line; --json keeps every setting's figures
+        figures["exits"] = _exit_line(figures["exits"])
+    _print_figures(f"fine-tuning ({task})", figures, as_json)
+
+
+def _exit_line(exits: dict[str, Any]) -> str:
+    from ..exits import ExitRule
+
+    return (f"{ExitRule.from_dict(exits['rule'])}: {exits['mean_passes']:.2f} of {exits['passes']} passes, "
+            f"{exits['agreement']:.1%} as at full depth")
 
 
 COMMANDS: list = [pretrain_command, finetune_command]

@@ -34,6 +34,7 @@ from ..files import check_not_input, check_output_dir, staged_dir
 from ..model import build_model
 from . import metrics as M
 from .distributed import DistContext, barrier, distributed, wrap
+from .exits import EXIT_MODES, ExitObjective, choose_rule, freeze_for_exits, held_out_pass_logits, with_exits
 from .finetune_data import TASKS, Columns, Feature, build_features, collate_features, label_names, read_records
 from .loop import JsonLog, Objective, autocast, step_seed, train_step
 from .optim import build_optimizer, lr_factor, set_lr
@@ -71,6 +72,7 @@ class FinetuneOptions:
     precision: str = "auto"  # see loop.PRECISIONS
     threads: int | None = None  # torch CPU threads (None: torch's default)
     force: bool = False  # replace what out_dir holds (never an input: the model being fine-tuned, its data)
+    exits: str | None = None  # train early exits: "joint" or "frozen" (train.exits.EXIT_MODES)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -80,6 +82,12 @@ class FinetuneOptions:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be at least 1")
         if not 0 <= self.warmup_ratio <= 1:
             raise ConfigError(f"warmup_ratio ({self.warmup_ratio}) must be in [0, 1]")
+        if self.exits is not None:
+            if self.exits not in EXIT_MODES:
+                raise ConfigError(f"--exits {self.exits!r} is not one of {', '.join(EXIT_MODES)}")
+            if self.task != "classification":
+                raise ConfigError(f"--exits needs --task classification: early exits are classifiers of the "
+                                  f"pooled text, and a {self.task} head has none")
 
 
 @dataclass
@@ -132,6 +140,11 @@ def _init_model(opts: FinetuneOptions, labels: tuple[str, ...]) -> nn.Module:
     if labels:
         config = config.replace(num_labels=len(labels), label_names=labels)
     same_head = opts.task in ckpt.heads and (not labels or ckpt.config.label_names == labels)
+    if opts.exits == "frozen" and not same_head:
+        raise ConfigError(f"--exits frozen keeps {opts.model}'s classifier as it is, but it was not fine-tuned for "
+                          "classification with these labels; fine-tune it first, or use --exits joint")
+    if opts.exits:
+        config = with_exits(config, opts.exits)
     torch.manual_seed(opts.seed)
     model = build_model(config, opts.task).train()
     fresh = []
@@ -149,6 +162,8 @@ def _init_model(opts: FinetuneOptions, labels: tuple[str, ...]) -> nn.Module:
                 fresh.append(key)
     if fresh:
         log.info("freshly initialised: %s", ", ".join(fresh))
+    if opts.exits == "frozen":
+        log.info("training the early exits only: %d weights", freeze_for_exits(model))
     return model
 
 
@@ -185,6 +200,9 @@ def _finetune(opts: FinetuneOptions, ctx: DistContext, on_event: Callable[[dict]
     with staged_dir(out) if ctx.is_main else contextlib.nullcontext() as staging:
         emit = JsonLog(staging / "log.jsonl" if ctx.is_main else None, on_event if ctx.is_main else None)
         final = _train(opts, ctx, model, feats, vocab, labels, emit)
+        if ctx.is_main and opts.exits:
+            final["exits"] = _record_exit_rule(model, feats["eval"], vocab, ctx, opts.batch_size)
+            emit({"event": "exits", **final["exits"]})
         if ctx.is_main:
             export_model(model, staging, vocab.path)
             (staging / "eval_results.json").write_text(json.dumps({"task": opts.task, **final}, indent=2) + "\n")
@@ -202,7 +220,7 @@ def _epoch_order(n: int, length: int, seed: int, epoch: int) -> list[int]:
 
 def _train(opts: FinetuneOptions, ctx: DistContext, model: nn.Module, feats: dict[str, list[Feature]],
            vocab: Vocabulary, labels: tuple[str, ...], emit: JsonLog) -> dict:
-    objective = TaskObjective(model, opts.task)
+    objective = ExitObjective(model, opts.exits == "frozen") if opts.exits else TaskObjective(model, opts.task)
     wrapped = wrap(objective, ctx)
     optimizer = build_optimizer(model, opts.optimizer, opts.lr, opts.weight_decay)
     per_step = opts.batch_size * opts.grad_accum * ctx.world_size
@@ -242,6 +260,18 @@ def _train(opts: FinetuneOptions, ctx: DistContext, model: nn.Module, feats: dic
             emit({"event": "eval", "epoch": epoch + 1, **final})
         barrier(ctx)
     return final or {"step": step}
+
+
+def _record_exit_rule(model: nn.Module, features: list[Feature], vocab: Vocabulary, ctx: DistContext,
+                      batch_size: int) -> dict:
+    """Choose the exit rule on the held-out examples and record it in the model's config."""
+    pass_logits, labels = held_out_pass_logits(model, features, vocab.pad_id, ctx.device, batch_size)
+    rule, rows = choose_rule(pass_logits, labels)
+    chosen = next(row for row in rows if row["rule"] == rule.to_dict())
+    figures = {k: chosen[k] for k in ("mean_passes", "agreement", "accuracy", "full_accuracy", "n")}
+    record = {**model.config.exit_training, "rule": rule.to_dict(), "held_out": figures}
+    model.config = model.config.replace(exits=json.dumps(record, sort_keys=True))
+    return {"rule": rule.to_dict(), **figures, "passes": pass_logits.shape[1], "curve": rows}
 
 
 def _mean_loss(stats: Tensor) -> float:
