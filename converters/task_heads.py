@@ -1,17 +1,20 @@
 """The outputs a task library reads, as thin PyTorch modules around our models: a classifier's
 probabilities (MediaPipe's TextClassifier and the TFLite Task Library report the output tensor as
-it is, so logits would be shown as scores) and one sentence vector per text (TextEmbedder reads
-each output tensor as one embedding). They hold no weights of their own: every parameter is the
-wrapped model's, so the weights-once check counts the same bytes."""
+it is, so logits would be shown as scores), one sentence vector per text (TextEmbedder reads
+each output tensor as one embedding), and a classifier that stops early (the answer and the passes
+it ran, by an exit rule). They hold no weights of their own: every parameter is the wrapped
+model's, so the weights-once check counts the same bytes."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 
+from albert_edge.errors import ConversionError
+from albert_edge.exits import ExitRule, decide
 from albert_edge.model import AlbertForSequenceClassification, AlbertModel
 
-__all__ = ["ClassProbabilities", "SentenceEmbedding", "EMBEDDINGS"]
+__all__ = ["AdaptiveClassifier", "ClassProbabilities", "SentenceEmbedding", "EMBEDDINGS"]
 
 # Which vector SentenceEmbedding gives, by name.
 EMBEDDINGS = {
@@ -54,3 +57,28 @@ class SentenceEmbedding(nn.Module):
                 token_type_ids: Tensor | None = None) -> Tensor:
         hidden = self.albert.encode(input_ids, attention_mask, token_type_ids)  # (B, T, H)
         return self.albert.pool(hidden) if self.vector == "pooled" else hidden[:, 0]
+
+
+class AdaptiveClassifier(nn.Module):
+    """A classifier trained with early exits that stops when ``rule`` says its answer is settled:
+    (logits (B, num_labels) of the pass it stopped at, passes (B,) int32). The reference the files
+    are checked against: it computes every pass and applies albert_edge.exits' rule to them, which
+    gives what a loop that stops early gives, input by input."""
+
+    output_names = ("logits", "passes")
+
+    def __init__(self, classifier: AlbertForSequenceClassification, rule: ExitRule):
+        super().__init__()
+        if getattr(classifier.config, "exits", None) is None:
+            raise ConversionError("this classifier was trained without early exits, so its passes before the last "
+                                  "have no classifier to answer: fine-tune it with --exits frozen (its full-depth "
+                                  "answers stay as they are) or --exits joint")
+        self.classifier = classifier
+        self.rule = rule.check(classifier.config.num_hidden_layers)
+        self.config = classifier.config
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        every = self.classifier.pass_logits(input_ids, attention_mask, token_type_ids)  # (B, L, C)
+        answers, passes = decide(every.detach().float().cpu().numpy(), self.rule)
+        return torch.from_numpy(answers).to(every.dtype), torch.from_numpy(passes.astype("int32"))

@@ -31,7 +31,7 @@ from albert_edge.model import (
 
 from albert_edge.formats.graph import INPUT_NAMES, LAYER_FORMS
 
-from .task_heads import ClassProbabilities, SentenceEmbedding
+from .task_heads import AdaptiveClassifier, ClassProbabilities, SentenceEmbedding
 
 __all__ = ["TFAlbert", "input_signature"]
 
@@ -168,7 +168,14 @@ class TFAlbert(tf.Module):
         return self._layer_norm(a + f, layer.full_layer_layer_norm)
 
     def _encode(self, albert: AlbertModel, input_ids, attention_mask, token_type_ids) -> tf.Tensor:
-        emb, enc, config = albert.embeddings, albert.encoder, self.config
+        x, mask_bias = self._embed(albert, input_ids, attention_mask, token_type_ids)
+        for group, times in _runs(self.config):
+            x = self._group(x, mask_bias, albert.encoder.albert_layer_groups[group].albert_layers, times)
+        return x
+
+    def _embed(self, albert: AlbertModel, input_ids, attention_mask, token_type_ids) -> tuple[tf.Tensor, tf.Tensor]:
+        """The (B, T, H) input of the first layer application and the (B, 1, 1, T) mask bias."""
+        emb, enc = albert.embeddings, albert.encoder
         B, T = self._sizes(input_ids)
         x = self._lookup(emb.word_embeddings, input_ids) + self._lookup(emb.token_type_embeddings, token_type_ids)
         x = self._add_positions(x, emb.position_embeddings, T)  # (B, T, E)
@@ -181,9 +188,7 @@ class TFAlbert(tf.Module):
         # has no projection when E = H.)
         if enc.embedding_hidden_mapping_in is not None:
             x = self._linear(x, enc.embedding_hidden_mapping_in, row_bias=True)  # (B, T, H)
-        for group, times in _runs(config):
-            x = self._group(x, mask_bias, enc.albert_layer_groups[group].albert_layers, times)
-        return x
+        return x, mask_bias
 
     def _group(self, x: tf.Tensor, mask_bias: tf.Tensor, layers, times: int) -> tf.Tensor:
         """``layers`` (one weight group) applied ``times`` times in a row: unrolled, or as one
@@ -225,7 +230,7 @@ class TFAlbert(tf.Module):
         """The serving function, traced once; its weights become tracked variables of this
         module, so ``tf.saved_model.save`` stores each of them once."""
         function = self.serve.get_concrete_function()
-        self.weights_once = self._w.all()
+        self.weights_once = self._w.all() + getattr(self, "extra_weights", [])
         return function
 
 
@@ -286,6 +291,60 @@ def _sentence_embedding(m: TFAlbert, ids, mask, types):
     return (m._pool(albert, hidden) if m._model.vector == "pooled" else m._first_token(hidden),)
 
 
+def _adaptive_classification(m: TFAlbert, ids, mask, types):
+    """The passes as tf.while_loops that stop once every input's answer is settled by the exit rule
+    (albert_edge.exits), written by the converter as WHILE operators whose condition carries the
+    rule: one loop per run of a weight group, its body holding that group once, the state carried
+    from one to the next. Each pass's classifier is read from one (L, C, H) stack of the exit
+    classifiers and the final one."""
+    adaptive: AdaptiveClassifier = m._model
+    model, rule, config = adaptive.classifier, adaptive.rule, m.config
+    albert, L, C = model.albert, config.num_hidden_layers, config.num_labels
+    if not getattr(m, "extra_weights", None):  # created once, however often the function is traced
+        heads = [*model.exit_classifiers, model.classifier]
+        with tf.init_scope():
+            m.extra_weights = [tf.Variable(np.stack([getattr(h, name).detach().cpu().numpy() for h in heads])
+                                           .astype(np.float32), trainable=False) for name in ("weight", "bias")]
+    weights, biases = m.extra_weights  # (L, C, H), (L, C)
+    B, _ = m._sizes(ids)
+    x, mask_bias = m._embed(albert, ids, mask, types)
+
+    def step(layers):
+        def body(i, x, answer, passes, stopped, top_before, same):
+            for layer in layers:
+                x = m._layer(x, mask_bias, layer)
+            logits = tf.matmul(m._pool(albert, x), tf.gather(weights, i), transpose_b=True) + tf.gather(biases, i)
+            top = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B,)
+            same = tf.where((i > 0) & tf.equal(top, top_before), same + 1, tf.zeros_like(same))
+            settled = (_settled(rule, logits, same) & (i + 1 >= rule.min_passes)) | (i + 1 >= L)
+            now = settled & ~stopped
+            answer = tf.where(now[:, None], logits, answer)
+            passes = tf.where(now, tf.fill(tf.shape(passes), i + 1), passes)
+            return i + 1, x, answer, passes, stopped | settled, top, same
+        return body
+
+    zeros = tf.zeros(tf.stack([B]), tf.int32)
+    state = (tf.constant(0), x, tf.zeros(tf.stack([B, C])), zeros, tf.zeros(tf.stack([B]), tf.bool), zeros, zeros)
+    end = 0
+    for group, times in _runs(config):
+        end += times
+        layers = albert.encoder.albert_layer_groups[group].albert_layers
+        state = tf.while_loop(lambda i, x, a, p, stopped, t, s, end=end: (i < end) & ~tf.reduce_all(stopped),
+                              step(layers), state, maximum_iterations=times)
+    return state[2], state[3]
+
+
+def _settled(rule, logits, same):
+    """Whether ``rule`` stops each input after this pass (before the minimum and the last pass)."""
+    if rule.kind == "patience":
+        return same >= int(rule.setting)
+    probs = tf.nn.softmax(logits, axis=-1)
+    if rule.kind == "confidence":
+        return tf.reduce_max(probs, axis=-1) >= rule.setting
+    entropy = -tf.reduce_sum(probs * tf.math.log(tf.maximum(probs, 1e-30)), axis=-1)
+    return entropy <= rule.setting
+
+
 _HEADS: list[tuple[type, Callable]] = [
     (AlbertModel, _base),
     (AlbertForMaskedLM, _mlm),
@@ -295,6 +354,7 @@ _HEADS: list[tuple[type, Callable]] = [
     (AlbertForQuestionAnswering, _question_answering),
     (ClassProbabilities, _class_probabilities),
     (SentenceEmbedding, _sentence_embedding),
+    (AdaptiveClassifier, _adaptive_classification),
 ]
 
 
