@@ -10,6 +10,8 @@ all of them and is stored once, in the main graph, where each body reads it from
 The classifiers of the passes are one (L, H, C) stack, read by the pass's index.
 
 Outputs: ``logits`` (B, num_labels) of the pass each input stopped at, ``passes`` (B,) int32.
+An optional input, ``exit_setting`` (a float scalar whose default is the rule's setting: its
+patience, confidence or entropy), lets an app trade speed for accuracy without another file.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from albert_edge.formats.graph import INPUT_NAMES
 
 from .task_heads import AdaptiveClassifier
 
-__all__ = ["adaptive_proto"]
+__all__ = ["adaptive_proto", "SETTING"]
 
+SETTING = "exit_setting"  # the optional input: the rule's setting, its default stored with it
 # The loop's state, carried from pass to pass and from one loop to the next.
 _STATE = ("pass", "hidden", "answer", "passes", "stopped", "top", "same")
 
@@ -73,7 +76,7 @@ class _Step(nn.Module):
         self.model, self.group, self.end = model, group, end
 
     def forward(self, i: Tensor, x: Tensor, answer: Tensor, passes: Tensor, stopped: Tensor, top_before: Tensor,
-                same: Tensor, mask_bias: Tensor):
+                same: Tensor, mask_bias: Tensor, setting: Tensor):
         adaptive = self.model
         rule, L = adaptive.rule, adaptive.config.num_hidden_layers
         albert = adaptive.classifier.albert
@@ -82,13 +85,13 @@ class _Step(nn.Module):
         top = logits.argmax(-1)
         same = torch.where((i > 0) & (top == top_before), same + 1, torch.zeros_like(same))
         if rule.kind == "patience":
-            settled = same >= int(rule.setting)
+            settled = same.to(setting.dtype) >= setting
         else:
             probs = torch.softmax(logits, -1)
             if rule.kind == "confidence":
-                settled = probs.max(-1).values >= rule.setting
+                settled = probs.max(-1).values >= setting
             else:
-                settled = -(probs * torch.log(probs.clamp(min=1e-30))).sum(-1) <= rule.setting
+                settled = -(probs * torch.log(probs.clamp(min=1e-30))).sum(-1) <= setting
         settled = (settled & (i + 1 >= rule.min_passes)) | (i + 1 >= L)
         now = settled & ~stopped
         answer = torch.where(now[:, None], logits, answer)
@@ -121,9 +124,10 @@ def adaptive_proto(adaptive: AdaptiveClassifier, opset: int, linears_as_matmul) 
         for k, (group, times) in enumerate(runs):
             end += times
             steps.append((_trace(_Step(model, group, end).eval(), _step_example(config),
-                                 [f"{s}_in" for s in _STATE] + ["mask_bias"], ["go_on", *(f"{s}_out" for s in _STATE)],
+                                 [f"{s}_in" for s in _STATE] + ["mask_bias", SETTING],
+                                 ["go_on", *(f"{s}_out" for s in _STATE)],
                                  Path(tmp) / f"step{k}.onnx", opset, _step_axes()), times))
-    return _stitch(start, steps, config.num_labels, opset)
+    return _stitch(start, steps, config.num_labels, opset, adaptive.rule.setting)
 
 
 def _runs(config) -> list[tuple[int, int]]:
@@ -141,7 +145,7 @@ def _step_example(config):
     B, T, H, C = 2, 5, config.hidden_size, config.num_labels
     flags = torch.zeros(B, dtype=torch.int64)
     return (torch.tensor(1), torch.randn(B, T, H), torch.zeros(B, C), flags, flags.to(torch.bool), flags, flags,
-            torch.zeros(B, 1, 1, T))
+            torch.zeros(B, 1, 1, T), torch.tensor(0.5))
 
 
 def _step_axes() -> dict[str, dict[int, str]]:
@@ -165,8 +169,10 @@ def _trace(module: nn.Module, example, inputs: list[str], outputs: list[str], pa
 
 
 def _stitch(start: onnx.ModelProto, steps: list[tuple[onnx.ModelProto, int]], classes: int,
-            opset: int) -> onnx.ModelProto:
+            opset: int, setting: float) -> onnx.ModelProto:
     weights = {t.name: t for t in start.graph.initializer}
+    # An input with an initializer of its name: the default, replaced when an app feeds it.
+    weights[SETTING] = helper.make_tensor(SETTING, TensorProto.FLOAT, [], [setting])
     nodes = list(start.graph.node)
     state = [f"{s}0" if s != "hidden" else "hidden0" for s in _STATE]
     for k, (step, times) in enumerate(steps):
@@ -182,7 +188,8 @@ def _stitch(start: onnx.ModelProto, steps: list[tuple[onnx.ModelProto, int]], cl
     nodes.append(helper.make_node("Identity", [state[_STATE.index("answer")]], ["logits"]))
     nodes.append(helper.make_node("Cast", [state[_STATE.index("passes")]], ["passes"], to=TensorProto.INT32))
     graph = helper.make_graph(
-        nodes, "albert_adaptive", list(start.graph.input),
+        nodes, "albert_adaptive",
+        [*start.graph.input, helper.make_tensor_value_info(SETTING, TensorProto.FLOAT, [])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes]),
          helper.make_tensor_value_info("passes", TensorProto.INT32, ["batch"])],
         initializer=list(weights.values()))
@@ -207,7 +214,7 @@ def _going(k: int, stopped: str, nodes: list) -> str:
 def _body(step: onnx.ModelProto, k: int) -> onnx.GraphProto:
     """The traced step as a Loop body: (iteration, condition, state...) -> (condition, state...)."""
     prefix = f"r{k}/body/"
-    outer = {t.name for t in step.graph.initializer} | {"mask_bias"}
+    outer = {t.name for t in step.graph.initializer} | {"mask_bias", SETTING}
 
     def name(n: str) -> str:
         return n if not n or n in outer else prefix + n
