@@ -5,11 +5,11 @@ an app reads beside it, by the names they have in its folder (its manifest's ``a
 tokenizer (spiece.model) the code loads to make the token ids, and a classifier's labels
 (labels.json) the code loads and indexes with the class the file scores highest.
 
-One table (:data:`FRAMEWORKS`) says which framework loads which file and holds its code as
-templates; :func:`snippets` picks the row of each file and fills it in. Device side: reads the
-inspect analysis the report already made and the manifest beside the file (the app files checked
-against it, the labels by :func:`albert_edge.labels.check_labels`), imports nothing beyond the
-standard library.
+One table (:data:`FRAMEWORKS`) says which framework loads which file and holds its code's
+templates (files of the templates folder, :mod:`.code_templates`); :func:`snippets` picks the row
+of each file and fills it in. Device side: reads the inspect analysis the report already made and
+the manifest beside the file (the app files checked against it, the labels by
+:func:`albert_edge.labels.check_labels`), imports nothing beyond the standard library.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .app_lines import AppFiles, app_files_of, classified, with_app_files
+from .code_templates import templates
 
 __all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "Framework", "FileFacts", "AppFiles", "facts_of",
            "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
@@ -221,7 +222,7 @@ def _fill(f: FileFacts, template: str) -> str:
 @dataclass(frozen=True)
 class Framework:
     """One framework an app loads files with: its name, what each platform adds to the build, the
-    code per platform (None: it has no runtime there, ``missing`` says why) and a note."""
+    code's template per platform (None: it has no runtime there, ``missing`` says why) and a note."""
 
     key: str
     name: str
@@ -238,39 +239,7 @@ _LITERT = Framework(
                         "or org.tensorflow:tensorflow-lite:2.16.1)",
               "swift": "CocoaPods: pod 'TensorFlowLiteSwift', '~> 2.17.0' (Interpreter.signatureRunner)",
               "js": ""},
-    code={
-        "kotlin": """
-import org.tensorflow.lite.Interpreter
-
-val interpreter = Interpreter(modelBuffer)  // {file}, memory-mapped from the app's assets
-val tokens: {kt_array} = /* token ids, from the tokenizer */
-{length}
-val inputs = mapOf<String, Any>(
-{kt_litert_inputs}
-)
-val outputs = mapOf<String, Any>(
-{kt_litert_outputs}
-)
-// runSignature resizes the inputs to (1, n) itself; with runForMultipleInputsOutputs call
-// interpreter.resizeInput(i, intArrayOf(1, n)) for each input first.
-interpreter.runSignature(inputs, outputs, "serving_default")
-""",
-        "swift": """
-import TensorFlowLite
-
-let interpreter = try Interpreter(modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
-let runner = try interpreter.signatureRunner(with: "serving_default")  // inputs and outputs by name
-let tokens: [{swift_type}] = /* token ids, from the tokenizer */
-{swift_length}
-{swift_litert_resize}
-try runner.allocateTensors()
-try runner.invoke(with: [
-{swift_litert_inputs}
-])
-let {first_output} = try runner.output(named: "{first_output}")  // outputs: {output_names}
-""",
-        "js": None,
-    },
+    code=templates("litert", "kotlin", "swift"),
     note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}; {packing}",
     missing="No browser runtime albert-edge's tests run takes this file as printed code would: TF.js's TFLite "
             "runtime (@tensorflow/tfjs-tflite 0.0.1-alpha.10, an alpha) takes only the shape a file was converted "
@@ -284,37 +253,7 @@ _MEDIAPIPE = Framework(
     packages={"kotlin": "com.google.mediapipe:tasks-text:0.10.21",
               "swift": "CocoaPods: pod 'MediaPipeTasksText', '~> 0.10.21'",
               "js": "npm: @mediapipe/tasks-text 1.0.1"},
-    code={
-        "kotlin": """
-import com.google.mediapipe.tasks.text.{task_package}.{task}
-
-val task = {task}.createFromFile(context, "{file}")  // from the app's assets
-val text: String = {js_text}
-val result = task.{kt_call}(text)  // a string in: the tokenizer is inside the file
-{kt_read}
-""",
-        "swift": """
-import MediaPipeTasksText
-
-let task = try {task}(modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
-let text: String = {js_text}
-let result = try task.{swift_call}(text: text)  // a string in
-{swift_read}
-""",
-        "js": """
-import {{ FilesetResolver, {task} }} from "@mediapipe/tasks-text";
-// a bundler (Vite, webpack) resolves "@mediapipe/tasks-text"; a page without one maps it in an import map:
-// <script type="importmap">{{"imports": {{"@mediapipe/tasks-text":
-//   "/node_modules/@mediapipe/tasks-text/text_bundle.mjs"}}}}</script>
-
-// the WebAssembly, served beside the app: a copy of node_modules/@mediapipe/tasks-text/wasm
-const fileset = await FilesetResolver.forTextTasks("wasm");
-const task = await {task}.createFromOptions(fileset, {{ baseOptions: {{ modelAssetPath: "{file}" }} }});
-const text = {js_text};
-const result = task.{js_call}(text);  // a string in
-{js_read}
-""",
-    },
+    code=templates("mediapipe", "kotlin", "swift", "js"),
     note="the file takes a string: its sentencepiece tokenizer is inside (TFLite metadata){cut}{labels}",
     tokenize=False,
 )
@@ -340,57 +279,7 @@ _ONNXRUNTIME = Framework(
     packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android:1.20.0",
               "swift": "CocoaPods: pod 'onnxruntime-objc', '~> 1.20.0' (or onnxruntime-c)",
               "js": "npm: onnxruntime-web 1.30.0"},
-    code={
-        "kotlin": """
-import ai.onnxruntime.OnnxTensor
-import ai.onnxruntime.OrtEnvironment
-import ai.onnxruntime.OrtSession
-import java.nio.{kt_buffer}
-
-val env = OrtEnvironment.getEnvironment()
-val options = OrtSession.SessionOptions()
-options.setMemoryPatternOptimization(false)  // {mem_pattern}
-val session = env.createSession(modelBytes, options)  // {file}, read from the app's assets
-val tokens: {kt_array} = /* token ids, from the tokenizer */
-{length}
-val inputs = mapOf(
-{kt_ort_inputs}
-)
-session.run(inputs).use {{ result ->
-    val {first_output} = result.get("{first_output}").get().value  // outputs: {output_names}
-}}
-""",
-        "swift": """
-import onnxruntime_objc
-
-let env = try ORTEnv(loggingLevel: .warning)
-// onnxruntime-objc has no switch for the memory pattern that Kotlin and JS turn off here
-let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
-                             sessionOptions: nil)
-let tokens: [{swift_type}] = /* token ids, from the tokenizer */
-{swift_length}
-let inputs: [String: ORTValue] = [
-{swift_ort_inputs}
-]
-let outputs = try session.run(withInputs: inputs, outputNames: ["{first_output}"], runOptions: nil)
-let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_names}
-""",
-        "js": """
-import * as ort from "onnxruntime-web";
-// a bundler (Vite, webpack) resolves "onnxruntime-web"; a page without one maps it in an import map:
-// <script type="importmap">{{"imports": {{"onnxruntime-web":
-//   "/node_modules/onnxruntime-web/dist/ort.bundle.min.mjs"}}}}</script>
-// (it fetches its .wasm from beside that file: serve the package's dist/ folder whole)
-
-const session = await ort.InferenceSession.create("{file}", {{ enableMemPattern: false }});  // {mem_pattern}
-const tokens = /* token ids, from the tokenizer */;
-{js_length}
-const outputs = await session.run({{
-{js_ort_inputs}
-}});
-const {first_output} = outputs.{first_output}.data;  // outputs: {output_names}
-""",
-    },
+    code=templates("onnxruntime", "kotlin", "swift", "js"),
     note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
 )
 
@@ -400,38 +289,7 @@ _ONNXRUNTIME_TEXT = Framework(
                         "com.microsoft.onnxruntime:onnxruntime-extensions-android:0.13.0",
               "swift": "Swift Package: github.com/microsoft/onnxruntime-swift-package-manager 1.20.0, products "
                        "onnxruntime and onnxruntime_extensions", "js": ""},
-    code={
-        "kotlin": """
-import ai.onnxruntime.OnnxTensor
-import ai.onnxruntime.OrtEnvironment
-import ai.onnxruntime.OrtSession
-import ai.onnxruntime.extensions.OrtxPackage
-
-val env = OrtEnvironment.getEnvironment()
-val options = OrtSession.SessionOptions()
-options.registerCustomOpLibrary(OrtxPackage.getLibraryPath())  // the tokenizer node's library
-options.setMemoryPatternOptimization(false)  // {mem_pattern}
-val session = env.createSession(modelBytes, options)  // {file}, read from the app's assets
-val input = OnnxTensor.createTensor(env, arrayOf(text), longArrayOf(1))  // one string per call
-session.run(mapOf("text" to input)).use {{ result ->
-    val {first_output} = result.get("{first_output}").get().value  // outputs: {output_names}
-}}
-""",
-        "swift": """
-import onnxruntime_objc
-import onnxruntime_extensions
-
-let env = try ORTEnv(loggingLevel: .warning)
-let options = try ORTSessionOptions()
-try options.registerCustomOps(functionPointer: OrtExt.getRegisterCustomOpsFunctionPointer())
-let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
-                             sessionOptions: options)
-let input = try ORTValue(tensorStringData: [text], shape: [1])  // one string per call
-let outputs = try session.run(withInputs: ["text": input], outputNames: ["{first_output}"], runOptions: nil)
-let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_names}
-""",
-        "js": None,
-    },
+    code=templates("onnxruntime-text", "kotlin", "swift"),
     note="the file takes the text (one string, shape 1): its tokenizer is an onnxruntime-extensions node, "
          "whose library the app registers; outputs: {output_names}",
     missing="onnxruntime-web's npm package has no onnxruntime-extensions operators (a custom web build can hold "
@@ -444,31 +302,7 @@ _EXECUTORCH = Framework(
     packages={"kotlin": "org.pytorch:executorch-android:1.0.0",
               "swift": "Swift Package: github.com/pytorch/executorch (branch swiftpm-1.0.0), products "
                        "executorch + backend_xnnpack", "js": ""},
-    code={
-        "kotlin": """
-import org.pytorch.executorch.EValue
-import org.pytorch.executorch.Module
-import org.pytorch.executorch.Tensor
-
-val module = Module.load(filesDir.resolve("{file}").path)  // a file path: copy it out of the assets first
-val tokens: {kt_array} = /* token ids, from the tokenizer */
-{length}
-// inputs by position: {input_names}
-val outputs = module.forward({kt_pte_inputs})
-val {first_output} = outputs[0].toTensor().dataAsFloatArray  // outputs in order: {output_names}
-""",
-        "swift": """
-import ExecuTorch
-
-let module = Module(filePath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
-let tokens: [{swift_type}] = /* token ids, from the tokenizer */
-{swift_length}
-// inputs by position: {input_names}
-let outputs = try module.forward([{swift_pte_inputs}])
-let {first_output}: Tensor<Float> = outputs[0].tensor()!  // outputs in order: {output_names}
-""",
-        "js": None,
-    },
+    code=templates("executorch", "kotlin", "swift"),
     note="the file takes token ids ({dtype}, shape 1 x {n}{bound}) by position: {input_names}; outputs: {output_names}",
     missing="ExecuTorch has no web runtime: a web app runs the .onnx/.ort (onnxruntime-web) or .tflite file instead",
 )
