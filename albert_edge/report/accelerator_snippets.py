@@ -30,7 +30,7 @@ _ORT_NNAPI = Framework(
     packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android:1.20.0; written against its 1.20 Java API "
                         "(SessionOptions.addNnapi, ai.onnxruntime.providers.NNAPIFlags); Android 15 deprecates "
                         "NNAPI, which still runs there"},
-    code=templates("onnxruntime-nnapi", "kotlin"),
+    code=templates("onnxruntime-nnapi", "kotlin", run="onnxruntime-run"),
     note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
     missing="NNAPI is Android's: on iOS the Core ML provider takes an .onnx (its lines below, where the report "
             "names a file for it); a browser has neither",
@@ -40,7 +40,7 @@ _ORT_COREML = Framework(
     key="onnxruntime-coreml", name="ONNX Runtime Mobile with Core ML (MLProgram)",
     packages={"swift": "CocoaPods: pod 'onnxruntime-objc', '~> 1.20.0'; written against its 1.20 API "
                        "(ORTCoreMLExecutionProviderOptions.createMLProgram)"},
-    code=templates("onnxruntime-coreml", "swift"),
+    code=templates("onnxruntime-coreml", "swift", run="onnxruntime-run"),
     note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
     missing="Core ML is Apple's: on Android the NNAPI provider takes an .onnx (its lines above); a browser has neither",
 )

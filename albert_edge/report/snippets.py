@@ -279,7 +279,7 @@ _ONNXRUNTIME = Framework(
     packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android:1.20.0",
               "swift": "CocoaPods: pod 'onnxruntime-objc', '~> 1.20.0' (or onnxruntime-c)",
               "js": "npm: onnxruntime-web 1.30.0"},
-    code=templates("onnxruntime", "kotlin", "swift", "js"),
+    code=templates("onnxruntime", "kotlin", "swift", "js", run="onnxruntime-run"),
     note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
 )
 

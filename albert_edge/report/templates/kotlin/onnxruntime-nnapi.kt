@@ -10,12 +10,4 @@ val options = OrtSession.SessionOptions()
 // NNAPI takes the nodes it supports; CPU_DISABLED keeps NNAPI's own reference CPU path out, so
 // a node no accelerator takes runs on onnxruntime's CPU kernels
 options.addNnapi(EnumSet.of(NNAPIFlags.CPU_DISABLED))
-val session = env.createSession(modelBytes, options)  // {file}, read from the app's assets
-val tokens: {kt_array} = /* token ids, from the tokenizer */
-{length}
-val inputs = mapOf(
-{kt_ort_inputs}
-)
-session.run(inputs).use {{ result ->
-    val {first_output} = result.get("{first_output}").get().value  // outputs: {output_names}
-}}
+{run}

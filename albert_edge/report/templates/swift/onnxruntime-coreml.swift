@@ -8,10 +8,4 @@ coreML.onlyAllowStaticInputShapes = true  // {file} is static: [1, {n}]
 try options.appendCoreMLExecutionProvider(with: coreML)
 let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
                              sessionOptions: options)
-let tokens: [{swift_type}] = /* token ids, from the tokenizer */
-{swift_length}
-let inputs: [String: ORTValue] = [
-{swift_ort_inputs}
-]
-let outputs = try session.run(withInputs: inputs, outputNames: ["{first_output}"], runOptions: nil)
-let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_names}
+{run}
