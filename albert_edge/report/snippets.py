@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .app_lines import AppFiles, app_files_of, classified, with_app_files
-from .code_templates import templates
+from .code_templates import template, templates
 
 __all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "Framework", "FileFacts", "AppFiles", "facts_of",
            "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
@@ -52,7 +52,7 @@ DTYPES = {
 }
 # The app's own part of a JavaScript snippet that takes the text: a test puts a string literal in its place.
 JS_TEXT = "/* the text, a string */"
-_PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"
+_PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"  # tokens-fixed's {pad}
 # What the Interpreter with default options makes of the shared layer (the docs' "Against the standard
 # tools" has the measured figures; none is quoted here, where it would go stale).
 _LOOP_NOTE = ("its layers are one WHILE body, so the Interpreter with default options packs each shared weight "
@@ -153,68 +153,75 @@ def _value(name: str) -> str:
     return {"input_ids": "ids", "attention_mask": "mask", "token_type_ids": "types"}.get(name, "ids")
 
 
-def _fill(f: FileFacts, template: str) -> str:
-    """``template`` with the file's facts (and its MediaPipe task's calls) in place."""
+def _fill(f: FileFacts, text: str) -> str:
+    """``text`` (a template or a note) with the file's facts (and its MediaPipe task's calls) in
+    place."""
     d = _dtype(f) if f.task is None and not f.takes_text else None
-    n = f.n
-    bound = f"; at most {f.max_len}, the file's bound" if f.max_len else ""
-    lines = {
-        "file": f.name, "stem": f.stem, "suffix": f.suffix, "n": n, "task": f.task or "",
+    fields = _fields(f)
+    if d is not None:
+        fields.update(_token_fields(f, d))
+    return text.format(**fields).strip("\n")
+
+
+def _fields(f: FileFacts) -> dict[str, str]:
+    """What every template and note may name: the file, its inputs, outputs and length, the
+    notes on how it runs, and its MediaPipe task's calls."""
+    return {
+        "file": f.name, "stem": f.stem, "suffix": f.suffix, "n": f.n, "task": f.task or "",
         "input_names": ", ".join(name for name, _ in f.inputs),
         "output_names": ", ".join(name for name, _ in f.outputs),
         "first_output": f.outputs[0][0] if f.outputs else "",
-        "dtype": f.inputs[0][1] if f.inputs else "", "bound": bound,
+        "dtype": f.inputs[0][1] if f.inputs else "", "bound": _bound(f),
         "cut": f"; each text is cut or padded to {f.seq_len} tokens inside" if f.seq_len else "",
         "labels": f"; labels: {', '.join(f.labels)}" if f.labels else "",
         "js_text": JS_TEXT, "packing": _LOOP_NOTE if f.loop else _UNROLLED_NOTE, "mem_pattern": _MEM_PATTERN,
         **_TASKS.get(f.task or "", {}),
     }
-    if d is not None:
-        lines.update({
-            "kt_array": d.kotlin_array, "kt_buffer": d.kotlin_buffer, "swift_type": d.swift,
-            "js_array": d.js_array,
-            "length": (f"val ids = tokens; val n = ids.size  // [CLS] and [SEP] included{bound}\n"
-                       f"val mask = {d.kotlin_array}(n) {{ 1 }}; val types = {d.kotlin_array}(n)"
-                       if f.seq_len is None else
-                       f"val n = {f.seq_len}  // {_PAD}\n"
-                       f"val ids = tokens.copyOf(n); val types = {d.kotlin_array}(n)\n"
-                       f"val mask = {d.kotlin_array}(n) {{ if (it < tokens.size) 1 else 0 }}"),
-            "swift_length": (f"let ids = tokens; let n = ids.count  // [CLS] and [SEP] included{bound}\n"
-                             f"let mask = [{d.swift}](repeating: 1, count: n); "
-                             f"let types = [{d.swift}](repeating: 0, count: n)"
-                             if f.seq_len is None else
-                             f"let n = {f.seq_len}  // {_PAD}\n"
-                             f"let ids = tokens + [{d.swift}](repeating: 0, count: n - tokens.count)\n"
-                             f"let mask = (0..<n).map {{ {d.swift}($0 < tokens.count ? 1 : 0) }}; "
-                             f"let types = [{d.swift}](repeating: 0, count: n)"),
-            "js_length": (f"const ids = tokens, n = ids.length;  // [CLS] and [SEP] included{bound}\n"
-                          "const mask = new Array(n).fill(1), types = new Array(n).fill(0);"
-                          if f.seq_len is None else
-                          f"const n = {f.seq_len};  // {_PAD}\n"
-                          "const ids = Array.from({length: n}, (_, i) => tokens[i] ?? 0);\n"
-                          "const mask = ids.map((_, i) => (i < tokens.length ? 1 : 0)), types = new Array(n).fill(0);"),
-            "kt_litert_inputs": "\n".join(f'    "{name}" to arrayOf({_value(name)}),' for name, _ in f.inputs),
-            "kt_litert_outputs": "\n".join(f'    "{name}" to {_kotlin_array(_dims(shape, n))},'
-                                          for name, shape in f.outputs),
-            "kt_ort_inputs": "\n".join(f'    "{name}" to OnnxTensor.createTensor(env, {d.kotlin_buffer}.wrap('
-                                       f'{_value(name)}), longArrayOf(1, n.toLong())),' for name, _ in f.inputs),
-            "kt_gpu_writes": "\n".join(f"inputs[{i}].{d.kotlin_write}({_value(name)})  // {name}"
-                                        for i, (name, _) in enumerate(f.inputs)),
-            "kt_pte_inputs": ", ".join(f"EValue.from(Tensor.fromBlob({_value(name)}, longArrayOf(1, n.toLong())))"
-                                       for name, _ in f.inputs),
-            "swift_litert_inputs": "\n".join(
-                f'    "{name}": {_value(name)}.withUnsafeBufferPointer {{ Data(buffer: $0) }},' for name, _ in f.inputs),
-            "swift_litert_resize": "\n".join(f'try runner.resizeInput(named: "{name}", toShape: Tensor.Shape([1, n]))'
-                                              for name, _ in f.inputs),
-            "swift_ort_inputs": "\n".join(
-                f'    "{name}": try ORTValue(tensorData: NSMutableData(data: {_value(name)}.withUnsafeBufferPointer '
-                f'{{ Data(buffer: $0) }}), elementType: .{lines["dtype"]}, shape: [1, NSNumber(value: n)]),'
-                for name, _ in f.inputs),
-            "swift_pte_inputs": ", ".join(f"Tensor<{d.swift}>({_value(name)}, shape: [1, n])" for name, _ in f.inputs),
-            "js_ort_inputs": "\n".join(f'  {name}: new ort.Tensor("{lines["dtype"]}", {d.js(_value(name))}, [1, n]),'
-                                       for name, _ in f.inputs),
-        })
-    return template.format(**lines).strip("\n")
+
+
+def _bound(f: FileFacts) -> str:
+    return f"; at most {f.max_len}, the file's bound" if f.max_len else ""
+
+
+# The field of each platform's token arrays (the templates tokens-fixed and tokens-dynamic, filled).
+_LENGTH_FIELDS = {"kotlin": "length", "swift": "swift_length", "js": "js_length"}
+
+
+def _token_fields(f: FileFacts, d: Dtype) -> dict[str, str]:
+    """The code that makes the token ids, mask and types of a file whose inputs are ``d``: padded
+    to its fixed length or as long as the tokens, and fed to each of its inputs."""
+    types = {"kt_array": d.kotlin_array, "kt_buffer": d.kotlin_buffer, "swift_type": d.swift, "js_array": d.js_array}
+    arrays = "tokens-fixed" if f.seq_len is not None else "tokens-dynamic"
+    facts = {**types, "n": f.n, "bound": _bound(f), "pad": _PAD}
+    lengths = {field: template(p, arrays).format(**facts) for p, field in _LENGTH_FIELDS.items()}
+    return {**types, **lengths, **_input_lines(f, d)}
+
+
+def _input_lines(f: FileFacts, d: Dtype) -> dict[str, str]:
+    """Each platform's lines that hand the token arrays to the file's inputs, one per input."""
+    dtype, n = f.inputs[0][1], f.n
+    return {
+        "kt_litert_inputs": "\n".join(f'    "{name}" to arrayOf({_value(name)}),' for name, _ in f.inputs),
+        "kt_litert_outputs": "\n".join(f'    "{name}" to {_kotlin_array(_dims(shape, n))},'
+                                      for name, shape in f.outputs),
+        "kt_ort_inputs": "\n".join(f'    "{name}" to OnnxTensor.createTensor(env, {d.kotlin_buffer}.wrap('
+                                   f'{_value(name)}), longArrayOf(1, n.toLong())),' for name, _ in f.inputs),
+        "kt_gpu_writes": "\n".join(f"inputs[{i}].{d.kotlin_write}({_value(name)})  // {name}"
+                                    for i, (name, _) in enumerate(f.inputs)),
+        "kt_pte_inputs": ", ".join(f"EValue.from(Tensor.fromBlob({_value(name)}, longArrayOf(1, n.toLong())))"
+                                   for name, _ in f.inputs),
+        "swift_litert_inputs": "\n".join(
+            f'    "{name}": {_value(name)}.withUnsafeBufferPointer {{ Data(buffer: $0) }},' for name, _ in f.inputs),
+        "swift_litert_resize": "\n".join(f'try runner.resizeInput(named: "{name}", toShape: Tensor.Shape([1, n]))'
+                                          for name, _ in f.inputs),
+        "swift_ort_inputs": "\n".join(
+            f'    "{name}": try ORTValue(tensorData: NSMutableData(data: {_value(name)}.withUnsafeBufferPointer '
+            f'{{ Data(buffer: $0) }}), elementType: .{dtype}, shape: [1, NSNumber(value: n)]),'
+            for name, _ in f.inputs),
+        "swift_pte_inputs": ", ".join(f"Tensor<{d.swift}>({_value(name)}, shape: [1, n])" for name, _ in f.inputs),
+        "js_ort_inputs": "\n".join(f'  {name}: new ort.Tensor("{dtype}", {d.js(_value(name))}, [1, n]),'
+                                   for name, _ in f.inputs),
+    }
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -322,10 +329,10 @@ def framework_of(f: FileFacts) -> Framework | None:
 
 
 def _code(framework: Framework, f: FileFacts, platform: str) -> str | None:
-    template = framework.code[platform]
-    if template is None:
+    code = framework.code[platform]
+    if code is None:
         return None
-    return with_app_files(_fill(f, template), platform, framework.key, framework.tokenize, f.app, f.outputs)
+    return with_app_files(_fill(f, code), platform, framework.key, framework.tokenize, f.app, f.outputs)
 
 
 def snippets(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
