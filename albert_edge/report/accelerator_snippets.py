@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .code_templates import templates
-from .snippets import Framework, facts_of, file_snippet, new_group
+from .snippets import TOKEN_IDS_NOTE, Framework, facts_of, file_snippet, new_group
 
 __all__ = ["ACCELERATED", "accelerator_snippets"]
 
@@ -20,7 +20,7 @@ _LITERT_GPU = Framework(
     packages={"kotlin": "com.google.ai.edge.litert:litert:{litert} (its GPU accelerator is in the package); "
                         "written against LiteRT {litert}'s CompiledModel Kotlin API"},
     code=templates("litert-gpu", "kotlin"),
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    note=TOKEN_IDS_NOTE,
     missing="LiteRT's GPU path on iOS (the Metal delegate) and in a browser (LiteRT.js on WebGPU) is another API, "
             "not checked here: run the file there on the CPU (the LiteRT lines above)",
 )
@@ -31,7 +31,7 @@ _ORT_NNAPI = Framework(
                         "(SessionOptions.addNnapi, ai.onnxruntime.providers.NNAPIFlags); Android 15 deprecates "
                         "NNAPI, which still runs there"},
     code=templates("onnxruntime-nnapi", "kotlin", run="onnxruntime-run"),
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    note=TOKEN_IDS_NOTE,
     missing="NNAPI is Android's: on iOS the Core ML provider takes an .onnx (its lines below, where the report "
             "names a file for it); a browser has neither",
 )
@@ -41,7 +41,7 @@ _ORT_COREML = Framework(
     packages={"swift": "CocoaPods: pod 'onnxruntime-objc', '~> 1.20.0'; written against its 1.20 API "
                        "(ORTCoreMLExecutionProviderOptions.createMLProgram)"},
     code=templates("onnxruntime-coreml", "swift", run="onnxruntime-run"),
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    note=TOKEN_IDS_NOTE,
     missing="Core ML is Apple's: on Android the NNAPI provider takes an .onnx (its lines above); a browser has neither",
 )
 

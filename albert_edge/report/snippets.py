@@ -20,8 +20,8 @@ from typing import Any
 from .app_lines import AppFiles, app_files_of, classified, with_app_files
 from .code_templates import template, templates
 
-__all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "Framework", "FileFacts", "AppFiles", "facts_of",
-           "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
+__all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "TOKEN_IDS_NOTE", "Framework", "FileFacts", "AppFiles",
+           "facts_of", "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
 
 PLATFORMS = ("kotlin", "swift", "js")  # Android, iOS, Web
 PLATFORM_TITLES = {"kotlin": "Android (Kotlin)", "swift": "iOS (Swift)", "js": "Web (JavaScript)"}
@@ -29,6 +29,8 @@ LANGUAGES = {"kotlin": "kotlin", "swift": "swift", "js": "javascript"}
 
 TOKENIZE_NOTE = ("the app tokenizes: ALBERT's sentencepiece model (spiece.model) after lower-casing and stripping "
                  "accents, [CLS] text [SEP]; attention_mask 1 per token, token_type_ids 0")
+# The note of a file that takes token ids, in most frameworks (filled as the templates are).
+TOKEN_IDS_NOTE = "the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}"
 
 
 @dataclass(frozen=True)
@@ -247,7 +249,7 @@ _LITERT = Framework(
               "swift": "CocoaPods: pod 'TensorFlowLiteSwift', '~> 2.17.0' (Interpreter.signatureRunner)",
               "js": ""},
     code=templates("litert", "kotlin", "swift"),
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}; {packing}",
+    note=TOKEN_IDS_NOTE + "; {packing}",
     missing="No browser runtime albert-edge's tests run takes this file as printed code would: TF.js's TFLite "
             "runtime (@tensorflow/tfjs-tflite 0.0.1-alpha.10, an alpha) takes only the shape a file was converted "
             "at and, fed that, answered all-zero scores for a classifier here; LiteRT.js (@litertjs/core 2.5.3) "
@@ -287,7 +289,7 @@ _ONNXRUNTIME = Framework(
               "swift": "CocoaPods: pod 'onnxruntime-objc', '~> 1.20.0' (or onnxruntime-c)",
               "js": "npm: onnxruntime-web 1.30.0"},
     code=templates("onnxruntime", "kotlin", "swift", "js", run="onnxruntime-run"),
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    note=TOKEN_IDS_NOTE,
 )
 
 _ONNXRUNTIME_TEXT = Framework(
