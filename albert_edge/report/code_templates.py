@@ -1,10 +1,12 @@
-"""The app code templates of the report's snippets, one file each in ``templates/<platform>/``
-(``litert.kt``, ``onnxruntime.swift``, ...): Python ``str.format`` templates whose fields the
-snippets fill with a file's facts (``{file}``, ``{n}``, ``{first_output}``; a literal brace is
-doubled). Lines two frameworks share are one file, put into each framework's template where it
-has the part's field (``{run}``: ONNX Runtime's session run, the same with or without an
-execution provider). Read with importlib.resources, so they are found in a wheel as in a
-checkout. Device side: standard library only."""
+"""The app code templates of the report's snippets, one file each in ``templates/<platform>/``:
+each framework's code, named by its key (``litert.kt``, ``onnxruntime.swift``, ...), the token
+arrays of a file of fixed or dynamic length (``tokens-fixed``, ``tokens-dynamic``) and the lines
+for the files beside it (``load-tokenizer``, ``load-labels``, ``best-label``). They are Python
+``str.format`` templates whose fields the snippets fill with a file's facts (``{file}``, ``{n}``,
+``{first_output}``; a literal brace is doubled). Lines two frameworks share are one file, put into
+each framework's template where it has the part's field (``{run}``: ONNX Runtime's session run,
+the same with or without an execution provider). Read with importlib.resources, so they are found
+in a wheel as in a checkout. Device side: standard library only."""
 
 from __future__ import annotations
 
