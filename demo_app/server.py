@@ -158,16 +158,7 @@ def create_app(bundle_dir: str | os.PathLike, options: ServerOptions = ServerOpt
         return await run(request, lambda body: {"model": engine.select(_model_key(body)).key, **engine.status()})
 
     async def status(request: Request) -> Response:
-        return JSONResponse({
-            **engine.status(),
-            "memory": device.process_memory(),
-            "device": device_info.get(),
-            "pid": os.getpid(),
-            "uptime_s": round(time.time() - started, 1),
-            "queue": {"inside": worker.inside, "limit": options.queue, "rejected": worker.rejected},
-            "limits": {**asdict(options), "max_tokens": engine.bundle.seq_len},
-            "bundle": {k: engine.bundle.info.get(k) for k in ("preset", "trained_on", "held_out_accuracy")},
-        })
+        return JSONResponse(_status(engine, worker, device_info, options, started))
 
     async def index(request: Request) -> Response:
         return HTMLResponse(page)
@@ -181,6 +172,21 @@ def create_app(bundle_dir: str | os.PathLike, options: ServerOptions = ServerOpt
     ], lifespan=_lifespan(worker))
     app.state.engine = engine
     return app
+
+
+def _status(engine: Engine, worker: _Worker, device_info: _Device, options: ServerOptions,
+            started: float) -> dict[str, Any]:
+    """What GET /api/status answers: the engine's status, the process and device, the queue and limits."""
+    return {
+        **engine.status(),
+        "memory": device.process_memory(),
+        "device": device_info.get(),
+        "pid": os.getpid(),
+        "uptime_s": round(time.time() - started, 1),
+        "queue": {"inside": worker.inside, "limit": options.queue, "rejected": worker.rejected},
+        "limits": {**asdict(options), "max_tokens": engine.bundle.seq_len},
+        "bundle": {k: engine.bundle.info.get(k) for k in ("preset", "trained_on", "held_out_accuracy")},
+    }
 
 
 def _lifespan(worker: _Worker):

@@ -55,6 +55,13 @@ def test_the_wheel_holds_the_demo_files_and_type_marker(wheel):
     assert set(DATA) <= set(wheel.namelist())
 
 
+def test_the_wheel_holds_the_reports_app_code_templates(wheel):
+    """The report reads its Kotlin, Swift and JavaScript templates from files beside its modules."""
+    templates = {name for name in _tracked() if name.startswith("albert_edge/report/templates/")}
+    assert {name.rsplit(".", 1)[1] for name in templates} == {"kt", "swift", "js"}
+    assert templates - set(wheel.namelist()) == set(), "templates of the checkout missing from the wheel"
+
+
 def test_the_wheel_is_the_version_the_package_says(wheel):
     assert f"albert_edge-{albert_edge.__version__}.dist-info/METADATA" in wheel.namelist()
     metadata = wheel.read(f"albert_edge-{albert_edge.__version__}.dist-info/METADATA").decode()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .snippets import Framework, facts_of, file_snippet, new_group
+from .code_templates import templates
+from .snippets import TOKEN_IDS_NOTE, Framework, facts_of, file_snippet, new_group
 
 __all__ = ["ACCELERATED", "accelerator_snippets"]
 
@@ -18,24 +19,8 @@ _LITERT_GPU = Framework(
     key="litert-gpu", name="LiteRT on the GPU (CompiledModel, Accelerator.GPU)",
     packages={"kotlin": "com.google.ai.edge.litert:litert:{litert} (its GPU accelerator is in the package); "
                         "written against LiteRT {litert}'s CompiledModel Kotlin API"},
-    code={
-        "kotlin": """
-import com.google.ai.edge.litert.Accelerator
-import com.google.ai.edge.litert.CompiledModel
-
-// {file} is static: every input is [1, {n}], the only shape the GPU accelerator takes
-val model = CompiledModel.create(context.assets, "{file}", CompiledModel.Options(Accelerator.GPU))
-val tokens: {kt_array} = /* token ids, from the tokenizer */
-{length}
-val inputs = model.createInputBuffers()  // in the signature's order: {input_names}
-{kt_gpu_writes}
-val outputs = model.createOutputBuffers()  // in the signature's order: {output_names}
-model.run(inputs, outputs)
-val {first_output} = outputs[0].readFloat()  // flattened, batch 1
-""",
-        "swift": None, "js": None,
-    },
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    code=templates("litert-gpu", "kotlin"),
+    note=TOKEN_IDS_NOTE,
     missing="LiteRT's GPU path on iOS (the Metal delegate) and in a browser (LiteRT.js on WebGPU) is another API, "
             "not checked here: run the file there on the CPU (the LiteRT lines above)",
 )
@@ -45,33 +30,8 @@ _ORT_NNAPI = Framework(
     packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android:1.20.0; written against its 1.20 Java API "
                         "(SessionOptions.addNnapi, ai.onnxruntime.providers.NNAPIFlags); Android 15 deprecates "
                         "NNAPI, which still runs there"},
-    code={
-        "kotlin": """
-import ai.onnxruntime.OnnxTensor
-import ai.onnxruntime.OrtEnvironment
-import ai.onnxruntime.OrtSession
-import ai.onnxruntime.providers.NNAPIFlags
-import java.nio.{kt_buffer}
-import java.util.EnumSet
-
-val env = OrtEnvironment.getEnvironment()
-val options = OrtSession.SessionOptions()
-// NNAPI takes the nodes it supports; CPU_DISABLED keeps NNAPI's own reference CPU path out, so
-// a node no accelerator takes runs on onnxruntime's CPU kernels
-options.addNnapi(EnumSet.of(NNAPIFlags.CPU_DISABLED))
-val session = env.createSession(modelBytes, options)  // {file}, read from the app's assets
-val tokens: {kt_array} = /* token ids, from the tokenizer */
-{length}
-val inputs = mapOf(
-{kt_ort_inputs}
-)
-session.run(inputs).use {{ result ->
-    val {first_output} = result.get("{first_output}").get().value  // outputs: {output_names}
-}}
-""",
-        "swift": None, "js": None,
-    },
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    code=templates("onnxruntime-nnapi", "kotlin", run="onnxruntime-run"),
+    note=TOKEN_IDS_NOTE,
     missing="NNAPI is Android's: on iOS the Core ML provider takes an .onnx (its lines below, where the report "
             "names a file for it); a browser has neither",
 )
@@ -80,30 +40,8 @@ _ORT_COREML = Framework(
     key="onnxruntime-coreml", name="ONNX Runtime Mobile with Core ML (MLProgram)",
     packages={"swift": "CocoaPods: pod 'onnxruntime-objc', '~> 1.20.0'; written against its 1.20 API "
                        "(ORTCoreMLExecutionProviderOptions.createMLProgram)"},
-    code={
-        "kotlin": None,
-        "swift": """
-import onnxruntime_objc
-
-let env = try ORTEnv(loggingLevel: .warning)
-let options = try ORTSessionOptions()
-let coreML = ORTCoreMLExecutionProviderOptions()
-coreML.createMLProgram = true  // the MLProgram form, the one the report's table counts
-coreML.onlyAllowStaticInputShapes = true  // {file} is static: [1, {n}]
-try options.appendCoreMLExecutionProvider(with: coreML)
-let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
-                             sessionOptions: options)
-let tokens: [{swift_type}] = /* token ids, from the tokenizer */
-{swift_length}
-let inputs: [String: ORTValue] = [
-{swift_ort_inputs}
-]
-let outputs = try session.run(withInputs: inputs, outputNames: ["{first_output}"], runOptions: nil)
-let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_names}
-""",
-        "js": None,
-    },
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    code=templates("onnxruntime-coreml", "swift", run="onnxruntime-run"),
+    note=TOKEN_IDS_NOTE,
     missing="Core ML is Apple's: on Android the NNAPI provider takes an .onnx (its lines above); a browser has neither",
 )
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .code_templates import template
+
 __all__ = ["AppFiles", "app_files_of", "with_app_files"]
 
 
@@ -59,28 +61,11 @@ def app_files_of(row: dict[str, Any]) -> AppFiles:
 
 # -- the files beside the model: loaded by their names, the labels indexed by the best score ------
 
+# The comment above the tokenizer's load (the templates load-tokenizer's {note}); the loads and the
+# label of the best score are the templates load-tokenizer, load-labels and best-label of each platform.
 _SPIECE_NOTE = ("the tokenizer, ALBERT's sentencepiece model: the app's sentencepiece library makes the token ids "
                 "with it")
-_LOAD = {  # a template may span lines: the loads go in as they are
-    "kotlin": {
-        "tokenizer": f'// {_SPIECE_NOTE}\nval spiece = context.assets.open("{{name}}").readBytes()',
-        "labels": 'val labels = org.json.JSONArray(context.assets.open("{name}").bufferedReader().readText())\n'
-                  "    .let {{ a -> List(a.length()) {{ a.getString(it) }} }}  // labels[i] names class i",
-    },
-    "swift": {
-        "tokenizer": f"// {_SPIECE_NOTE}\n"
-                     'let spiece = try Data(contentsOf: Bundle.main.url(forResource: "{stem}", '
-                     'withExtension: "{ext}")!)',
-        "labels": "let labels = try JSONDecoder().decode(  // labels[i] names class i\n"
-                  '    [String].self, from: Data(contentsOf: Bundle.main.url(forResource: "{stem}", withExtension: '
-                  '"{ext}")!))',
-    },
-    "js": {
-        "tokenizer": f"// {_SPIECE_NOTE}\n"
-                     'const spiece = new Uint8Array(await (await fetch("{name}")).arrayBuffer());',
-        "labels": 'const labels = await (await fetch("{name}")).json();  // labels[i] names class i',
-    },
-}
+
 # Where each framework's code has its first output, and that output's (1, classes) scores as a
 # flat float array: (the start of the line that has it, the expression).
 _KT_ORT = ("val {o} = result.get(", "({o} as Array<FloatArray>)[0]")
@@ -98,14 +83,6 @@ _SCORES = {
     ("executorch", "swift"): ("let {o}: Tensor<Float>", "{o}.scalars()"),
     ("litert-gpu", "kotlin"): ("val {o} = outputs[0].readFloat()", "{o}"),
 }
-_BEST = {
-    "kotlin": ("val scores = {scores}",
-               "val label = labels[scores.indices.maxBy {{ scores[it] }}]  // the class it scores highest"),
-    "swift": ("let scores: [Float] = {scores}",
-              "let label = labels[scores.indices.max {{ scores[$0] < scores[$1] }}!]  // the class it scores highest"),
-    "js": ("const scores = Array.from({scores});",
-           "const label = labels[scores.indexOf(Math.max(...scores))];  // the class it scores highest"),
-}
 
 
 def with_app_files(code: str, platform: str, framework: str, tokenize: bool, app: AppFiles,
@@ -114,13 +91,12 @@ def with_app_files(code: str, platform: str, framework: str, tokenize: bool, app
     loading by their names in the folder, after its imports, the tokenizer (where the app makes
     the token ids: ``tokenize``) and the labels (where the outputs are not MediaPipe's named
     categories); where the first output is the classes' scores, the label of the best one."""
-    load = _LOAD[platform]
     lines = code.split("\n")
     loads = []
     if tokenize and app.tokenizer:
-        loads.append(_named(load["tokenizer"], app.tokenizer))
+        loads.append(_named(template(platform, "load-tokenizer"), app.tokenizer))
     if framework != "mediapipe" and app.labels:
-        loads.append(_named(load["labels"], app.labels))
+        loads.append(_named(template(platform, "load-labels"), app.labels))
     if not loads:
         return code
     key = (framework, platform)
@@ -130,7 +106,8 @@ def with_app_files(code: str, platform: str, framework: str, tokenize: bool, app
         at = next((i for i, line in enumerate(lines) if line.strip().startswith(start)), None)
         if at is not None:
             indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
-            lines[at + 1:at + 1] = [indent + part.format(scores=expression) for part in _BEST[platform]]
+            best = template(platform, "best-label").format(scores=expression)
+            lines[at + 1:at + 1] = [indent + line for line in best.split("\n")]
     imports = [i for i, line in enumerate(lines) if line.startswith("import ")]
     at = imports[-1] + 1 if imports else 0
     lines[at:at] = (["", *loads] if imports else [*loads, ""])
@@ -144,6 +121,6 @@ def classified(app: AppFiles, outputs: tuple[tuple[str, tuple[int | str, ...]], 
     return bool(app.labels) and len(shape) == 2 and shape[-1] == app.classes
 
 
-def _named(template: str, name: str) -> str:
+def _named(text: str, name: str) -> str:
     stem, _, ext = name.rpartition(".")
-    return template.format(name=name, stem=stem or name, ext=ext if stem else "")
+    return text.format(name=name, stem=stem or name, ext=ext if stem else "", note=_SPIECE_NOTE)

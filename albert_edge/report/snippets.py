@@ -5,11 +5,11 @@ an app reads beside it, by the names they have in its folder (its manifest's ``a
 tokenizer (spiece.model) the code loads to make the token ids, and a classifier's labels
 (labels.json) the code loads and indexes with the class the file scores highest.
 
-One table (:data:`FRAMEWORKS`) says which framework loads which file and holds its code as
-templates; :func:`snippets` picks the row of each file and fills it in. Device side: reads the
-inspect analysis the report already made and the manifest beside the file (the app files checked
-against it, the labels by :func:`albert_edge.labels.check_labels`), imports nothing beyond the
-standard library.
+One table (:data:`FRAMEWORKS`) says which framework loads which file and holds its code's
+templates (files of the templates folder, :mod:`.code_templates`); :func:`snippets` picks the row
+of each file and fills it in. Device side: reads the inspect analysis the report already made and
+the manifest beside the file (the app files checked against it, the labels by
+:func:`albert_edge.labels.check_labels`), imports nothing beyond the standard library.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .app_lines import AppFiles, app_files_of, classified, with_app_files
+from .code_templates import template, templates
 
-__all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "Framework", "FileFacts", "AppFiles", "facts_of",
-           "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
+__all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "TOKEN_IDS_NOTE", "Framework", "FileFacts", "AppFiles",
+           "facts_of", "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
 
 PLATFORMS = ("kotlin", "swift", "js")  # Android, iOS, Web
 PLATFORM_TITLES = {"kotlin": "Android (Kotlin)", "swift": "iOS (Swift)", "js": "Web (JavaScript)"}
@@ -28,6 +29,8 @@ LANGUAGES = {"kotlin": "kotlin", "swift": "swift", "js": "javascript"}
 
 TOKENIZE_NOTE = ("the app tokenizes: ALBERT's sentencepiece model (spiece.model) after lower-casing and stripping "
                  "accents, [CLS] text [SEP]; attention_mask 1 per token, token_type_ids 0")
+# The note of a file that takes token ids, in most frameworks (filled as the templates are).
+TOKEN_IDS_NOTE = "the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}"
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ DTYPES = {
 }
 # The app's own part of a JavaScript snippet that takes the text: a test puts a string literal in its place.
 JS_TEXT = "/* the text, a string */"
-_PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"
+_PAD = "the file's fixed length: ids padded with 0, mask 0 on the padding"  # tokens-fixed's {pad}
 # What the Interpreter with default options makes of the shared layer (the docs' "Against the standard
 # tools" has the measured figures; none is quoted here, where it would go stale).
 _LOOP_NOTE = ("its layers are one WHILE body, so the Interpreter with default options packs each shared weight "
@@ -152,68 +155,75 @@ def _value(name: str) -> str:
     return {"input_ids": "ids", "attention_mask": "mask", "token_type_ids": "types"}.get(name, "ids")
 
 
-def _fill(f: FileFacts, template: str) -> str:
-    """``template`` with the file's facts (and its MediaPipe task's calls) in place."""
+def _fill(f: FileFacts, text: str) -> str:
+    """``text`` (a template or a note) with the file's facts (and its MediaPipe task's calls) in
+    place."""
     d = _dtype(f) if f.task is None and not f.takes_text else None
-    n = f.n
-    bound = f"; at most {f.max_len}, the file's bound" if f.max_len else ""
-    lines = {
-        "file": f.name, "stem": f.stem, "suffix": f.suffix, "n": n, "task": f.task or "",
+    fields = _fields(f)
+    if d is not None:
+        fields.update(_token_fields(f, d))
+    return text.format(**fields).strip("\n")
+
+
+def _fields(f: FileFacts) -> dict[str, str]:
+    """What every template and note may name: the file, its inputs, outputs and length, the
+    notes on how it runs, and its MediaPipe task's calls."""
+    return {
+        "file": f.name, "stem": f.stem, "suffix": f.suffix, "n": f.n, "task": f.task or "",
         "input_names": ", ".join(name for name, _ in f.inputs),
         "output_names": ", ".join(name for name, _ in f.outputs),
         "first_output": f.outputs[0][0] if f.outputs else "",
-        "dtype": f.inputs[0][1] if f.inputs else "", "bound": bound,
+        "dtype": f.inputs[0][1] if f.inputs else "", "bound": _bound(f),
         "cut": f"; each text is cut or padded to {f.seq_len} tokens inside" if f.seq_len else "",
         "labels": f"; labels: {', '.join(f.labels)}" if f.labels else "",
         "js_text": JS_TEXT, "packing": _LOOP_NOTE if f.loop else _UNROLLED_NOTE, "mem_pattern": _MEM_PATTERN,
         **_TASKS.get(f.task or "", {}),
     }
-    if d is not None:
-        lines.update({
-            "kt_array": d.kotlin_array, "kt_buffer": d.kotlin_buffer, "swift_type": d.swift,
-            "js_array": d.js_array,
-            "length": (f"val ids = tokens; val n = ids.size  // [CLS] and [SEP] included{bound}\n"
-                       f"val mask = {d.kotlin_array}(n) {{ 1 }}; val types = {d.kotlin_array}(n)"
-                       if f.seq_len is None else
-                       f"val n = {f.seq_len}  // {_PAD}\n"
-                       f"val ids = tokens.copyOf(n); val types = {d.kotlin_array}(n)\n"
-                       f"val mask = {d.kotlin_array}(n) {{ if (it < tokens.size) 1 else 0 }}"),
-            "swift_length": (f"let ids = tokens; let n = ids.count  // [CLS] and [SEP] included{bound}\n"
-                             f"let mask = [{d.swift}](repeating: 1, count: n); "
-                             f"let types = [{d.swift}](repeating: 0, count: n)"
-                             if f.seq_len is None else
-                             f"let n = {f.seq_len}  // {_PAD}\n"
-                             f"let ids = tokens + [{d.swift}](repeating: 0, count: n - tokens.count)\n"
-                             f"let mask = (0..<n).map {{ {d.swift}($0 < tokens.count ? 1 : 0) }}; "
-                             f"let types = [{d.swift}](repeating: 0, count: n)"),
-            "js_length": (f"const ids = tokens, n = ids.length;  // [CLS] and [SEP] included{bound}\n"
-                          "const mask = new Array(n).fill(1), types = new Array(n).fill(0);"
-                          if f.seq_len is None else
-                          f"const n = {f.seq_len};  // {_PAD}\n"
-                          "const ids = Array.from({length: n}, (_, i) => tokens[i] ?? 0);\n"
-                          "const mask = ids.map((_, i) => (i < tokens.length ? 1 : 0)), types = new Array(n).fill(0);"),
-            "kt_litert_inputs": "\n".join(f'    "{name}" to arrayOf({_value(name)}),' for name, _ in f.inputs),
-            "kt_litert_outputs": "\n".join(f'    "{name}" to {_kotlin_array(_dims(shape, n))},'
-                                          for name, shape in f.outputs),
-            "kt_ort_inputs": "\n".join(f'    "{name}" to OnnxTensor.createTensor(env, {d.kotlin_buffer}.wrap('
-                                       f'{_value(name)}), longArrayOf(1, n.toLong())),' for name, _ in f.inputs),
-            "kt_gpu_writes": "\n".join(f"inputs[{i}].{d.kotlin_write}({_value(name)})  // {name}"
-                                        for i, (name, _) in enumerate(f.inputs)),
-            "kt_pte_inputs": ", ".join(f"EValue.from(Tensor.fromBlob({_value(name)}, longArrayOf(1, n.toLong())))"
-                                       for name, _ in f.inputs),
-            "swift_litert_inputs": "\n".join(
-                f'    "{name}": {_value(name)}.withUnsafeBufferPointer {{ Data(buffer: $0) }},' for name, _ in f.inputs),
-            "swift_litert_resize": "\n".join(f'try runner.resizeInput(named: "{name}", toShape: Tensor.Shape([1, n]))'
-                                              for name, _ in f.inputs),
-            "swift_ort_inputs": "\n".join(
-                f'    "{name}": try ORTValue(tensorData: NSMutableData(data: {_value(name)}.withUnsafeBufferPointer '
-                f'{{ Data(buffer: $0) }}), elementType: .{lines["dtype"]}, shape: [1, NSNumber(value: n)]),'
-                for name, _ in f.inputs),
-            "swift_pte_inputs": ", ".join(f"Tensor<{d.swift}>({_value(name)}, shape: [1, n])" for name, _ in f.inputs),
-            "js_ort_inputs": "\n".join(f'  {name}: new ort.Tensor("{lines["dtype"]}", {d.js(_value(name))}, [1, n]),'
-                                       for name, _ in f.inputs),
-        })
-    return template.format(**lines).strip("\n")
+
+
+def _bound(f: FileFacts) -> str:
+    return f"; at most {f.max_len}, the file's bound" if f.max_len else ""
+
+
+# The field of each platform's token arrays (the templates tokens-fixed and tokens-dynamic, filled).
+_LENGTH_FIELDS = {"kotlin": "length", "swift": "swift_length", "js": "js_length"}
+
+
+def _token_fields(f: FileFacts, d: Dtype) -> dict[str, str]:
+    """The code that makes the token ids, mask and types of a file whose inputs are ``d``: padded
+    to its fixed length or as long as the tokens, and fed to each of its inputs."""
+    types = {"kt_array": d.kotlin_array, "kt_buffer": d.kotlin_buffer, "swift_type": d.swift, "js_array": d.js_array}
+    arrays = "tokens-fixed" if f.seq_len is not None else "tokens-dynamic"
+    facts = {**types, "n": f.n, "bound": _bound(f), "pad": _PAD}
+    lengths = {field: template(p, arrays).format(**facts) for p, field in _LENGTH_FIELDS.items()}
+    return {**types, **lengths, **_input_lines(f, d)}
+
+
+def _input_lines(f: FileFacts, d: Dtype) -> dict[str, str]:
+    """Each platform's lines that hand the token arrays to the file's inputs, one per input."""
+    dtype, n = f.inputs[0][1], f.n
+    return {
+        "kt_litert_inputs": "\n".join(f'    "{name}" to arrayOf({_value(name)}),' for name, _ in f.inputs),
+        "kt_litert_outputs": "\n".join(f'    "{name}" to {_kotlin_array(_dims(shape, n))},'
+                                      for name, shape in f.outputs),
+        "kt_ort_inputs": "\n".join(f'    "{name}" to OnnxTensor.createTensor(env, {d.kotlin_buffer}.wrap('
+                                   f'{_value(name)}), longArrayOf(1, n.toLong())),' for name, _ in f.inputs),
+        "kt_gpu_writes": "\n".join(f"inputs[{i}].{d.kotlin_write}({_value(name)})  // {name}"
+                                    for i, (name, _) in enumerate(f.inputs)),
+        "kt_pte_inputs": ", ".join(f"EValue.from(Tensor.fromBlob({_value(name)}, longArrayOf(1, n.toLong())))"
+                                   for name, _ in f.inputs),
+        "swift_litert_inputs": "\n".join(
+            f'    "{name}": {_value(name)}.withUnsafeBufferPointer {{ Data(buffer: $0) }},' for name, _ in f.inputs),
+        "swift_litert_resize": "\n".join(f'try runner.resizeInput(named: "{name}", toShape: Tensor.Shape([1, n]))'
+                                          for name, _ in f.inputs),
+        "swift_ort_inputs": "\n".join(
+            f'    "{name}": try ORTValue(tensorData: NSMutableData(data: {_value(name)}.withUnsafeBufferPointer '
+            f'{{ Data(buffer: $0) }}), elementType: .{dtype}, shape: [1, NSNumber(value: n)]),'
+            for name, _ in f.inputs),
+        "swift_pte_inputs": ", ".join(f"Tensor<{d.swift}>({_value(name)}, shape: [1, n])" for name, _ in f.inputs),
+        "js_ort_inputs": "\n".join(f'  {name}: new ort.Tensor("{dtype}", {d.js(_value(name))}, [1, n]),'
+                                   for name, _ in f.inputs),
+    }
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -221,7 +231,7 @@ def _fill(f: FileFacts, template: str) -> str:
 @dataclass(frozen=True)
 class Framework:
     """One framework an app loads files with: its name, what each platform adds to the build, the
-    code per platform (None: it has no runtime there, ``missing`` says why) and a note."""
+    code's template per platform (None: it has no runtime there, ``missing`` says why) and a note."""
 
     key: str
     name: str
@@ -238,40 +248,8 @@ _LITERT = Framework(
                         "or org.tensorflow:tensorflow-lite:2.16.1)",
               "swift": "CocoaPods: pod 'TensorFlowLiteSwift', '~> 2.17.0' (Interpreter.signatureRunner)",
               "js": ""},
-    code={
-        "kotlin": """
-import org.tensorflow.lite.Interpreter
-
-val interpreter = Interpreter(modelBuffer)  // {file}, memory-mapped from the app's assets
-val tokens: {kt_array} = /* token ids, from the tokenizer */
-{length}
-val inputs = mapOf<String, Any>(
-{kt_litert_inputs}
-)
-val outputs = mapOf<String, Any>(
-{kt_litert_outputs}
-)
-// runSignature resizes the inputs to (1, n) itself; with runForMultipleInputsOutputs call
-// interpreter.resizeInput(i, intArrayOf(1, n)) for each input first.
-interpreter.runSignature(inputs, outputs, "serving_default")
-""",
-        "swift": """
-import TensorFlowLite
-
-let interpreter = try Interpreter(modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
-let runner = try interpreter.signatureRunner(with: "serving_default")  // inputs and outputs by name
-let tokens: [{swift_type}] = /* token ids, from the tokenizer */
-{swift_length}
-{swift_litert_resize}
-try runner.allocateTensors()
-try runner.invoke(with: [
-{swift_litert_inputs}
-])
-let {first_output} = try runner.output(named: "{first_output}")  // outputs: {output_names}
-""",
-        "js": None,
-    },
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}; {packing}",
+    code=templates("litert", "kotlin", "swift"),
+    note=TOKEN_IDS_NOTE + "; {packing}",
     missing="No browser runtime albert-edge's tests run takes this file as printed code would: TF.js's TFLite "
             "runtime (@tensorflow/tfjs-tflite 0.0.1-alpha.10, an alpha) takes only the shape a file was converted "
             "at and, fed that, answered all-zero scores for a classifier here; LiteRT.js (@litertjs/core 2.5.3) "
@@ -284,37 +262,7 @@ _MEDIAPIPE = Framework(
     packages={"kotlin": "com.google.mediapipe:tasks-text:0.10.21",
               "swift": "CocoaPods: pod 'MediaPipeTasksText', '~> 0.10.21'",
               "js": "npm: @mediapipe/tasks-text 1.0.1"},
-    code={
-        "kotlin": """
-import com.google.mediapipe.tasks.text.{task_package}.{task}
-
-val task = {task}.createFromFile(context, "{file}")  // from the app's assets
-val text: String = {js_text}
-val result = task.{kt_call}(text)  // a string in: the tokenizer is inside the file
-{kt_read}
-""",
-        "swift": """
-import MediaPipeTasksText
-
-let task = try {task}(modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
-let text: String = {js_text}
-let result = try task.{swift_call}(text: text)  // a string in
-{swift_read}
-""",
-        "js": """
-import {{ FilesetResolver, {task} }} from "@mediapipe/tasks-text";
-// a bundler (Vite, webpack) resolves "@mediapipe/tasks-text"; a page without one maps it in an import map:
-// <script type="importmap">{{"imports": {{"@mediapipe/tasks-text":
-//   "/node_modules/@mediapipe/tasks-text/text_bundle.mjs"}}}}</script>
-
-// the WebAssembly, served beside the app: a copy of node_modules/@mediapipe/tasks-text/wasm
-const fileset = await FilesetResolver.forTextTasks("wasm");
-const task = await {task}.createFromOptions(fileset, {{ baseOptions: {{ modelAssetPath: "{file}" }} }});
-const text = {js_text};
-const result = task.{js_call}(text);  // a string in
-{js_read}
-""",
-    },
+    code=templates("mediapipe", "kotlin", "swift", "js"),
     note="the file takes a string: its sentencepiece tokenizer is inside (TFLite metadata){cut}{labels}",
     tokenize=False,
 )
@@ -340,58 +288,8 @@ _ONNXRUNTIME = Framework(
     packages={"kotlin": "com.microsoft.onnxruntime:onnxruntime-android:1.20.0",
               "swift": "CocoaPods: pod 'onnxruntime-objc', '~> 1.20.0' (or onnxruntime-c)",
               "js": "npm: onnxruntime-web 1.30.0"},
-    code={
-        "kotlin": """
-import ai.onnxruntime.OnnxTensor
-import ai.onnxruntime.OrtEnvironment
-import ai.onnxruntime.OrtSession
-import java.nio.{kt_buffer}
-
-val env = OrtEnvironment.getEnvironment()
-val options = OrtSession.SessionOptions()
-options.setMemoryPatternOptimization(false)  // {mem_pattern}
-val session = env.createSession(modelBytes, options)  // {file}, read from the app's assets
-val tokens: {kt_array} = /* token ids, from the tokenizer */
-{length}
-val inputs = mapOf(
-{kt_ort_inputs}
-)
-session.run(inputs).use {{ result ->
-    val {first_output} = result.get("{first_output}").get().value  // outputs: {output_names}
-}}
-""",
-        "swift": """
-import onnxruntime_objc
-
-let env = try ORTEnv(loggingLevel: .warning)
-// onnxruntime-objc has no switch for the memory pattern that Kotlin and JS turn off here
-let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
-                             sessionOptions: nil)
-let tokens: [{swift_type}] = /* token ids, from the tokenizer */
-{swift_length}
-let inputs: [String: ORTValue] = [
-{swift_ort_inputs}
-]
-let outputs = try session.run(withInputs: inputs, outputNames: ["{first_output}"], runOptions: nil)
-let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_names}
-""",
-        "js": """
-import * as ort from "onnxruntime-web";
-// a bundler (Vite, webpack) resolves "onnxruntime-web"; a page without one maps it in an import map:
-// <script type="importmap">{{"imports": {{"onnxruntime-web":
-//   "/node_modules/onnxruntime-web/dist/ort.bundle.min.mjs"}}}}</script>
-// (it fetches its .wasm from beside that file: serve the package's dist/ folder whole)
-
-const session = await ort.InferenceSession.create("{file}", {{ enableMemPattern: false }});  // {mem_pattern}
-const tokens = /* token ids, from the tokenizer */;
-{js_length}
-const outputs = await session.run({{
-{js_ort_inputs}
-}});
-const {first_output} = outputs.{first_output}.data;  // outputs: {output_names}
-""",
-    },
-    note="the file takes token ids ({dtype}, shape 1 x {n}); outputs: {output_names}",
+    code=templates("onnxruntime", "kotlin", "swift", "js", run="onnxruntime-run"),
+    note=TOKEN_IDS_NOTE,
 )
 
 _ONNXRUNTIME_TEXT = Framework(
@@ -400,38 +298,7 @@ _ONNXRUNTIME_TEXT = Framework(
                         "com.microsoft.onnxruntime:onnxruntime-extensions-android:0.13.0",
               "swift": "Swift Package: github.com/microsoft/onnxruntime-swift-package-manager 1.20.0, products "
                        "onnxruntime and onnxruntime_extensions", "js": ""},
-    code={
-        "kotlin": """
-import ai.onnxruntime.OnnxTensor
-import ai.onnxruntime.OrtEnvironment
-import ai.onnxruntime.OrtSession
-import ai.onnxruntime.extensions.OrtxPackage
-
-val env = OrtEnvironment.getEnvironment()
-val options = OrtSession.SessionOptions()
-options.registerCustomOpLibrary(OrtxPackage.getLibraryPath())  // the tokenizer node's library
-options.setMemoryPatternOptimization(false)  // {mem_pattern}
-val session = env.createSession(modelBytes, options)  // {file}, read from the app's assets
-val input = OnnxTensor.createTensor(env, arrayOf(text), longArrayOf(1))  // one string per call
-session.run(mapOf("text" to input)).use {{ result ->
-    val {first_output} = result.get("{first_output}").get().value  // outputs: {output_names}
-}}
-""",
-        "swift": """
-import onnxruntime_objc
-import onnxruntime_extensions
-
-let env = try ORTEnv(loggingLevel: .warning)
-let options = try ORTSessionOptions()
-try options.registerCustomOps(functionPointer: OrtExt.getRegisterCustomOpsFunctionPointer())
-let session = try ORTSession(env: env, modelPath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!,
-                             sessionOptions: options)
-let input = try ORTValue(tensorStringData: [text], shape: [1])  // one string per call
-let outputs = try session.run(withInputs: ["text": input], outputNames: ["{first_output}"], runOptions: nil)
-let data = try outputs["{first_output}"]!.tensorData()  // outputs: {output_names}
-""",
-        "js": None,
-    },
+    code=templates("onnxruntime-text", "kotlin", "swift"),
     note="the file takes the text (one string, shape 1): its tokenizer is an onnxruntime-extensions node, "
          "whose library the app registers; outputs: {output_names}",
     missing="onnxruntime-web's npm package has no onnxruntime-extensions operators (a custom web build can hold "
@@ -444,31 +311,7 @@ _EXECUTORCH = Framework(
     packages={"kotlin": "org.pytorch:executorch-android:1.0.0",
               "swift": "Swift Package: github.com/pytorch/executorch (branch swiftpm-1.0.0), products "
                        "executorch + backend_xnnpack", "js": ""},
-    code={
-        "kotlin": """
-import org.pytorch.executorch.EValue
-import org.pytorch.executorch.Module
-import org.pytorch.executorch.Tensor
-
-val module = Module.load(filesDir.resolve("{file}").path)  // a file path: copy it out of the assets first
-val tokens: {kt_array} = /* token ids, from the tokenizer */
-{length}
-// inputs by position: {input_names}
-val outputs = module.forward({kt_pte_inputs})
-val {first_output} = outputs[0].toTensor().dataAsFloatArray  // outputs in order: {output_names}
-""",
-        "swift": """
-import ExecuTorch
-
-let module = Module(filePath: Bundle.main.path(forResource: "{stem}", ofType: "{suffix}")!)
-let tokens: [{swift_type}] = /* token ids, from the tokenizer */
-{swift_length}
-// inputs by position: {input_names}
-let outputs = try module.forward([{swift_pte_inputs}])
-let {first_output}: Tensor<Float> = outputs[0].tensor()!  // outputs in order: {output_names}
-""",
-        "js": None,
-    },
+    code=templates("executorch", "kotlin", "swift"),
     note="the file takes token ids ({dtype}, shape 1 x {n}{bound}) by position: {input_names}; outputs: {output_names}",
     missing="ExecuTorch has no web runtime: a web app runs the .onnx/.ort (onnxruntime-web) or .tflite file instead",
 )
@@ -488,10 +331,10 @@ def framework_of(f: FileFacts) -> Framework | None:
 
 
 def _code(framework: Framework, f: FileFacts, platform: str) -> str | None:
-    template = framework.code[platform]
-    if template is None:
+    code = framework.code[platform]
+    if code is None:
         return None
-    return with_app_files(_fill(f, template), platform, framework.key, framework.tokenize, f.app, f.outputs)
+    return with_app_files(_fill(f, code), platform, framework.key, framework.tokenize, f.app, f.outputs)
 
 
 def snippets(files: list[dict[str, Any]]) -> list[dict[str, Any]]:

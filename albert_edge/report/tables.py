@@ -207,25 +207,42 @@ def _profile(data) -> Table | None:
     records = data["profile_rows"]
     if not records:
         return None
-    rows, warned = [], []
+    warned: list[str] = []  # the records' warnings, numbered as their rows mark them
     doubled = _fp16_memory_above_fp32(records)
-    for r in records:
-        seq = str(r["seq_len"]) if r["seq_len"] else "real text"
-        kind = "ESTIMATE" if r["estimated"] else "measured"
-        mark = ""
-        if r.get("warnings"):  # the record's own warnings, each kept: a marked cell, its note below
-            said = [interval_words(w, {"p50": r["p50_ms"], "p50_ci": r.get("p50_ci")}) for w in r["warnings"]]
-            warned.append(f"[{len(warned) + 1}] {r['file_name']}, seq len {seq}: {'; '.join(said)}")
-            mark = f" [{len(warned)}]"
-        runs_on = ("MediaPipe Tasks, own threads" if r.get("runtime") == "mediapipe" else
-                   f"LiteRT GPU accelerator, {r.get('gpu_precision') or 'fp32'}" if r.get("accelerator") == "gpu" else
-                   f"{r['runtime'] + ', ' if r.get('runtime') in WEB_RUNTIMES else ''}{r['provider']}, "
-                   f"{r['threads']} thr") + (", text in" if r.get("input_kind") == "text" else "") \
-            + (", app defaults" if r.get("opened_as") == APP else "")
-        rows.append((r["file_name"], r["scheme"] or "", r["device"], runs_on,
-                     str(r["batch"]), seq, kind + mark, QUALITY_MARK.get(r.get("quality"), "") + _ms(r["p50_ms"]),
-                     _interval(r), r.get("quality") or ("range" if r.get("ms_range") else ""), _ms(r["p90_ms"]),
-                     _ms(r["load_ms"]), fmt_bytes(r["peak_rss"]) + (" †" if id(r) in doubled else "")))
+    rows = tuple(_profile_row(r, warned, doubled) for r in records)
+    return Table("profile", "Latency and memory (from profile records)",
+                 ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "p50 ±", "timing",
+                  "p90 ms", "load ms", "peak RSS"), rows, (4, 5, 7, 8, 10, 11, 12),
+                 tuple(_profile_notes(data, doubled, warned)), "latency")
+
+
+def _profile_row(r: dict[str, Any], warned: list[str], doubled: dict[int, tuple[dict, dict]]) -> tuple[str, ...]:
+    """One record's row; its own warnings, each kept, go to ``warned`` and mark its cell."""
+    seq = str(r["seq_len"]) if r["seq_len"] else "real text"
+    kind = "ESTIMATE" if r["estimated"] else "measured"
+    mark = ""
+    if r.get("warnings"):  # the record's own warnings, each kept: a marked cell, its note below
+        said = [interval_words(w, {"p50": r["p50_ms"], "p50_ci": r.get("p50_ci")}) for w in r["warnings"]]
+        warned.append(f"[{len(warned) + 1}] {r['file_name']}, seq len {seq}: {'; '.join(said)}")
+        mark = f" [{len(warned)}]"
+    return (r["file_name"], r["scheme"] or "", r["device"], _runs_on(r),
+            str(r["batch"]), seq, kind + mark, QUALITY_MARK.get(r.get("quality"), "") + _ms(r["p50_ms"]),
+            _interval(r), r.get("quality") or ("range" if r.get("ms_range") else ""), _ms(r["p90_ms"]),
+            _ms(r["load_ms"]), fmt_bytes(r["peak_rss"]) + (" †" if id(r) in doubled else ""))
+
+
+def _runs_on(r: dict[str, Any]) -> str:
+    """The runtime cell: what ran the file, with what, and how it was opened and fed."""
+    return ("MediaPipe Tasks, own threads" if r.get("runtime") == "mediapipe" else
+            f"LiteRT GPU accelerator, {r.get('gpu_precision') or 'fp32'}" if r.get("accelerator") == "gpu" else
+            f"{r['runtime'] + ', ' if r.get('runtime') in WEB_RUNTIMES else ''}{r['provider']}, "
+            f"{r['threads']} thr") + (", text in" if r.get("input_kind") == "text" else "") \
+        + (", app defaults" if r.get("opened_as") == APP else "")
+
+
+def _profile_notes(data, doubled: dict[int, tuple[dict, dict]], warned: list[str]) -> list[str]:
+    """The notes under the profile table: what its marks and figures mean, where its rows have them."""
+    records = data["profile_rows"]
     notes = ["estimates are computed for a device nobody ran on; they are never shown as measurements"] \
         if any(r["estimated"] for r in records) else []
     software = sorted({r["gpu_adapter"].split(", arch=")[0] for r in records if r.get("accelerator") == "gpu"
@@ -266,9 +283,7 @@ def _profile(data) -> Table | None:
                      "draw a trend from")
     if warned:
         notes += ["[n] marks a record the profiler warned about: read its figures with that in mind", *warned]
-    return Table("profile", "Latency and memory (from profile records)",
-                 ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "p50 ±", "timing",
-                  "p90 ms", "load ms", "peak RSS"), tuple(rows), (4, 5, 7, 8, 10, 11, 12), tuple(notes), "latency")
+    return notes
 
 
 def _fp16_memory_above_fp32(records: list[dict[str, Any]]) -> dict[int, tuple[dict, dict]]:

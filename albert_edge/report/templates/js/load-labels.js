@@ -1,0 +1,1 @@
+const labels = await (await fetch("{name}")).json();  // labels[i] names class i

@@ -1,0 +1,2 @@
+// {note}
+const spiece = new Uint8Array(await (await fetch("{name}")).arrayBuffer());

@@ -1,0 +1,2 @@
+// {note}
+val spiece = context.assets.open("{name}").readBytes()

@@ -1,0 +1,2 @@
+// {note}
+let spiece = try Data(contentsOf: Bundle.main.url(forResource: "{stem}", withExtension: "{ext}")!)
