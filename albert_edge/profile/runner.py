@@ -5,6 +5,7 @@ running child's whole group and removes its working directory."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -26,14 +27,15 @@ from ..formats import format_of
 from ..runtime.engines import install_hint, packages
 from ..runtime.onnx_engine import file_takes_text, ort_providers
 from .inputs import model_limits
+from .job import MEDIAPIPE, ProfileJob
 from .record import APP, ProfileRecord
+from .settings import NATIVE, ProfileError, ProfileSettings
 
 log = logging.getLogger(__name__)
 
 __all__ = ["run_all", "plan", "Interrupted"]
 
 CHILD = "albert_edge.profile._child"
-# Which importable modules run each format (checked before any child starts): any one of them.
 
 
 class Interrupted(Exception):
@@ -44,81 +46,102 @@ class Interrupted(Exception):
         self.signum = signum
 
 
-def plan(files: list[Path], settings) -> list[dict[str, Any]]:
+def plan(files: list[Path], settings: ProfileSettings) -> list[ProfileJob]:
     """One job (the child's whole input) per file x setting, after checking every file and
     setting, so bad input fails before anything runs."""
-    from .settings import ProfileError
-
-    from .settings import NATIVE
-    from .web import PACKAGE, check_web
+    from .web import check_web
 
     web = [r for r in settings.runtimes if r != NATIVE]
     formats = [(path, _check_file(path)) for path in files]
     for path, fmt in formats:  # the files' own fault first, before what this machine lacks
-        if web and fmt not in ("onnx", "ort"):
-            raise ProfileError(f"{path}: --runtime {web[0]} runs .onnx and .ort files ({PACKAGE[web[0]]}), and this "
-                               f"is a .{path.suffix.lower().lstrip('.')} file: profile it with --runtime native")
-    folder = check_web(web, settings.web_dir) if web else None
-    jobs = []
-    for path, fmt in formats:
-        check_beside(path)  # a file the manifest beside it lists must be the one it lists
-        check_packed(path)  # a MediaPipe file's tokenizer and labels must work with its model
-        text_in = fmt == "onnx" and file_takes_text(path)
-        if settings.text is not None and settings.tokenizer is None and not text_in:
-            raise ProfileError(f"{path}: --text needs --tokenizer (the spiece.model matching the model's vocabulary; "
-                               "a file that takes the text, convert --to onnx-text, needs none)")
-        if text_in and settings.fixed and max(settings.batches) > 1:
-            raise ProfileError(f"{path}: it takes one text per call (its tokenizer is inside), so --batch "
-                               f"{max(settings.batches)} cannot be fed: profile it at --batch 1")
-        _check_static(path, fmt, settings)
-        limits = model_limits(path)
-        too_long = [n for n in settings.seq_lens if limits.max_seq_len and n > limits.max_seq_len]
-        if settings.fixed and too_long:
-            said = {"file entry": "the longest this file takes, from its entry in the manifest beside it"}
-            raise ProfileError(f"{path}: --seq-len {', '.join(map(str, too_long))} is above the model's maximum "
-                               f"{limits.max_seq_len} ({said.get(limits.max_seq_len_source, 'max_position_embeddings in the manifest beside it')})")
-        common = {"file": str(path.resolve()), "file_as_given": str(path), "file_bytes": path.stat().st_size,
-                  "sha256": file_sha256(path), "runs": settings.runs, "min_seconds": settings.min_seconds,
-                  "warmup": settings.warmup, "ops": settings.ops, "ops_runs": settings.ops_runs,
-                  "text": settings.text,
-                  "tokenizer": str(settings.tokenizer) if settings.tokenizer else None,
-                  "max_sentences": settings.max_sentences, "ci_target": settings.ci_target,
-                  "max_seconds": settings.max_seconds}
-        accelerators = ([{"provider": p, "delegate": "xnnpack"} for p in settings.providers] if fmt in ("onnx", "ort")
-                        else [{"provider": None, "delegate": d} for d in settings.delegates])
-        if settings.accelerator == "gpu":
-            accelerators = _gpu_jobs(path, fmt, settings)
-        if web and text_in:
-            raise ProfileError(f"{path}: it takes the text (its tokenizer is inside, onnxruntime-extensions' "
-                               f"operators), which {PACKAGE[web[0]]} does not run: profile it with --runtime native")
-        if NATIVE not in settings.runtimes:
-            accelerators = []
-        for acc in accelerators:
-            for threads in settings.threads:
-                shapes = [(b, n) for b in settings.batches for n in settings.seq_lens] if settings.fixed else []
-                if settings.text is not None:
-                    shapes.append((1, None))
-                jobs += [{**common, **acc, "threads": threads, "batch": b, "seq_len": n, **engine}
-                         for engine in ({}, *([{"engine": APP}] if settings.as_app else [])) for b, n in shapes]
-        jobs += [{**common, "engine": r, "web_dir": str(folder), "provider": None, "delegate": None,
-                  "threads": threads, "batch": b, "seq_len": n}
-                 for r in web for threads in settings.threads for b in settings.batches for n in settings.seq_lens]
-        task = _mediapipe_task(path) if settings.mediapipe and fmt == "tflite" else None
-        if task is not None:  # as an app runs it: one text per call, MediaPipe's own threads
-            shapes = [(1, n) for n in settings.seq_lens] if settings.fixed else []
-            shapes += [(1, None)] if settings.text is not None else []
-            jobs += [{**common, **task, "provider": None, "delegate": "xnnpack", "threads": settings.threads[0],
-                      "batch": b, "seq_len": n} for b, n in shapes]
+        _check_web_file(path, fmt, web)
+    if web:  # the jobs carry the checked folder
+        settings = dataclasses.replace(settings, web_dir=check_web(web, settings.web_dir))
+    jobs = [job for path, fmt in formats for job in _file_jobs(path, fmt, settings)]
+    _check_machine(files, jobs, settings)
+    return jobs
+
+
+def _check_web_file(path: Path, fmt: str, web: list[str]) -> None:
+    from .web import PACKAGE
+
+    if web and fmt not in ("onnx", "ort"):
+        raise ProfileError(f"{path}: --runtime {web[0]} runs .onnx and .ort files ({PACKAGE[web[0]]}), and this "
+                           f"is a .{path.suffix.lower().lstrip('.')} file: profile it with --runtime native")
+
+
+def _file_jobs(path: Path, fmt: str, settings: ProfileSettings) -> list[ProfileJob]:
+    """The jobs of one file: each native engine x threads x shape (also as an app opens it), each
+    web runtime's, MediaPipe's; after checking the file takes the settings."""
+    from .web import PACKAGE
+
+    check_beside(path)  # a file the manifest beside it lists must be the one it lists
+    check_packed(path)  # a MediaPipe file's tokenizer and labels must work with its model
+    text_in = fmt == "onnx" and file_takes_text(path)
+    _check_inputs(path, fmt, settings, text_in)
+    facts = {"file": str(path.resolve()), "file_as_given": str(path), "file_bytes": path.stat().st_size,
+             "sha256": file_sha256(path), "settings": settings}
+    engines = _native_engines(path, fmt, settings)
+    web = [r for r in settings.runtimes if r != NATIVE]
+    if web and text_in:
+        raise ProfileError(f"{path}: it takes the text (its tokenizer is inside, onnxruntime-extensions' "
+                           f"operators), which {PACKAGE[web[0]]} does not run: profile it with --runtime native")
+    shapes = [(b, n) for b in settings.batches for n in settings.seq_lens] if settings.fixed else []
+    shapes += [(1, None)] if settings.text is not None else []
+    opened = (None, *([APP] if settings.as_app else []))
+    jobs = [ProfileJob(**facts, **acc, threads=threads, batch=b, seq_len=n, engine=engine)
+            for acc in (engines if NATIVE in settings.runtimes else [])
+            for threads in settings.threads for engine in opened for b, n in shapes]
+    jobs += [ProfileJob(**facts, engine=r, threads=threads, batch=b, seq_len=n)
+             for r in web for threads in settings.threads for b in settings.batches for n in settings.seq_lens]
+    task = _mediapipe_task(path) if settings.mediapipe and fmt == "tflite" else None
+    if task is not None:  # as an app runs it: one text per call, MediaPipe's own threads
+        shapes = [(1, n) for n in settings.seq_lens] if settings.fixed else []
+        shapes += [(1, None)] if settings.text is not None else []
+        jobs += [ProfileJob(**facts, **task, delegate="xnnpack", threads=settings.threads[0], batch=b, seq_len=n)
+                 for b, n in shapes]
+    return jobs
+
+
+def _check_inputs(path: Path, fmt: str, settings: ProfileSettings, text_in: bool) -> None:
+    """The file takes the settings' inputs: --text's tokenizer, --batch, a static file's one
+    shape, --seq-len within the model's maximum."""
+    if settings.text is not None and settings.tokenizer is None and not text_in:
+        raise ProfileError(f"{path}: --text needs --tokenizer (the spiece.model matching the model's vocabulary; "
+                           "a file that takes the text, convert --to onnx-text, needs none)")
+    if text_in and settings.fixed and max(settings.batches) > 1:
+        raise ProfileError(f"{path}: it takes one text per call (its tokenizer is inside), so --batch "
+                           f"{max(settings.batches)} cannot be fed: profile it at --batch 1")
+    _check_static(path, fmt, settings)
+    limits = model_limits(path)
+    too_long = [n for n in settings.seq_lens if limits.max_seq_len and n > limits.max_seq_len]
+    if settings.fixed and too_long:
+        said = {"file entry": "the longest this file takes, from its entry in the manifest beside it"}
+        raise ProfileError(f"{path}: --seq-len {', '.join(map(str, too_long))} is above the model's maximum "
+                           f"{limits.max_seq_len} ({said.get(limits.max_seq_len_source, 'max_position_embeddings in the manifest beside it')})")
+
+
+def _native_engines(path: Path, fmt: str, settings: ProfileSettings) -> list[dict[str, Any]]:
+    """The engine part of the native jobs of ``path``: each execution provider of an .onnx / .ort,
+    each delegate of another file; on --accelerator gpu, the GPU's (after checking it takes the file)."""
+    if settings.accelerator == "gpu":
+        return _gpu_jobs(path, fmt, settings)
+    if fmt in ("onnx", "ort"):
+        return [{"provider": p, "delegate": "xnnpack"} for p in settings.providers]
+    return [{"provider": None, "delegate": d} for d in settings.delegates]
+
+
+def _check_machine(files: list[Path], jobs: list[ProfileJob], settings: ProfileSettings) -> None:
+    """What this machine needs for ``jobs``: MediaPipe, the text and tokenizer, a GPU provider, Vulkan."""
     if settings.mediapipe:
         _check_mediapipe(files, jobs)
     if settings.text is not None:
         check_text(settings)
-    if settings.accelerator != "gpu" and any(job["provider"] not in (None, "cpu", "CPUExecutionProvider")
+    if settings.accelerator != "gpu" and any(job.provider not in (None, "cpu", "CPUExecutionProvider")
                                              for job in jobs):
         _check_providers(settings.providers)
     if settings.accelerator == "gpu" and any(format_of(p) == "tflite" for p in files):
         _check_vulkan()
-    return jobs
 
 
 def _static_len(path: Path, fmt: str) -> int | None:
@@ -145,10 +168,9 @@ def _static_len(path: Path, fmt: str) -> int | None:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
-def _check_static(path: Path, fmt: str, settings) -> None:
+def _check_static(path: Path, fmt: str, settings: ProfileSettings) -> None:
     """A static-shape file takes its one shape: another --seq-len or --batch fails here, in one line."""
     from ..runtime.static import length_problem
-    from .settings import ProfileError
 
     n = _static_len(path, fmt)
     if n is None:
@@ -166,10 +188,9 @@ def _check_static(path: Path, fmt: str, settings) -> None:
                            f"([1, {n}] inputs): profile it at --seq-len {n}")
 
 
-def _gpu_jobs(path: Path, fmt: str, settings) -> list[dict[str, Any]]:
+def _gpu_jobs(path: Path, fmt: str, settings: ProfileSettings) -> list[dict[str, Any]]:
     """The engine part of the jobs of ``path`` on --accelerator gpu, after checking the GPU takes it."""
     from ..runtime.accelerator import StaticShapeOnly, _input_shapes, _refusal_message
-    from .settings import ProfileError
 
     gpu = {"accelerator": "gpu", "gpu_precision": settings.gpu_precision}
     if fmt in ("onnx", "ort"):
@@ -203,7 +224,6 @@ def _mediapipe_task(path: Path) -> dict[str, Any] | None:
     input shape (MediaPipe pads every text to its length); None for a file without such metadata."""
     from ..formats.tflite_metadata import read_metadata
     from ..formats.tflite_reader import read
-    from .settings import ProfileError
 
     try:
         meta = read_metadata(path)
@@ -211,13 +231,11 @@ def _mediapipe_task(path: Path) -> dict[str, Any] | None:
         raise ProfileError(f"{path}: {exc}") from None
     if meta is None or meta.task not in ("TextClassifier", "TextEmbedder"):
         return None
-    return {"engine": "mediapipe", "task": meta.task, "input_shape": list(read(path).inputs[0].shape)}
+    return {"engine": MEDIAPIPE, "task": meta.task, "input_shape": tuple(read(path).inputs[0].shape)}
 
 
-def _check_mediapipe(files: list[Path], jobs: list[dict[str, Any]]) -> None:
-    from .settings import ProfileError
-
-    if not any(job.get("engine") == "mediapipe" for job in jobs):
+def _check_mediapipe(files: list[Path], jobs: list[ProfileJob]) -> None:
+    if not any(job.engine == MEDIAPIPE for job in jobs):
         raise ProfileError(f"--mediapipe: no file given has MediaPipe metadata ({', '.join(p.name for p in files)}; "
                            "convert --to mediapipe writes such files: a text task with its tokenizer inside)")
     if importlib.util.find_spec("mediapipe") is None:
@@ -225,7 +243,8 @@ def _check_mediapipe(files: list[Path], jobs: list[dict[str, Any]]) -> None:
                            "pip install 'albert-edge[mobile]'")
 
 
-def run_all(files: list[Path], settings, progress: Callable[[str], None] | None = None) -> list[ProfileRecord]:
+def run_all(files: list[Path], settings: ProfileSettings,
+            progress: Callable[[str], None] | None = None) -> list[ProfileRecord]:
     jobs = plan(files, settings)
     records = []
     with _signals_raise():
@@ -233,7 +252,7 @@ def run_all(files: list[Path], settings, progress: Callable[[str], None] | None 
             if progress:
                 progress(f"[{i}/{len(jobs)}] {describe_job(job)}")
             before = _watch(settings.wait_quiet, progress)
-            records.append(run_child({**job, "machine_before": before}))
+            records.append(run_child(dataclasses.replace(job, machine_before=before)))
     return records
 
 
@@ -248,26 +267,26 @@ def _watch(wait: float, progress: Callable[[str], None] | None) -> dict[str, Any
     return seen
 
 
-def describe_job(job: dict[str, Any]) -> str:
+def describe_job(job: ProfileJob) -> str:
     from .web import PACKAGE
 
-    acc = f"mediapipe {job['task']}" if job.get("engine") == "mediapipe" else job["provider"] or f"delegate={job['delegate']}"
-    if job.get("engine") in PACKAGE:
-        acc = f"{PACKAGE[job['engine']]} in {'Node' if job['engine'] == 'node' else 'Chromium'}"
-    if job.get("accelerator") == "gpu":
-        acc = f"{job['provider'] or 'gpu'} ({job['gpu_precision']})"
-    acc += " as an app opens it (runtime defaults)" if job.get("engine") == APP else ""
-    shape = f"seq={job['seq_len']}" if job["seq_len"] is not None else "real text"
-    return f"{Path(job['file_as_given']).name} {acc} threads={job['threads']} batch={job['batch']} {shape}"
+    acc = f"mediapipe {job.task}" if job.engine == MEDIAPIPE else job.provider or f"delegate={job.delegate}"
+    if job.engine in PACKAGE:
+        acc = f"{PACKAGE[job.engine]} in {'Node' if job.engine == 'node' else 'Chromium'}"
+    if job.accelerator == "gpu":
+        acc = f"{job.provider or 'gpu'} ({job.gpu_precision})"
+    acc += " as an app opens it (runtime defaults)" if job.engine == APP else ""
+    shape = f"seq={job.seq_len}" if job.seq_len is not None else "real text"
+    return f"{Path(job.file_as_given).name} {acc} threads={job.threads} batch={job.batch} {shape}"
 
 
-def run_child(job: dict[str, Any]) -> ProfileRecord:
+def run_child(job: ProfileJob) -> ProfileRecord:
     """Run one job in a fresh child process (a new session, so its whole group can be killed)."""
     child = None
     with tempfile.TemporaryDirectory(prefix="albert-edge-profile-", ignore_cleanup_errors=True) as workdir:
         try:
             with _signals_deferred():  # a signal while the child starts is raised once we hold it
-                child = subprocess.Popen(python("-m", CHILD, json.dumps({**job, "workdir": workdir})),
+                child = subprocess.Popen(python("-m", CHILD, dataclasses.replace(job, workdir=workdir).to_json()),
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                          start_new_session=True, env=child_env())
             out, err = child.communicate()
@@ -277,7 +296,7 @@ def run_child(job: dict[str, Any]) -> ProfileRecord:
     result = _last_json(out)
     if result is None:
         tail = (err or "").strip().splitlines()[-1:] or [f"exit code {child.returncode}"]
-        raise AlbertEdgeError(f"{job['file_as_given']}: the profiling child failed ({describe_job(job)}): {tail[0]}")
+        raise AlbertEdgeError(f"{job.file_as_given}: the profiling child failed ({describe_job(job)}): {tail[0]}")
     if "error" in result:
         raise AlbertEdgeError(result["error"])
     return ProfileRecord.from_dict(result)
@@ -373,9 +392,7 @@ def _check_providers(providers) -> None:
         ort_providers(provider, available)
 
 
-def check_text(settings) -> None:
-    from .settings import ProfileError
-
+def check_text(settings: ProfileSettings) -> None:
     if settings.text != "builtin" and not Path(settings.text).is_file():
         raise ProfileError(f"--text {settings.text}: no such file (give a UTF-8 text file or 'builtin')")
     if settings.tokenizer is not None and not Path(settings.tokenizer).exists():
