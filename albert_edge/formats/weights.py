@@ -22,6 +22,7 @@ import numpy as np
 
 from albert_edge.errors import ConversionError
 from . import FORMATS
+from .kinds import ALL
 
 from .graph import GraphContents, StoredTensor
 
@@ -39,33 +40,8 @@ BOUND_SLACK = 64 * 1024
 # not a duplicated weight.
 MIN_NUMEL = 8
 
-def _read_onnx(path: Path) -> GraphContents:
-    from .onnx_reader import read
-
-    return read(path)
-
-
-def _read_ort(path: Path) -> GraphContents:
-    from .ort_reader import read
-
-    return read(path)
-
-
-def _read_tflite(path: Path) -> GraphContents:
-    from .tflite_reader import read
-
-    return read(path)
-
-
-def _read_pte(path: Path) -> GraphContents:
-    from .pte_reader import read
-
-    return read(path)
-
-
-# The reader of each format, imported when a file of it is read (the ONNX reader needs onnx).
-READERS: dict[str, Callable[[Path], GraphContents]] = {
-    "onnx": _read_onnx, "ort": _read_ort, "tflite": _read_tflite, "executorch": _read_pte}
+# The reader of each format, by name (derived from .kinds; each imported when a file of it is read).
+READERS: dict[str, Callable[[Path], GraphContents]] = {f.name: f.reader for f in ALL}
 _CHUNK = 1 << 20  # elements per step when fingerprinting, to bound temporary memory
 
 

@@ -4,44 +4,15 @@ SSH), the demo and the version in every profile record read. Standard library on
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 from importlib import metadata
+
+from ..formats.kinds import EXECUTORCH, ONNX, ORT, TFLITE, Engine
 
 __all__ = ["Engine", "ENGINES", "available", "installed", "packages", "version_of", "install_hint"]
 
 
-@dataclass(frozen=True)
-class Engine:
-    """One interpreter of a format: where it is imported from and how pip names it."""
-
-    module: str  # where its API is: "ai_edge_litert.interpreter"
-    attribute: str | None  # the interpreter class there ("Interpreter"); None when the module is the API
-    distributions: tuple[str, ...]  # pip's names for it, the usual one first
-
-    @property
-    def package(self) -> str:
-        """The top-level package: what a profile record names as its runtime."""
-        return self.module.split(".")[0]
-
-
-# In order of preference: the first one installed runs the file.
-ENGINES: dict[str, tuple[Engine, ...]] = {
-    "onnx": (Engine("onnxruntime", None, ("onnxruntime", "onnxruntime-gpu")),),
-    # ONNX Runtime's own format: what ONNX Runtime Mobile loads, and any onnxruntime build runs
-    "ort": (Engine("onnxruntime", None, ("onnxruntime", "onnxruntime-gpu")),),
-    "tflite": (
-        Engine("ai_edge_litert.interpreter", "Interpreter", ("ai-edge-litert",)),
-        Engine("tflite_runtime.interpreter", "Interpreter", ("tflite-runtime",)),
-        # imports all of tensorflow: the workstation fallback
-        Engine("tensorflow.lite", "Interpreter", ("tensorflow", "tensorflow-cpu")),
-    ),
-    "executorch": (
-        # numpy in and out, no torch (albert_edge.runtime.pte_engine)
-        Engine("executorch_numpy_runtime", "Runtime", ("executorch-numpy-runtime",)),
-        # executorch's own bindings take torch tensors only, so they import torch: the workstation fallback
-        Engine("executorch.extension.pybindings._C", None, ("executorch",)),
-    ),
-}
+# In order of preference: the first one installed runs the file (each Format's engines, by name).
+ENGINES: dict[str, tuple[Engine, ...]] = {f.name: f.engines for f in (ONNX, ORT, TFLITE, EXECUTORCH)}
 
 
 def packages(fmt: str) -> tuple[str, ...]:
