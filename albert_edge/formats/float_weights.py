@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import FORMATS
-from .products import onnx_products, tflite_products
+from .kinds import Format, of_file
 
 __all__ = ["FloatWeight", "float_weights", "UNEXPECTED", "TFLITE_MIN_QUANTIZED"]
 
@@ -47,45 +46,47 @@ def float_weights(path: str | os.PathLike, kept: dict[str, str] | None = None, *
     never quantizes are expected; any other float weight is a failure.
     """
     path = Path(path)
-    fmt = FORMATS.get(path.suffix.lower())
-    found, gathered, quantized = (onnx_products if fmt == "onnx" else tflite_products)(path)
+    kind = of_file(path)
+    if kind.weights_reader is None:  # an .ort or a .pte: inspect lists its weight bytes by dtype instead
+        raise ValueError(f"{path}: {kind.precision_note}")
+    found, gathered, quantized = kind.weights_reader(path)
     kept = kept or {}
     out = []
     for name, op, data in found:
         if strict:
-            reason = _strict_reason(name, data, fmt, kept, float16)
+            reason = _strict_reason(name, data, kind, kept, float16)
         else:
-            reason = _reason(name, data, fmt, kept, name in gathered, quantized)
+            reason = _reason(name, data, kind, kept, name in gathered, quantized)
         out.append(FloatWeight(name, op, tuple(data.shape), data.dtype.name, reason))
     return out
 
 
-def _small_for_tflite(fmt: str, data: np.ndarray) -> bool:
-    return fmt == "tflite" and data.size < TFLITE_MIN_QUANTIZED
+def _kept_small(kind: Format, data: np.ndarray) -> bool:
+    return kind.small_weights_float and data.size < TFLITE_MIN_QUANTIZED
 
 
 _SMALL = f"under {TFLITE_MIN_QUANTIZED} elements: the TFLite converter keeps small weights in float"
 _FLOAT16 = "float16 file: weights are stored in float16"
 
 
-def _strict_reason(name: str, data: np.ndarray, fmt: str, kept: dict[str, str], float16: bool) -> str:
+def _strict_reason(name: str, data: np.ndarray, kind: Format, kept: dict[str, str], float16: bool) -> str:
     if name in kept:
         return kept[name]
     if float16 and data.dtype == np.float16:
         return _FLOAT16
-    if _small_for_tflite(fmt, data) and data.dtype == np.float32:
+    if _kept_small(kind, data) and data.dtype == np.float32:
         return _SMALL
     return UNEXPECTED
 
 
-def _reason(name: str, data: np.ndarray, fmt: str, kept: dict[str, str], gathered: bool, quantized: bool) -> str:
+def _reason(name: str, data: np.ndarray, kind: Format, kept: dict[str, str], gathered: bool, quantized: bool) -> str:
     if name in kept:
         return kept[name]
     if data.dtype == np.float16:
         return _FLOAT16
     if not quantized:
         return "fp32 file: nothing in it is quantized"
-    if _small_for_tflite(fmt, data):
+    if _kept_small(kind, data):
         return _SMALL
     if gathered:
         return "the word-embedding table (the embedding lookup reads it too), kept in float"

@@ -40,7 +40,7 @@ from .graph import GraphContents
 from .identifiers import Identifier
 
 __all__ = ["Engine", "Format", "Variant", "ONNX", "ORT", "TFLITE", "EXECUTORCH", "ALL", "VARIANTS",
-           "of_file", "by_name", "file_suffix", "suffixes"]
+           "find", "of_file", "by_name", "file_suffix", "suffixes"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,7 @@ class Format:
     # Why the float-product analysis is not made on this format (its weight bytes by dtype are
     # listed instead); None where it is made.
     precision_note: str | None
+    cpu_kernels: str = "the runtime's CPU kernels"  # what computes it on a CPU: "XNNPACK", "MLAS"
 
     @property
     def suffix(self) -> str:
@@ -193,7 +194,7 @@ ONNX = Format(
     reader=_read_onnx, weights_reader=_onnx_products, structure_check=None, engines=_ONNXRUNTIME,
     onnxruntime=True, gpu=True, gpu_placement=False, nnapi_coreml=True, partitions_checked=True,
     static_shapes=True, sized_at_run_time=None, op_versions=False, min_runtime_key=None, version_key="opset",
-    stores_quantization=False, small_weights_float=False, precision_note=None,
+    stores_quantization=False, small_weights_float=False, precision_note=None, cpu_kernels="MLAS",
 )
 
 # ONNX Runtime's own format: what ONNX Runtime Mobile loads, and any onnxruntime build runs.
@@ -206,6 +207,7 @@ ORT = Format(
     # The .ort's graph is onnxruntime's optimized one (fused operators).
     precision_note="which matrix products read float weights is analysed in the .onnx file an .ort was "
                    "converted from; its weight bytes by dtype are listed",
+    cpu_kernels="MLAS",
 )
 
 TFLITE = Format(
@@ -220,6 +222,7 @@ TFLITE = Format(
     onnxruntime=False, gpu=True, gpu_placement=True, nnapi_coreml=False, partitions_checked=False,
     static_shapes=True, sized_at_run_time=_tflite_sized_at_run_time, op_versions=True, min_runtime_key=None,
     version_key="schema_version", stores_quantization=True, small_weights_float=True, precision_note=None,
+    cpu_kernels="XNNPACK",
 )
 
 EXECUTORCH = Format(
@@ -237,6 +240,7 @@ EXECUTORCH = Format(
     # Its weights by dtype, delegates and segments come from its reader.
     precision_note="which matrix products read float weights is analysed in .onnx and .tflite files; a .pte's "
                    "weight bytes by dtype are listed with its delegates",
+    cpu_kernels="XNNPACK",
 )
 
 # In the order messages list their suffixes: ".onnx, .tflite, .pte, .ort".
@@ -258,12 +262,17 @@ def suffixes() -> tuple[str, ...]:
     return tuple(_BY_SUFFIX)
 
 
+def find(path: str | os.PathLike) -> Format | None:
+    """The format of the file at ``path`` by its suffix (any case), None when it is no model file."""
+    return _BY_SUFFIX.get(Path(path).suffix.lower())
+
+
 def of_file(path: str | os.PathLike) -> Format:
     """The format of the file at ``path`` by its suffix (any case); RuntimeUnavailable, one line
     listing the suffixes, for anything else. Reads nothing: ask ``check_identifier`` for that."""
-    suffix = Path(path).suffix.lower()
-    found = _BY_SUFFIX.get(suffix)
+    found = find(path)
     if found is None:
+        suffix = Path(path).suffix.lower()
         raise RuntimeUnavailable(
             f"{path}: unknown model file type {suffix or '(no suffix)'!r}; expected {', '.join(_BY_SUFFIX)}"
         )
