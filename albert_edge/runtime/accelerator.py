@@ -31,6 +31,7 @@ import numpy as np
 
 from ..children import child_env, python
 from ..errors import RuntimeUnavailable
+from ..formats.kinds import TFLITE
 
 __all__ = ["NoVulkanDevice", "StaticShapeOnly", "CpuFallback", "GpuPlacement", "vulkan_available",
            "gpu_placement", "run_on_gpu", "placed_run", "NO_VULKAN_FIX"]
@@ -234,8 +235,8 @@ def _graph(path: str | Path):
 
     schema = schema_module()
     raw = Path(path).read_bytes()
-    if len(raw) < 8 or raw[4:8] != b"TFL3":
-        raise RuntimeUnavailable(f"{path}: not a TFLite model (no TFL3 identifier)")
+    if not TFLITE.identifies(raw):
+        raise RuntimeUnavailable(f"{path}: {TFLITE.identifier.refusal}")
     model = schema.Model.GetRootAs(raw, 0)
     keys = [model.SignatureDefs(i).SignatureKey().decode() for i in range(model.SignatureDefsLength())]
     index = model.SignatureDefs(keys.index(SIGNATURE)).SubgraphIndex() if SIGNATURE in keys else 0
