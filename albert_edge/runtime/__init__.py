@@ -8,7 +8,8 @@ when executorch's own bindings are the only ExecuTorch installed).
 - :mod:`.compiled`: .tflite through LiteRT's CompiledModel, each shared weight packed once;
 - :mod:`.litert`: .tflite through the classic ``Interpreter`` (XNNPACK off, or the route above declined);
 - :mod:`.pte_engine`: ExecuTorch .pte files, XNNPACK's weights cache on (each shared weight packed once);
-- :mod:`.gpu`: ``accelerator="gpu"``: a static .tflite on LiteRT's GPU accelerator, an .onnx on CUDA;
+- :mod:`.accelerator`: ``accelerator="gpu"``: a static .tflite on LiteRT's GPU accelerator (and its placement,
+  measured in a child), an .onnx on CUDA;
 - :mod:`.static`: what a static-shape file (``convert --static``) takes, and the one line when fed otherwise.
 """
 
@@ -124,7 +125,7 @@ class Session:
     def _gpu_backend(self, provider: str | None, ops_trace):
         """The backend of ``accelerator="gpu"``: LiteRT's GPU accelerator for a .tflite, a GPU
         execution provider for an .onnx / .ort."""
-        from .gpu import GpuTFLite, onnx_gpu_provider
+        from .accelerator import GpuTFLite, onnx_gpu_provider
 
         if self.kind.onnxruntime:
             return OnnxBackend(self.path, self.num_threads, onnx_gpu_provider(provider), ops_trace)
