@@ -192,7 +192,7 @@ def _software_gpu(placement) -> list[str]:
     makes it unusable, or none."""
     if placement is None:
         return []
-    from ..runtime.gpu import software_warning
+    from ..runtime.accelerator import software_warning
 
     warning = software_warning(placement.adapter)
     return [warning] if warning else []

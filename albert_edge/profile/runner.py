@@ -190,11 +190,11 @@ def _check_static(path: Path, fmt: str, settings: ProfileSettings) -> None:
 
 def _gpu_jobs(path: Path, fmt: str, settings: ProfileSettings) -> list[dict[str, Any]]:
     """The engine part of the jobs of ``path`` on --accelerator gpu, after checking the GPU takes it."""
-    from ..runtime.accelerator import StaticShapeOnly, _input_shapes, _refusal_message
+    from ..runtime.accelerator import StaticShapeOnly, input_shapes as _input_shapes, refusal_message as _refusal_message
 
     gpu = {"accelerator": "gpu", "gpu_precision": settings.gpu_precision}
     if fmt in ("onnx", "ort"):
-        from ..runtime.gpu import onnx_gpu_provider
+        from ..runtime.accelerator import onnx_gpu_provider
 
         providers = [p for p in settings.providers if p.lower() not in ("cpu", "cpuexecutionprovider")] or ["cuda"]
         return [{"provider": onnx_gpu_provider(p), "delegate": "xnnpack", **gpu} for p in providers]
@@ -212,7 +212,7 @@ def _gpu_jobs(path: Path, fmt: str, settings: ProfileSettings) -> list[dict[str,
 
 def _check_vulkan() -> None:
     """No Vulkan device for LiteRT's GPU accelerator: one line before anything is measured."""
-    from ..runtime.accelerator import _no_vulkan, vulkan_available
+    from ..runtime.accelerator import no_vulkan as _no_vulkan, vulkan_available
 
     reason = vulkan_available()
     if reason is not None:
