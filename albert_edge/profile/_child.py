@@ -22,11 +22,10 @@ import numpy as np
 from .. import device
 from ..device import activity
 from ..errors import AlbertEdgeError, RuntimeUnavailable, first_line
-from ..formats import FORMATS
+from ..formats.kinds import EXECUTORCH, TFLITE, of_file
 from ..runtime import Session
-from ..runtime.engines import ENGINES, version_of
+from ..runtime.engines import version_of
 from ..runtime.mediapipe_tasks import MediaPipeTask
-from ..runtime.onnx_engine import file_takes_text
 from ..runtime.onnx_text import TEXT_INPUT
 from . import ops as ops_mod
 from .inputs import (ModelLimits, fixed_feeds, ids_counter, model_limits, packed_counter, sentence_feeds, text_feeds,
@@ -56,7 +55,7 @@ def measure(job: ProfileJob) -> ProfileRecord:
     before = device.describe()
     # Everything that allocates besides the model is done before the first memory reading, so the
     # last high-water mark is the process's own peak.
-    versions = {engine.package: version_of(engine.package) for engine in ENGINES.get(FORMATS.get(path.suffix.lower()), ())}
+    versions = {engine.package: version_of(engine.package) for engine in of_file(path).engines}
     memory = Memory()
     warnings: list[str] = []
     fed = _before_load(path, job, versions, warnings)
@@ -107,7 +106,7 @@ def _before_load(path: Path, job: ProfileJob, versions: dict[str, str], warnings
     # A file that takes the text (convert --to onnx-text), or one MediaPipe Tasks runs (the text in,
     # its tokenizer from the file's metadata): each call runs the tokenizer and the model.
     mediapipe = job.engine == MEDIAPIPE
-    fed = _Feeds(mediapipe, mediapipe or (FORMATS.get(path.suffix.lower()) == "onnx" and file_takes_text(path)))
+    fed = _Feeds(mediapipe, mediapipe or job.takes_text)
     if mediapipe:  # imported before the memory readings: what the file adds is read from them
         MediaPipeTask.modules()
         versions["mediapipe"] = MediaPipeTask.version()
@@ -277,10 +276,9 @@ def _ops(path: Path, job: ProfileJob, feeds, latency_p50: float | None) -> dict[
     if job.engine == MEDIAPIPE:
         return ops_mod.tflite_unavailable("MediaPipe Tasks runs its own interpreter, which gives no per-operator "
                                           "times: the breakdown is that of the file run through Session")
-    if path.suffix.lower() == ".tflite":
-        return _tflite_ops(path, job, feeds, latency_p50)
-    if FORMATS.get(path.suffix.lower()) == "executorch":
-        return ops_mod.tflite_unavailable(ops_mod.PTE_NOTE)
+    fmt = of_file(path)
+    if not fmt.onnxruntime:  # LiteRT's profiler, or none
+        return _OTHER_BREAKDOWNS[fmt](path, job, feeds, latency_p50)
     prefix = Path(job.workdir) / "ort-trace"
     session = Session(path, num_threads=job.threads, provider=job.provider, ops_trace=prefix,
                       app_defaults=job.engine == APP)  # the graph onnxruntime's defaults make of it
@@ -311,6 +309,14 @@ def _tflite_ops(path: Path, job: ProfileJob, feeds, latency_p50: float | None) -
 
         cpu_reason = None if cpu_runs_compiled_model() else unavailable_reason()
         return ops_mod.tflite_unavailable(ops_mod.tflite_unavailable_note(str(exc), cpu_reason))
+
+
+def _pte_ops(path: Path, job: ProfileJob, feeds, latency_p50: float | None) -> dict[str, Any]:
+    return ops_mod.tflite_unavailable(ops_mod.PTE_NOTE)
+
+
+# The per-operator breakdown of the formats onnxruntime does not run (it traces the others').
+_OTHER_BREAKDOWNS = {TFLITE: _tflite_ops, EXECUTORCH: _pte_ops}
 
 
 def main(argv: list[str]) -> int:

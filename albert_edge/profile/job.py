@@ -41,6 +41,8 @@ class ProfileJob:
     threads: int
     batch: int
     seq_len: int | None  # None: real text (settings.text)
+    # The file takes the text (convert --to onnx-text, its tokenizer inside): each call is fed the text.
+    takes_text: bool = False
     provider: str | None = None  # an onnxruntime execution provider; None for other files
     delegate: str | None = None  # a TFLite delegate ("xnnpack" | "none")
     engine: str | None = None

@@ -23,7 +23,7 @@ from ..device.activity import wait_quiet
 from ..formats.manifest import check_beside, file_sha256
 from ..formats.packed import check_packed
 from ..errors import AlbertEdgeError, RuntimeUnavailable
-from ..formats import format_of
+from ..formats.kinds import TFLITE, Format, by_name, of_file
 from ..runtime.engines import install_hint, packages
 from ..runtime.onnx_engine import file_takes_text, ort_providers
 from .inputs import model_limits
@@ -58,29 +58,29 @@ def plan(files: list[Path], settings: ProfileSettings) -> list[ProfileJob]:
     if web:  # the jobs carry the checked folder
         settings = dataclasses.replace(settings, web_dir=check_web(web, settings.web_dir))
     jobs = [job for path, fmt in formats for job in _file_jobs(path, fmt, settings)]
-    _check_machine(files, jobs, settings)
+    _check_machine(formats, jobs, settings)
     return jobs
 
 
-def _check_web_file(path: Path, fmt: str, web: list[str]) -> None:
+def _check_web_file(path: Path, fmt: Format, web: list[str]) -> None:
     from .web import PACKAGE
 
-    if web and fmt not in ("onnx", "ort"):
+    if web and not fmt.onnxruntime:
         raise ProfileError(f"{path}: --runtime {web[0]} runs .onnx and .ort files ({PACKAGE[web[0]]}), and this "
                            f"is a .{path.suffix.lower().lstrip('.')} file: profile it with --runtime native")
 
 
-def _file_jobs(path: Path, fmt: str, settings: ProfileSettings) -> list[ProfileJob]:
+def _file_jobs(path: Path, fmt: Format, settings: ProfileSettings) -> list[ProfileJob]:
     """The jobs of one file: each native engine x threads x shape (also as an app opens it), each
     web runtime's, MediaPipe's; after checking the file takes the settings."""
     from .web import PACKAGE
 
     check_beside(path)  # a file the manifest beside it lists must be the one it lists
     check_packed(path)  # a MediaPipe file's tokenizer and labels must work with its model
-    text_in = fmt == "onnx" and file_takes_text(path)
+    text_in = _takes_text(path, fmt)
     _check_inputs(path, fmt, settings, text_in)
     facts = {"file": str(path.resolve()), "file_as_given": str(path), "file_bytes": path.stat().st_size,
-             "sha256": file_sha256(path), "settings": settings}
+             "sha256": file_sha256(path), "settings": settings, "takes_text": text_in}
     engines = _native_engines(path, fmt, settings)
     web = [r for r in settings.runtimes if r != NATIVE]
     if web and text_in:
@@ -94,7 +94,7 @@ def _file_jobs(path: Path, fmt: str, settings: ProfileSettings) -> list[ProfileJ
             for threads in settings.threads for engine in opened for b, n in shapes]
     jobs += [ProfileJob(**facts, engine=r, threads=threads, batch=b, seq_len=n)
              for r in web for threads in settings.threads for b in settings.batches for n in settings.seq_lens]
-    task = _mediapipe_task(path) if settings.mediapipe and fmt == "tflite" else None
+    task = _mediapipe_task(path) if settings.mediapipe and _may_be(MEDIAPIPE, fmt) else None
     if task is not None:  # as an app runs it: one text per call, MediaPipe's own threads
         shapes = [(1, n) for n in settings.seq_lens] if settings.fixed else []
         shapes += [(1, None)] if settings.text is not None else []
@@ -103,7 +103,7 @@ def _file_jobs(path: Path, fmt: str, settings: ProfileSettings) -> list[ProfileJ
     return jobs
 
 
-def _check_inputs(path: Path, fmt: str, settings: ProfileSettings, text_in: bool) -> None:
+def _check_inputs(path: Path, fmt: Format, settings: ProfileSettings, text_in: bool) -> None:
     """The file takes the settings' inputs: --text's tokenizer, --batch, a static file's one
     shape, --seq-len within the model's maximum."""
     if settings.text is not None and settings.tokenizer is None and not text_in:
@@ -121,45 +121,50 @@ def _check_inputs(path: Path, fmt: str, settings: ProfileSettings, text_in: bool
                            f"{limits.max_seq_len} ({said.get(limits.max_seq_len_source, 'max_position_embeddings in the manifest beside it')})")
 
 
-def _native_engines(path: Path, fmt: str, settings: ProfileSettings) -> list[dict[str, Any]]:
-    """The engine part of the native jobs of ``path``: each execution provider of an .onnx / .ort,
-    each delegate of another file; on --accelerator gpu, the GPU's (after checking it takes the file)."""
+def _native_engines(path: Path, fmt: Format, settings: ProfileSettings) -> list[dict[str, Any]]:
+    """The engine part of the native jobs of ``path``: each execution provider of a file onnxruntime
+    runs, each delegate of another file; on --accelerator gpu, the GPU's (after checking it takes the file)."""
     if settings.accelerator == "gpu":
         return _gpu_jobs(path, fmt, settings)
-    if fmt in ("onnx", "ort"):
+    if fmt.onnxruntime:
         return [{"provider": p, "delegate": "xnnpack"} for p in settings.providers]
     return [{"provider": None, "delegate": d} for d in settings.delegates]
 
 
-def _check_machine(files: list[Path], jobs: list[ProfileJob], settings: ProfileSettings) -> None:
-    """What this machine needs for ``jobs``: MediaPipe, the text and tokenizer, a GPU provider, Vulkan."""
+def _check_machine(formats: list[tuple[Path, Format]], jobs: list[ProfileJob],
+                   settings: ProfileSettings) -> None:
+    """What this machine needs for ``jobs`` of the files in ``formats``: MediaPipe, the text and
+    tokenizer, a GPU provider, Vulkan."""
     if settings.mediapipe:
-        _check_mediapipe(files, jobs)
+        _check_mediapipe([path for path, _ in formats], jobs)
     if settings.text is not None:
         check_text(settings)
     if settings.accelerator != "gpu" and any(job.provider not in (None, "cpu", "CPUExecutionProvider")
                                              for job in jobs):
         _check_providers(settings.providers)
-    if settings.accelerator == "gpu" and any(format_of(p) == "tflite" for p in files):
+    # LiteRT's GPU accelerator (a GPU format onnxruntime does not run) computes through Vulkan.
+    if settings.accelerator == "gpu" and any(fmt.gpu and not fmt.onnxruntime for _, fmt in formats):
         _check_vulkan()
 
 
-def _static_len(path: Path, fmt: str) -> int | None:
+def _takes_text(path: Path, fmt: Format) -> bool:
+    """Whether the file takes the text (convert --to onnx-text: its tokenizer inside), as its
+    content says; only a file in the format onnx-text files are written in can."""
+    return _may_be("onnx-text", fmt) and file_takes_text(path)
+
+
+def _may_be(variant: str, fmt: Format) -> bool:
+    """Whether a file of ``fmt`` can be the ``variant`` (kinds.VARIANTS) that convert writes; its
+    content says whether it is."""
+    return by_name(variant) is fmt
+
+
+def _static_len(path: Path, fmt: Format) -> int | None:
     """N of a static-shape file's [1, N] inputs (convert --static): a .tflite's own signature, another
     format's entry in the manifest beside it; None for a dynamic file."""
-    from ..formats.tflite_reader import has_dynamic_tensor
-    from ..runtime.static import static_length
-
-    if fmt == "tflite":
-        from ..runtime.compiled import read_signature
-
-        try:
-            signature = read_signature(path)
-        except RuntimeUnavailable:  # a damaged file: its child says so, as for any file it cannot load
-            return None
-        n = static_length([s.shape for s in signature[1]]) if signature else None
-        # Fixed inputs over a graph that resizes (a MediaPipe task file) take any shape.
-        return None if n is None or has_dynamic_tensor(path) else n
+    own = _SIGNATURE_LEN.get(fmt)
+    if own is not None:
+        return own(path, fmt)
     from .inputs import read_manifest
 
     entry = next((f for f in read_manifest(path.parent / "manifest.json").get("files") or []
@@ -168,7 +173,25 @@ def _static_len(path: Path, fmt: str) -> int | None:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
-def _check_static(path: Path, fmt: str, settings: ProfileSettings) -> None:
+def _tflite_static_len(path: Path, fmt: Format) -> int | None:
+    """N from a .tflite's own signature, read without loading it (LiteRT's CompiledModel reader)."""
+    from ..runtime.compiled import read_signature
+    from ..runtime.static import static_length
+
+    try:
+        signature = read_signature(path)
+    except RuntimeUnavailable:  # a damaged file: its child says so, as for any file it cannot load
+        return None
+    n = static_length([s.shape for s in signature[1]]) if signature else None
+    # Fixed inputs over a graph that resizes (a MediaPipe task file) take any shape.
+    return None if n is None or fmt.sized_at_run_time(path) else n
+
+
+# The formats whose files' own signatures say their static length (the others: the manifest beside them).
+_SIGNATURE_LEN = {TFLITE: _tflite_static_len}
+
+
+def _check_static(path: Path, fmt: Format, settings: ProfileSettings) -> None:
     """A static-shape file takes its one shape: another --seq-len or --batch fails here, in one line."""
     from ..runtime.static import length_problem
 
@@ -188,22 +211,21 @@ def _check_static(path: Path, fmt: str, settings: ProfileSettings) -> None:
                            f"([1, {n}] inputs): profile it at --seq-len {n}")
 
 
-def _gpu_jobs(path: Path, fmt: str, settings: ProfileSettings) -> list[dict[str, Any]]:
+def _gpu_jobs(path: Path, fmt: Format, settings: ProfileSettings) -> list[dict[str, Any]]:
     """The engine part of the jobs of ``path`` on --accelerator gpu, after checking the GPU takes it."""
     from ..runtime.accelerator import StaticShapeOnly, input_shapes as _input_shapes, refusal_message as _refusal_message
 
     gpu = {"accelerator": "gpu", "gpu_precision": settings.gpu_precision}
-    if fmt in ("onnx", "ort"):
+    if fmt.onnxruntime:
         from ..runtime.accelerator import onnx_gpu_provider
 
         providers = [p for p in settings.providers if p.lower() not in ("cpu", "cpuexecutionprovider")] or ["cuda"]
         return [{"provider": onnx_gpu_provider(p), "delegate": "xnnpack", **gpu} for p in providers]
-    if fmt != "tflite":
+    if not fmt.gpu:
         raise ProfileError(f"{path}: --accelerator gpu runs .tflite files (LiteRT's GPU accelerator) and .onnx / .ort "
-                           f"files (onnxruntime's CUDA provider); a .{fmt} file runs on the CPU here")
-    from ..formats.tflite_check import check_tflite
-
-    check_tflite(path)  # a damaged file: the one line Session gives
+                           f"files (onnxruntime's CUDA provider); a .{fmt.name} file runs on the CPU here")
+    if fmt.structure_check is not None:
+        fmt.structure_check(path)  # a damaged file: the one line Session gives
     shapes = _input_shapes(path)
     if any(d < 0 for shape in shapes for d in shape):
         raise StaticShapeOnly(_refusal_message(path, "inputs are dynamic-sized", shapes))
@@ -363,23 +385,17 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _check_file(path: Path) -> str:
+def _check_file(path: Path) -> Format:
+    """The file's Format, after checking it is one (its suffix, the identifier its first bytes carry)
+    and one of its engines is installed."""
     if not path.is_file():
         raise RuntimeUnavailable(f"{path}: no such model file")
-    fmt = format_of(path)
-    with path.open("rb") as fh:
-        head = fh.read(8)
-    if fmt == "tflite" and head[4:8] != b"TFL3":
-        raise RuntimeUnavailable(f"{path}: not a TFLite model (no TFL3 identifier)")
-    if fmt == "onnx" and (not head or head[0] != 0x08):  # an ONNX ModelProto starts with ir_version (field 1)
-        raise RuntimeUnavailable(f"{path}: not an ONNX model")
-    if fmt == "ort" and head[4:8] != b"ORTM":
-        raise RuntimeUnavailable(f"{path}: not an ONNX Runtime .ort model (no ORTM identifier)")
-    if fmt == "executorch" and head[4:8] != b"ET12":
-        raise RuntimeUnavailable(f"{path}: not an ExecuTorch program (no ET12 identifier)")
+    fmt = of_file(path)
+    fmt.check_identifier(path)
     modules = packages(fmt)
     if not any(importlib.util.find_spec(m) is not None for m in modules):
-        raise RuntimeUnavailable(f"{path}: running .{fmt} files needs {' or '.join(modules)} ({install_hint({fmt})})")
+        raise RuntimeUnavailable(f"{path}: running .{fmt.name} files needs {' or '.join(modules)} "
+                                 f"({install_hint({fmt})})")
     return fmt
 
 

@@ -116,7 +116,7 @@ def measure_web(job: ProfileJob, judged: Callable, check_length: Callable) -> Pr
     from .. import device
     from ..device import activity
     from ..errors import AlbertEdgeError
-    from ..formats import FORMATS
+    from ..formats.kinds import of_file
     from .inputs import model_limits
     from .stats import latency
 
@@ -145,7 +145,7 @@ def measure_web(job: ProfileJob, judged: Callable, check_length: Callable) -> Pr
     warnings += judged(lat, job, activity.competing(during, threads) + device.throttle_warnings(before, after))
     return job.record(
         before=before, after=after, during=during, threads=threads,
-        format=FORMATS[path.suffix.lower()], scheme=limits.scheme, runtime=PACKAGE[engine],
+        format=of_file(path).name, scheme=limits.scheme, runtime=PACKAGE[engine],
         runtime_version=got.get("version") or _package_version(folder, PACKAGE[engine]), provider=PROVIDER[engine],
         load_ms=got["load_ms"], first_call_ms=got["first_call_ms"], latency=lat, memory=memory,
         warnings=warnings, model=limits.to_dict(), input_kind="token ids", accelerator="cpu", web=web,
