@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AlbertEdgeError
-from .formats.describe import MODEL_SUFFIXES, describe_manifest, describe_model_file
+from .formats.describe import describe_manifest, describe_model_file
+from .formats.kinds import find
 from .formats.manifest import MANIFEST_NAME, check_file
 from .formats.packed import check_packed
 from .hub import resolve
@@ -29,7 +30,7 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
     path = resolve(path)
     if not path.exists() and not Path(str(path) + ".index").exists():
         raise AlbertEdgeError(f"{path} does not exist")
-    if path.is_file() and path.suffix.lower() in MODEL_SUFFIXES:
+    if path.is_file() and find(path) is not None:  # a model file of a format the device side reads
         if (path.parent / MANIFEST_NAME).is_file():
             _check_entries(path.parent, describe_manifest(path.parent)["files"], only=path.name)
         packed = check_packed(path)

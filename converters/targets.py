@@ -1,10 +1,10 @@
 """The output targets of ``albert-edge convert``: one typed entry each, in one table that convert,
 the pipeline, the CLI and the tests read.
 
-An entry names the file it writes, the format it is read back and run as on the device side (a
-key of :data:`albert_edge.formats.FORMATS`' values: the reader in :mod:`albert_edge.formats.weights`,
-the engines in :mod:`albert_edge.runtime.engines`), the pip extra its exporter needs, the options
-it takes, and a loader whose import statement names its exporter module. The loader runs on first
+An entry names the file it writes, the format it is read back and run as on the device side (the
+name of an entry of :mod:`albert_edge.formats.kinds`, which holds its readers and engines), the pip
+extra its exporter needs, the options it takes, and a loader whose import statement names its
+exporter module. The loader runs on first
 use (:class:`Lazy`), so listing the targets imports no exporter and no torch.
 
 What the loader gives is an :class:`Exporter`: ``export`` writes the file, ``verify`` checks it
@@ -78,7 +78,7 @@ class Target:
 
     name: str
     suffix: str
-    format: str  # onnx, ort, tflite or executorch: how the device side reads and runs the file
+    format: str  # onnx, ort, tflite or executorch: the formats.kinds entry the device side reads and runs it as
     extra: str  # the pip extra the exporter needs: albert-edge[extra]
     load: Lazy[Exporter] = field(compare=False, repr=False)
     options: tuple[str, ...] = ()  # convert() options the exporter takes, besides seq_len

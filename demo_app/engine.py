@@ -20,6 +20,7 @@ import numpy as np
 
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.formats.graph import TensorSpec
+from albert_edge.formats.kinds import Format, by_name, file_suffix
 from albert_edge.formats.manifest import MANIFEST_NAME, FileChanged, check_file
 from albert_edge.formats.tflite_reader import read as read_tflite
 from albert_edge.runtime import Session
@@ -58,10 +59,14 @@ class Variant:
         return f"{self.format}-{self.scheme}"
 
     @property
+    def kind(self) -> Format:
+        """The format its file is read and run as (a MediaPipe file is a .tflite)."""
+        return by_name(self.format)
+
+    @property
     def file_name(self) -> str:
-        if self.format == "mediapipe":
-            return "model.mediapipe.tflite"
-        return f"model.{self.format}" if self.scheme == "fp32" else f"model.int8-dynamic.{self.format}"
+        """model.onnx, model.int8-dynamic.tflite, model.mediapipe.tflite: the name convert and quantize give it."""
+        return "model" + ("" if self.scheme == "fp32" else ".int8-dynamic") + file_suffix(self.format)
 
     @classmethod
     def parse(cls, key: str) -> Variant:
@@ -72,7 +77,7 @@ class Variant:
         return variant
 
     def runtime_installed(self) -> bool:
-        return available("tflite" if self.format == "mediapipe" else self.format)
+        return available(self.kind)
 
 
 # In order of preference for the default: int8 first (smaller, faster on a Pi), then fp32.

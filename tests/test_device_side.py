@@ -8,7 +8,7 @@ import pytest
 DEVICE_MODULES = ["albert_edge", "albert_edge.config", "albert_edge.params", "albert_edge.errors",
                   "albert_edge.tokenizer", "albert_edge.runtime", "albert_edge.info", "albert_edge.cli",
                   "albert_edge.device", "albert_edge.profile", "albert_edge.profile._child",
-                  "albert_edge.runtime.accelerator", "albert_edge.runtime.gpu", "albert_edge.runtime.static",
+                  "albert_edge.runtime.accelerator", "albert_edge.formats.kinds", "albert_edge.runtime.static",
                   "albert_edge.api"]
 
 def test_blocker_really_blocks(run_blocked):

@@ -141,9 +141,9 @@ _IMPORTING_CALLS = ("import_module", "optional_import", "__import__", "find_spec
 # The documented fallbacks that name a build-side library on the device side, each with its reason.
 # Anything else found by string_imports() fails the test.
 FALLBACKS = {
-    ("albert_edge.runtime.engines", "tensorflow.lite"):
+    ("albert_edge.formats.kinds", "tensorflow.lite"):
         "the workstation fallback interpreter for .tflite files, after ai-edge-litert and tflite-runtime",
-    ("albert_edge.runtime.engines", "executorch.extension.pybindings._C"):
+    ("albert_edge.formats.kinds", "executorch.extension.pybindings._C"):
         "executorch's own bindings, the only .pte runtime before CPython 3.12; they take torch tensors",
     ("albert_edge.runtime.pte_engine", "torch"):
         "the same executorch bindings: their inputs are torch tensors, imported only when those bindings run",

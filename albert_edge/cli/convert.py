@@ -207,7 +207,7 @@ def _gpu_placement(model_file: Path, fmt: str, precision: str) -> dict:
 
 def _print_gpu(p: dict) -> None:
     """Where LiteRT's GPU accelerator puts the file's operators, as its own report says."""
-    from ..runtime.gpu import software_warning
+    from ..runtime.accelerator import software_warning
 
     precision = "float32" if p["enforce_f32"] else "float16"
     refused = "no"

@@ -6,6 +6,7 @@ the result (:mod:`._profile_print`) or its JSON."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,8 @@ def profile(model_files: tuple[Path, ...], **given: Any) -> None:
 
 
 def _options(given: dict[str, Any]) -> ProfileOptions:
-    """The command's options as the library's :class:`~albert_edge.profile.ProfileOptions`."""
+    """The command's options as the library's :class:`~albert_edge.profile.ProfileOptions`: each
+    setting an option of the same name gives as it is, the lists and the timing read here."""
     from ..profile import (MLPERF, BaselineOptions, EstimateOptions, OutputOptions, ProfileOptions,
                            ProfileSettings, RemoteOptions)
     from ..profile.settings import parse_runtimes
@@ -62,18 +64,14 @@ def _options(given: dict[str, Any]) -> ProfileOptions:
     runs, min_seconds = given["runs"], given["min_seconds"]
     if given["mlperf"]:
         runs, min_seconds = max(runs, MLPERF["runs"]), max(min_seconds, MLPERF["min_seconds"])
-    settings = ProfileSettings(
-        seq_lens=_int_list(given["seq_len"], "--seq-len"), batches=_int_list(given["batch"], "--batch"),
-        threads=_int_list(given["threads"], "--threads"), delegates=_name_list(given["delegate"]),
-        providers=_name_list(given["provider"]), runs=runs, min_seconds=min_seconds, warmup=given["warmup"],
-        text=given["text"], tokenizer=given["tokenizer"], max_sentences=given["max_sentences"], ops=given["ops"],
-        ops_runs=given["ops_runs"], fixed=given["fixed"], ci_target=given["ci_target"],
-        max_seconds=max(given["max_seconds"], min_seconds), wait_quiet=given["wait_quiet"],
-        mediapipe=given["mediapipe"], as_app=given["as_app"], accelerator=given["accelerator"],
-        gpu_precision=given["gpu_precision"], runtimes=parse_runtimes(_name_list(given["runtime"])),
-        web_dir=given["web_dir"])
+    as_given = {f.name: given[f.name] for f in dataclasses.fields(ProfileSettings) if f.name in given}
+    read = {"seq_lens": _int_list(given["seq_len"], "--seq-len"), "batches": _int_list(given["batch"], "--batch"),
+            "threads": _int_list(given["threads"], "--threads"), "delegates": _name_list(given["delegate"]),
+            "providers": _name_list(given["provider"]), "runs": runs, "min_seconds": min_seconds,
+            "max_seconds": max(given["max_seconds"], min_seconds),
+            "runtimes": parse_runtimes(_name_list(given["runtime"]))}
     return ProfileOptions(
-        settings=settings,
+        settings=ProfileSettings(**{**as_given, **read}),
         output=OutputOptions(csv=given["csv_path"], append=given["append_path"], force=given["force"]),
         baseline=BaselineOptions(path=given["baseline"], threshold=given["threshold"]),
         remote=RemoteOptions(hosts=given["remote"], ssh_config=given["ssh_config"], remote_dir=given["remote_dir"],

@@ -3,6 +3,8 @@
 Device side: numpy and the standard library (the ONNX reader uses the ``onnx`` package when it
 is installed); never torch, tensorflow or the build side (converters, quantize, train).
 
+- :mod:`.kinds`: the kinds of model file, one typed ``Format`` entry each (suffixes, identifier,
+  readers, engines, what each runs on); :mod:`.identifiers` the first bytes each starts with.
 - :mod:`.graph`: what a file holds (inputs, outputs, stored tensors), common to every reader.
 - :mod:`.onnx_reader`, :mod:`.ort_reader`, :mod:`.tflite_reader`, :mod:`.pte_reader`: the readers;
   :mod:`.ort_schema`, :mod:`.tflite_schema` and :mod:`.pte_schema` are our own flatbuffer accessors
@@ -18,21 +20,17 @@ is installed); never torch, tensorflow or the build side (converters, quantize, 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from ..errors import RuntimeUnavailable
+from .kinds import ALL, of_file
 
 __all__ = ["FORMATS", "format_of"]
 
-# File suffix -> format name. Every model file albert-edge writes or runs is one of these.
-FORMATS = {".onnx": "onnx", ".tflite": "tflite", ".pte": "executorch", ".ort": "ort"}
+# File suffix -> format name, derived from the table in .kinds (what callers not yet asking a
+# Format read).
+FORMATS = {suffix: f.name for f in ALL for suffix in f.suffixes}
 
 
 def format_of(path: str | os.PathLike) -> str:
-    """'onnx', 'ort', 'tflite' or 'executorch' from the file suffix; RuntimeUnavailable for anything else."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        raise RuntimeUnavailable(
-            f"{path}: unknown model file type {suffix or '(no suffix)'!r}; expected {', '.join(FORMATS)}"
-        )
-    return FORMATS[suffix]
+    """'onnx', 'ort', 'tflite' or 'executorch' from the file suffix; RuntimeUnavailable for anything else.
+    The name of :func:`.kinds.of_file`'s entry."""
+    return of_file(path).name

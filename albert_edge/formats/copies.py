@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from .graph import GraphContents
+from .kinds import find
 from .weights import read_file
-from . import FORMATS
 
 __all__ = ["WeightCopies", "weight_copies", "same_values", "tolerance", "MATCH", "MIN_COPY_NUMEL"]
 
@@ -85,7 +85,8 @@ def _stored(quantized: GraphContents | str | os.PathLike) -> list[_Stored]:
     if isinstance(quantized, GraphContents):
         return [_Stored(t.name, t.dtype, t.data) for t in quantized.weights]
     path = Path(quantized)
-    if FORMATS.get(path.suffix.lower()) != "tflite":
+    kind = find(path)
+    if kind is None or not kind.stores_quantization:
         return _stored(read_file(path))
     from .tflite_model import load
 

@@ -10,10 +10,7 @@ from typing import Any
 
 from ..errors import AlbertEdgeError, RuntimeUnavailable
 
-__all__ = ["MODEL_SUFFIXES", "describe_model_file", "describe_manifest", "inspect_model", "shape_of"]
-
-MODEL_SUFFIXES = (".onnx", ".ort", ".tflite", ".pte")
-
+__all__ = ["describe_model_file", "describe_manifest", "inspect_model", "shape_of"]
 
 def describe_model_file(path: Path) -> dict[str, Any]:
     from .weights import read_file  # the reader `inspect` uses: one clear line on a damaged file
@@ -76,32 +73,26 @@ def inspect_model(path: str | os.PathLike) -> dict[str, Any]:
     shows of it): inputs, outputs, op histogram, stored vs unique weight bytes and every duplicated
     weight, the weight precision analysis, and for TFLite the operator versions with the first
     runtime that has each."""
+    from .kinds import by_name
     from .op_versions import runtime_report
     from .precision import describe as describe_precision
     from .weights import inspect_file
 
     contents, report = inspect_file(path)
+    kind = by_name(contents.format)
     extra: dict[str, Any] = {}
-    if contents.format == "executorch":
-        # Which products read float weights is read from .onnx and .tflite graphs; a .pte's
-        # weights by dtype, delegates and segments come from its reader.
-        precision = {"weight_bytes_by_dtype": contents.metadata["weight_bytes_by_dtype"],
-                     "unavailable": "which matrix products read float weights is analysed in .onnx and .tflite "
-                                    "files; a .pte's weight bytes by dtype are listed with its delegates"}
-        extra["executorch"] = contents.metadata
-    elif contents.format == "ort":
-        # The .ort's graph is onnxruntime's optimized one (fused operators): the analysis of
-        # which products read float weights is made on the .onnx it was converted from.
-        precision = {"weight_bytes_by_dtype": _bytes_by_dtype(contents),
-                     "unavailable": "which matrix products read float weights is analysed in the .onnx file an "
-                                    ".ort was converted from; its weight bytes by dtype are listed"}
-        extra["ort"] = {k: v for k, v in contents.metadata.items() if k != "opsets"}
+    if kind.precision_note is not None:
+        # Where the products that read float weights are not analysed (a .pte; an .ort, whose
+        # graph is onnxruntime's optimized one): its weight bytes by dtype, and its reader's
+        # metadata (a .pte's delegates and segments) under the format's name.
+        precision = {"weight_bytes_by_dtype": _bytes_by_dtype(contents), "unavailable": kind.precision_note}
+        extra[kind.name] = {k: v for k, v in contents.metadata.items() if k != "opsets"}
     else:
         try:
             precision = describe_precision(path)
         except RuntimeUnavailable as exc:  # its TFLite analysis reads with ai-edge-litert's bindings
             precision = {"unavailable": str(exc)}
-    runtime = runtime_report(path) if contents.format == "tflite" else None
+    runtime = runtime_report(path) if kind.op_versions else None
     return {
         "path": str(path), "format": contents.format,
         "inputs": [vars(s) for s in contents.inputs], "outputs": [vars(s) for s in contents.outputs],

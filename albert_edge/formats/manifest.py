@@ -24,6 +24,8 @@ from albert_edge import __version__
 from albert_edge.errors import ConversionError
 from albert_edge.files import atomic_write
 
+from .kinds import by_name
+
 __all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "AppFile", "APP_ROLES", "Manifest", "app_file_entry",
            "file_entry", "to_text", "write", "read", "sha256_of",
            "static_length", "FileChanged", "file_sha256", "check_file", "check_beside", "check_listed"]
@@ -196,9 +198,9 @@ def file_entry(path: str | os.PathLike, report, name: str | None = None) -> File
     ``name`` is the file's final name when ``path`` is still a temporary one."""
     path = Path(path)
     contents = report.contents
+    kind = by_name(contents.format)
     meta = contents.metadata
-    version = meta.get("format_version") or (
-        {"opset": meta.get("opset")} if contents.format == "onnx" else {"schema_version": meta.get("schema_version")})
+    version = meta.get("format_version") or {kind.version_key: meta.get(kind.version_key)}
     data_files = [
         {"name": f, "sha256": sha256_of(path.parent / f), "size": (path.parent / f).stat().st_size}
         for f in meta.get("external_data", [])
@@ -215,8 +217,8 @@ def file_entry(path: str | os.PathLike, report, name: str | None = None) -> File
         parity=report.parity(),
         weights=weights,
         data_files=data_files,
-        min_runtime=(_min_runtime(path) if contents.format == "tflite"
-                     else meta.get("min_onnxruntime") if contents.format == "ort" else None),
+        min_runtime=(_min_runtime(path) if kind.op_versions
+                     else meta.get(kind.min_runtime_key) if kind.min_runtime_key else None),
         static_len=static_length(path, contents),
     )
 
@@ -226,7 +228,8 @@ def static_length(path: str | os.PathLike, contents) -> int | None:
     ``[1, N]`` and, for a .tflite, no tensor of any of its graphs with a dynamic size (a file
     whose inputs alone were fixed, like a MediaPipe task file, is not: GPU delegates refuse it).
     None otherwise, and for a .pte (its input sizes are the bounds it was exported with)."""
-    if contents.format not in ("tflite", "onnx", "ort"):
+    kind = by_name(contents.format)
+    if not kind.static_shapes:
         return None
     shapes = {tuple(s.shape) for s in contents.inputs}
     if len(shapes) != 1:
@@ -234,9 +237,7 @@ def static_length(path: str | os.PathLike, contents) -> int | None:
     shape = next(iter(shapes))
     if len(shape) != 2 or shape[0] != 1 or not isinstance(shape[1], int) or shape[1] < 1:
         return None
-    from .tflite_reader import has_dynamic_tensor
-
-    if contents.format == "tflite" and has_dynamic_tensor(path):
+    if kind.sized_at_run_time is not None and kind.sized_at_run_time(Path(path)):
         return None
     return shape[1]
 

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .identifiers import TFLITE
 from .tflite_operators import RUNTIME_VERSIONS
 
 __all__ = ["RUNTIME_VERSIONS", "TFLITE_RUNTIME_LAST", "OpVersion", "op_versions", "min_runtime", "runtime_for",
@@ -94,7 +95,7 @@ def too_new_for(ops: list[OpVersion], runtime: str) -> list[OpVersion]:
 def _read_codes(raw: bytes) -> tuple[list[tuple[str, int]], Counter]:
     from .tflite_schema import Model
 
-    if len(raw) < 8 or raw[4:8] != b"TFL3":
+    if not TFLITE.found(raw):
         raise ValueError("not a TFLite flatbuffer (no TFL3 identifier)")
     model = Model.GetRootAs(raw, 0)
     codes = []

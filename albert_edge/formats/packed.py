@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import AlbertEdgeError
 from ..labels import check_task_labels
 from . import tflite_schema as schema
+from .identifiers import TFLITE
 from .tflite_metadata import packed_files, read_metadata
 
 __all__ = ["PackedFileError", "PackedCheck", "check_packed", "embedding_rows", "IDS_INPUT"]
@@ -83,7 +84,7 @@ def check_packed(path: str | os.PathLike, raw: bytes | None = None) -> PackedChe
             raw = path.read_bytes()
         except OSError as exc:
             raise PackedFileError(f"{path} cannot be read: {exc.strerror or exc}") from None
-    if len(raw) < 8 or raw[4:8] != b"TFL3":
+    if not TFLITE.found(raw):
         return None  # not a TFLite model: its reader says so in its own words
     try:
         meta = read_metadata(raw)

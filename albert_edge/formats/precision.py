@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import ConversionError
 from .copies import weight_copies
 from .float_weights import float_weights
+from .kinds import by_name
 from .weights import read_file
 
 __all__ = ["describe"]
@@ -37,7 +38,8 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
     }
     parent = entry.parity.get("parent") if entry is not None and isinstance(entry.parity, dict) else None
     if parent and (path.parent / parent).is_file():
-        copies = weight_copies(read_file(path.parent / parent), path if contents.format == "tflite" else contents)
+        copies = weight_copies(read_file(path.parent / parent),
+                               path if by_name(contents.format).stores_quantization else contents)
         report["parent"] = parent
         report["weights_checked"] = len(copies)
         report["stored_more_than_once"] = {c.name: [n for n, _ in c.stored_as] for c in copies if len(c.stored_as) > 1}

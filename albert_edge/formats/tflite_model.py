@@ -10,6 +10,8 @@ import numpy as np
 
 from albert_edge.errors import RuntimeUnavailable
 
+from .identifiers import TFLITE
+
 __all__ = ["Model", "load", "pack", "DTYPES", "QUANTIZED", "op_inputs", "op_outputs", "is_quantized", "dequantized"]
 
 DTYPES = {
@@ -112,7 +114,7 @@ def _text(value) -> str:
 def load(raw: bytes | bytearray) -> Model:
     schema = _schema()
     raw = bytes(raw)
-    if len(raw) < 8 or raw[4:8] != b"TFL3":
+    if not TFLITE.found(raw):
         raise ValueError("not a TFLite flatbuffer (no TFL3 identifier)")
     return Model(schema.ModelT.InitFromPackedBuf(raw, 0), raw, schema)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .graph import GraphContents, StoredTensor, TensorSpec
+from .identifiers import TFLITE
 from .tflite_metadata import read_metadata
 
 __all__ = ["read", "SIGNATURE"]
@@ -95,7 +96,7 @@ def read(path: str | os.PathLike) -> GraphContents:
     """What the .tflite file at ``path`` holds. Raises ValueError if it is not a TFLite model."""
     schema = schema_module()
     raw = Path(path).read_bytes()
-    if len(raw) < 8 or raw[4:8] != b"TFL3":
+    if not TFLITE.found(raw):
         raise ValueError(f"{path} is not a TFLite model (no TFL3 identifier)")
     try:
         return _read(schema, raw)

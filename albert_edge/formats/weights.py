@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 
 from albert_edge.errors import ConversionError
-from . import FORMATS
+from .kinds import Format, find, suffixes
 
 from .graph import GraphContents, StoredTensor
 
 __all__ = [
-    "Duplicate", "WeightsReport", "analyze", "find_duplicates", "model_param_bytes", "model_format", "read_file",
+    "Duplicate", "WeightsReport", "analyze", "find_duplicates", "model_param_bytes", "model_format", "model_kind",
+    "read_file",
     "inspect_file", "BOUND_FACTOR", "BOUND_SLACK", "unstored_position_bytes",
 ]
 
@@ -39,33 +40,6 @@ BOUND_SLACK = 64 * 1024
 # not a duplicated weight.
 MIN_NUMEL = 8
 
-def _read_onnx(path: Path) -> GraphContents:
-    from .onnx_reader import read
-
-    return read(path)
-
-
-def _read_ort(path: Path) -> GraphContents:
-    from .ort_reader import read
-
-    return read(path)
-
-
-def _read_tflite(path: Path) -> GraphContents:
-    from .tflite_reader import read
-
-    return read(path)
-
-
-def _read_pte(path: Path) -> GraphContents:
-    from .pte_reader import read
-
-    return read(path)
-
-
-# The reader of each format, imported when a file of it is read (the ONNX reader needs onnx).
-READERS: dict[str, Callable[[Path], GraphContents]] = {
-    "onnx": _read_onnx, "ort": _read_ort, "tflite": _read_tflite, "executorch": _read_pte}
 _CHUNK = 1 << 20  # elements per step when fingerprinting, to bound temporary memory
 
 
@@ -130,20 +104,25 @@ class WeightsReport:
 def model_format(path: Path) -> str:
     """The format of the model file at ``path`` by its suffix; one clear line if it is not an
     model file that exists."""
-    fmt = FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        raise ConversionError(f"{path}: not a model file albert-edge reads (expected {', '.join(FORMATS)})")
+    return model_kind(path).name
+
+
+def model_kind(path: Path) -> Format:
+    """:func:`model_format`'s Format entry."""
+    kind = find(path)
+    if kind is None:
+        raise ConversionError(f"{path}: not a model file albert-edge reads (expected {', '.join(suffixes())})")
     if not path.is_file():
         raise ConversionError(f"{path}: no such file")
-    return fmt
+    return kind
 
 
 def read_file(path: str | os.PathLike) -> GraphContents:
     """Read an .onnx, .ort, .tflite or .pte file back with the reader for its suffix."""
     path = Path(path)
-    fmt = model_format(path)
+    kind = model_kind(path)
     try:
-        return READERS[fmt](path)
+        return kind.read(path)
     except ValueError as exc:
         raise ConversionError(str(exc)) from None
 

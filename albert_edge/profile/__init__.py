@@ -25,7 +25,9 @@ returns the records. The modules:
   the command line that asks another machine for the same;
 - ``options``: :class:`ProfileOptions`, the settings with the output, baseline, remote and
   estimate options; ``orchestrate``: :func:`run` and :class:`ProfileResult`;
-- ``runner``: the plan of child jobs and the children; ``_child``: one measurement;
+- ``job``: :class:`ProfileJob`, one child's whole input (a file x one setting, with the settings),
+  and the fields of its record; ``runner``: the plan of jobs and the children; ``_child``: one
+  measurement;
 - ``inputs``, ``stats``: what a child feeds and how its call times become figures;
 - ``ops``, ``tflite_ops``: the per-operator breakdown; ``record``: the record; ``output``: CSV,
   JSON Lines and the checks of those files; ``compare``: against a baseline;
@@ -42,14 +44,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..runtime import DELEGATES, PROVIDERS
+from .job import ProfileJob
 from .options import BaselineOptions, EstimateOptions, OutputOptions, ProfileOptions, RemoteOptions
 from .orchestrate import ProfileResult, run
 from .record import SCHEMA, Latency, Memory, ProfileRecord
 from .settings import MLPERF, ProfileError, ProfileSettings, forward_args
 
 __all__ = ["run", "ProfileOptions", "ProfileResult", "OutputOptions", "BaselineOptions", "RemoteOptions",
-           "EstimateOptions", "ProfileSettings", "ProfileError", "profile", "forward_args", "MLPERF", "PROVIDERS",
-           "DELEGATES", "ProfileRecord", "Latency", "Memory", "SCHEMA"]
+           "EstimateOptions", "ProfileSettings", "ProfileJob", "ProfileError", "profile", "forward_args", "MLPERF",
+           "PROVIDERS", "DELEGATES", "ProfileRecord", "Latency", "Memory", "SCHEMA"]
 
 
 def profile(files: Sequence[str | os.PathLike], settings: ProfileSettings,

@@ -19,19 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__, device
+from .. import device
 from ..device import activity
 from ..errors import AlbertEdgeError, RuntimeUnavailable, first_line
-from ..formats import FORMATS
+from ..formats.kinds import EXECUTORCH, TFLITE, of_file
 from ..runtime import Session
-from ..runtime.engines import ENGINES, version_of
+from ..runtime.engines import version_of
 from ..runtime.mediapipe_tasks import MediaPipeTask
-from ..runtime.onnx_engine import file_takes_text
 from ..runtime.onnx_text import TEXT_INPUT
 from . import ops as ops_mod
 from .inputs import (ModelLimits, fixed_feeds, ids_counter, model_limits, packed_counter, sentence_feeds, text_feeds,
                      text_of_length, token_stats)
+from .job import MEDIAPIPE, ProfileJob
 from .record import APP, Latency, Memory, ProfileRecord
+from .settings import WEB_RUNTIMES
 from .stats import BLOCKS, judge, latency, spread, time_until
 
 
@@ -47,25 +48,24 @@ class _Feeds:
     text_stats: dict[str, Any] | None = None  # real text: where the sentences came from, their lengths
 
 
-def measure(job: dict[str, Any]) -> ProfileRecord:
+def measure(job: ProfileJob) -> ProfileRecord:
     """Load the job's file with its setting, time it, and read this process's memory before the
     load, after it, after the first call and after the timed calls."""
-    path = Path(job["file"])
+    path = job.path
     before = device.describe()
     # Everything that allocates besides the model is done before the first memory reading, so the
     # last high-water mark is the process's own peak.
-    versions = {engine.package: version_of(engine.package) for engine in ENGINES.get(FORMATS.get(path.suffix.lower()), ())}
+    versions = {engine.package: version_of(engine.package) for engine in of_file(path).engines}
     memory = Memory()
     warnings: list[str] = []
     fed = _before_load(path, job, versions, warnings)
     memory.before_load_rss, memory.peak_before_load = _memory()
 
     start = time.perf_counter()
-    app = job.get("engine") == APP
-    accelerator = job.get("accelerator") or "cpu"
-    session = (MediaPipeTask(path, job["task"]) if fed.mediapipe else
-               Session(path, num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"],
-                       app_defaults=app, accelerator=accelerator, gpu_precision=job.get("gpu_precision") or "fp32"))
+    app = job.engine == APP
+    session = (MediaPipeTask(path, job.task) if fed.mediapipe else
+               Session(path, num_threads=job.threads, provider=job.provider, delegate=job.delegate,
+                       app_defaults=app, accelerator=job.accelerator, gpu_precision=job.gpu_precision))
     load_ms = (time.perf_counter() - start) * 1e3
     memory.after_load_rss, memory.peak_after_load = _memory()
     limits = _after_load(session, path, job, fed, warnings)
@@ -74,7 +74,7 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     _run(session, fed.feeds[0], job)
     first_ms = (time.perf_counter() - start) * 1e3
     memory.after_first_call_rss, memory.peak_after_first_call = _memory()
-    if fed.text_in and job["seq_len"] is None:  # the token counts, as the file's own tokenizer gives them
+    if fed.text_in and job.seq_len is None:  # the token counts, as the file's own tokenizer gives them
         fed.text_stats.update(token_stats([fed.count(str(f[TEXT_INPUT][0])) for f in fed.feeds]))
 
     lat, during = _timed(session, fed, job)
@@ -83,108 +83,103 @@ def measure(job: dict[str, Any]) -> ProfileRecord:
     after = device.describe()
     memory.after_timed_rss, memory.peak_after_timed = _memory()
     placement = getattr(session, "placement", None)
-    warnings += _judged(lat, job, activity.competing(during, job["threads"]) + device.throttle_warnings(before, after),
+    warnings += _judged(lat, job, activity.competing(during, job.threads) + device.throttle_warnings(before, after),
                         _software_gpu(placement))
     # Real text profiles the first sentence only, which the latency over all sentences does not describe.
-    ops = _ops(path, job, fed.feeds[0], lat.p50 if job["seq_len"] is not None else None) if job["ops"] else None
-    return ProfileRecord(
-        albert_edge_version=__version__,
-        file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
+    ops = _ops(path, job, fed.feeds[0], lat.p50 if job.seq_len is not None else None) if job.settings.ops else None
+    return job.record(
+        before=before, after=after, during=during,
         format=session.format, scheme=limits.scheme, runtime=session.backend_name,
         runtime_version=versions.get(session.backend_name) or "unknown",
-        weights_once=getattr(session, "weights_once", None), provider=session.accelerator, threads=job["threads"],
-        batch=job["batch"], seq_len=job["seq_len"], input_mode="fixed" if job["seq_len"] is not None else "real-text",
+        weights_once=getattr(session, "weights_once", None), provider=session.accelerator,
         load_ms=load_ms, first_call_ms=first_ms, latency=lat, memory=memory,
-        device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
         text=fed.text_stats, ops=ops, warnings=warnings, model=limits.to_dict(),
         input_kind="text" if fed.text_in else "token ids", opened_as=APP if app else None,
-        accelerator=accelerator, gpu_precision=getattr(session, "gpu_precision", None),
-        placement=placement.to_dict() if placement is not None else None,
-        machine={"before": job.get("machine_before"), "during": during},
-        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    )
+        accelerator=job.accelerator, gpu_precision=getattr(session, "gpu_precision", None),
+        placement=placement.to_dict() if placement is not None else None)
 
 
-def _before_load(path: Path, job: dict[str, Any], versions: dict[str, str], warnings: list[str]) -> _Feeds:
+def _before_load(path: Path, job: ProfileJob, versions: dict[str, str], warnings: list[str]) -> _Feeds:
     """What can be fed before the model loads: MediaPipe imported and its token counter (read from
     the file's packed spiece.model), the sentences of real text. Adds to ``versions`` and ``warnings``."""
     limits = model_limits(path)
     # A file that takes the text (convert --to onnx-text), or one MediaPipe Tasks runs (the text in,
     # its tokenizer from the file's metadata): each call runs the tokenizer and the model.
-    mediapipe = job.get("engine") == "mediapipe"
-    fed = _Feeds(mediapipe, mediapipe or (FORMATS.get(path.suffix.lower()) == "onnx" and file_takes_text(path)))
+    mediapipe = job.engine == MEDIAPIPE
+    fed = _Feeds(mediapipe, mediapipe or job.takes_text)
     if mediapipe:  # imported before the memory readings: what the file adds is read from them
         MediaPipeTask.modules()
         versions["mediapipe"] = MediaPipeTask.version()
-        fed.count = packed_counter(path, job["input_shape"][1])
+        fed.count = packed_counter(path, job.input_shape[1])
         if "tensorflow" in sys.modules:
             warnings.append("info: mediapipe's Python package imported TensorFlow before the file loaded (its memory "
                             "is in this process's peak, not in an app's): what the file costs is after_load_rss "
                             "minus before_load_rss")
-    if job["seq_len"] is None:
-        fed.feeds, fed.text_stats = (sentence_feeds(job["text"], job["max_sentences"]) if fed.text_in else
-                                     text_feeds(job["text"], job["tokenizer"], job["max_sentences"],
-                                                limits.max_seq_len))
+    if job.seq_len is None:
+        given = job.settings
+        fed.feeds, fed.text_stats = (sentence_feeds(given.text, given.max_sentences) if fed.text_in else
+                                     text_feeds(given.text, given.tokenizer, given.max_sentences, limits.max_seq_len))
     return fed
 
 
-def _after_load(session, path: Path, job: dict[str, Any], fed: _Feeds, warnings: list[str]) -> ModelLimits:
+def _after_load(session, path: Path, job: ProfileJob, fed: _Feeds, warnings: list[str]) -> ModelLimits:
     """What needs the loaded file: the limits of its declared input shape, a token counter that runs
     it (a file that takes the text), and the feed at the job's fixed length. Adds to ``fed`` and
     ``warnings``."""
-    shape = (job["input_shape"] if fed.mediapipe else None if fed.text_in else
+    shape = (job.input_shape if fed.mediapipe else None if fed.text_in else
              session.inputs[0].shape if session.inputs else None)
     limits = model_limits(path, shape)
     if not fed.mediapipe and fed.text_in:
         fed.count = ids_counter(lambda feeds: _run(session, feeds, job))
     if fed.mediapipe:
-        warnings.append(f"info: through MediaPipe Tasks' {job['task']}, as an app runs the file (its Python API sets no "
+        warnings.append(f"info: through MediaPipe Tasks' {job.task}, as an app runs the file (its Python API sets no "
                         f"thread count: MediaPipe's own default); MediaPipe pads every text to the file's "
                         f"{shape[1]} tokens, so the model's part costs that much whatever the text's length")
-    if job["seq_len"] is None:
+    if job.seq_len is None:
         return limits
-    _check_length(job["seq_len"], limits)
+    _check_length(job.seq_len, limits)
     if fed.text_in:
         feed, calls = _text_of_length(fed.count, job)
         fed.feeds = [feed]
         counted = "counted by running the file" if not fed.mediapipe else "counted by the spiece.model packed in it"
         warnings.append(f"info: the file takes the text, so each call times its tokenizer and the model: fed the "
-                        f"builtin corpus' first words, {job['seq_len']} tokens as its tokenizer counts them "
+                        f"builtin corpus' first words, {job.seq_len} tokens as its tokenizer counts them "
                         f"({counted}, {calls} times, before the first call timed here)")
     else:
-        fed.feeds = [fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)]
+        fed.feeds = [fixed_feeds(job.batch, job.seq_len, limits.vocab_size)]
     return limits
 
 
-def _timed(session, fed: _Feeds, job: dict[str, Any]) -> tuple[Latency, dict[str, Any]]:
+def _timed(session, fed: _Feeds, job: ProfileJob) -> tuple[Latency, dict[str, Any]]:
     """The timed calls and their statistics: at the fixed length, after the warm-up, until
     :func:`time_until` stops; or the real sentences (:func:`_time_text`). With them, what other work
     the machine did meanwhile."""
-    stopped_by = None
-    if job["seq_len"] is not None:
+    stopped_by, given = None, job.settings
+    if job.seq_len is not None:
         call = session.prepare(fed.feeds[0])
-        for _ in range(job["warmup"]):
+        for _ in range(given.warmup):
             call()
         start = activity.snapshot()
-        times, stopped_by = time_until(call, job["runs"], job["min_seconds"], job["max_seconds"], job["ci_target"])
+        times, stopped_by = time_until(call, given.runs, given.min_seconds, given.max_seconds, given.ci_target)
     else:
         start = activity.snapshot()
         times, fed.text_stats["same_shape_again"] = _time_text(session, fed.feeds, job)
     during = activity.activity(start, activity.snapshot())
     lat = latency(times)
     lat.stopped_by = stopped_by
-    if job["seq_len"] is None:
+    if job.seq_len is None:
         # Sentences differ in length, so blocks are compared only as whole passes over them all.
         lat.block_spread = pass_spread(times, len(fed.feeds))
     return lat, during
 
 
-def _judged(lat: Latency, job: dict[str, Any], machine: list[str], unusable: list[str] = ()) -> list[str]:
+def _judged(lat: Latency, job: ProfileJob, machine: list[str], unusable: list[str] = ()) -> list[str]:
     """Judge the timing (sets ``lat.quality`` and its reasons) from its statistics and ``machine``,
     the warnings about other work and throttling, and ``unusable``, reasons that make any timing
     meaningless (a software GPU); those warnings, then the timing's own reasons."""
-    lat.quality, lat.quality_reasons = judge(lat, job["ci_target"], [m for m in machine if not m.startswith("info:")],
-                                             fixed_shape=job["seq_len"] is not None)
+    lat.quality, lat.quality_reasons = judge(lat, job.settings.ci_target,
+                                             [m for m in machine if not m.startswith("info:")],
+                                             fixed_shape=job.seq_len is not None)
     if unusable:
         lat.quality, lat.quality_reasons = "unusable", [*unusable, *lat.quality_reasons]
     timing = [r for r in lat.quality_reasons if r not in machine and r not in unusable]
@@ -196,7 +191,7 @@ def _software_gpu(placement) -> list[str]:
     makes it unusable, or none."""
     if placement is None:
         return []
-    from ..runtime.gpu import software_warning
+    from ..runtime.accelerator import software_warning
 
     warning = software_warning(placement.adapter)
     return [warning] if warning else []
@@ -213,39 +208,39 @@ def _check_length(seq_len: int, limits) -> None:
                               f"(from its {limits.max_seq_len_source})")
 
 
-def _run(session: Session, feeds, job: dict[str, Any]):
+def _run(session: Session, feeds, job: ProfileJob):
     try:
         return session.run(feeds)
     except Exception as exc:  # the runtimes raise their own types; name the shape that failed
         if TEXT_INPUT in feeds:
-            raise AlbertEdgeError(f"{job['file_as_given']}: the model fails on the text "
+            raise AlbertEdgeError(f"{job.file_as_given}: the model fails on the text "
                                   f"{str(feeds[TEXT_INPUT][0])[:40]!r}: {first_line(exc)}")
         shape = "x".join(str(d) for d in feeds["input_ids"].shape)
-        raise AlbertEdgeError(f"{job['file_as_given']}: the model fails on input {shape} (batch x sequence): "
+        raise AlbertEdgeError(f"{job.file_as_given}: the model fails on input {shape} (batch x sequence): "
                               f"{first_line(exc)}")
 
 
-def _text_of_length(count, job: dict[str, Any]):
+def _text_of_length(count, job: ProfileJob):
     try:
-        return text_of_length(count, job["seq_len"])
+        return text_of_length(count, job.seq_len)
     except ValueError as exc:
-        raise AlbertEdgeError(f"{job['file_as_given']}: {exc}; profile it on real sentences (--text builtin)")
+        raise AlbertEdgeError(f"{job.file_as_given}: {exc}; profile it on real sentences (--text builtin)")
 
 
-def _time_text(session: Session, feeds_list, job: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:
+def _time_text(session: Session, feeds_list, job: ProfileJob) -> tuple[list[float], dict[str, Any]]:
     """Real sentences in their order, each at its own length: every call as it comes (the runtime
     meets a new shape; TFLite re-allocates its tensors) is timed, then the same sentence once more
     (same shape again), so the cost of a shape change can be read from the difference."""
     calls = [session.prepare(f) for f in feeds_list]
-    for call in calls[: job["warmup"]]:
+    for call in calls[: job.settings.warmup]:
         call()
     clock = time.perf_counter_ns
     as_comes: list[float] = []
     again: list[float] = []
-    deadline = clock() + int(job["min_seconds"] * 1e9)
+    deadline = clock() + int(job.settings.min_seconds * 1e9)
     i = 0
     # Whole passes over the sentences only, so that each pass can be compared with the others.
-    while len(as_comes) < max(job["runs"], len(calls)) or clock() < deadline or len(as_comes) % len(calls):
+    while len(as_comes) < max(job.settings.runs, len(calls)) or clock() < deadline or len(as_comes) % len(calls):
         call = calls[i % len(calls)]
         t0 = clock()
         call()
@@ -274,39 +269,38 @@ def pass_spread(times: list[float], per_pass: int) -> float | None:
                                  min(passes, BLOCKS)))
 
 
-def _ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | None) -> dict[str, Any]:
+def _ops(path: Path, job: ProfileJob, feeds, latency_p50: float | None) -> dict[str, Any]:
     """Per-operator cost from a second session with the profiler on, so the latency above was
-    measured without the profiler's overhead: ``job["ops_runs"]`` profiled calls after one that
+    measured without the profiler's overhead: ``job.settings.ops_runs`` profiled calls after one that
     allocates, set against ``latency_p50`` (the timed calls' p50). The trace is deleted."""
-    if job.get("engine") == "mediapipe":
+    if job.engine == MEDIAPIPE:
         return ops_mod.tflite_unavailable("MediaPipe Tasks runs its own interpreter, which gives no per-operator "
                                           "times: the breakdown is that of the file run through Session")
-    if path.suffix.lower() == ".tflite":
-        return _tflite_ops(path, job, feeds, latency_p50)
-    if FORMATS.get(path.suffix.lower()) == "executorch":
-        return ops_mod.tflite_unavailable(ops_mod.PTE_NOTE)
-    prefix = Path(job["workdir"]) / "ort-trace"
-    session = Session(path, num_threads=job["threads"], provider=job["provider"], ops_trace=prefix,
-                      app_defaults=job.get("engine") == APP)  # the graph onnxruntime's defaults make of it
+    fmt = of_file(path)
+    if not fmt.onnxruntime:  # LiteRT's profiler, or none
+        return _OTHER_BREAKDOWNS[fmt](path, job, feeds, latency_p50)
+    prefix = Path(job.workdir) / "ort-trace"
+    session = Session(path, num_threads=job.threads, provider=job.provider, ops_trace=prefix,
+                      app_defaults=job.engine == APP)  # the graph onnxruntime's defaults make of it
     try:
         call = session.prepare(feeds)
-        for _ in range(job["ops_runs"] + 1):  # onnxruntime traces the first call too; the breakdown drops it
+        for _ in range(job.settings.ops_runs + 1):  # onnxruntime traces the first call too; the breakdown drops it
             call()
         trace = session.end_profiling()
         return ops_mod.onnx_breakdown(trace, latency_p50)
     finally:
-        for leftover in Path(job["workdir"]).glob("ort-trace*"):
+        for leftover in Path(job.workdir).glob("ort-trace*"):
             leftover.unlink(missing_ok=True)
 
 
-def _tflite_ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | None) -> dict[str, Any]:
-    if job["delegate"] != "xnnpack":
+def _tflite_ops(path: Path, job: ProfileJob, feeds, latency_p50: float | None) -> dict[str, Any]:
+    if job.delegate != "xnnpack":
         return ops_mod.tflite_unavailable(ops_mod.TFLITE_NONE_NOTE)
     from .tflite_ops import tflite_breakdown
 
     try:
-        ops = tflite_breakdown(path, job["threads"], feeds, job["ops_runs"], latency_p50)
-        if job.get("engine") == APP and ops.get("available"):
+        ops = tflite_breakdown(path, job.threads, feeds, job.settings.ops_runs, latency_p50)
+        if job.engine == APP and ops.get("available"):
             ops["note"] = ("profiled through LiteRT's CompiledModel, which runs the same XNNPACK operators: the "
                            "Interpreter's Python API has no profiler")
         return ops
@@ -317,13 +311,21 @@ def _tflite_ops(path: Path, job: dict[str, Any], feeds, latency_p50: float | Non
         return ops_mod.tflite_unavailable(ops_mod.tflite_unavailable_note(str(exc), cpu_reason))
 
 
+def _pte_ops(path: Path, job: ProfileJob, feeds, latency_p50: float | None) -> dict[str, Any]:
+    return ops_mod.tflite_unavailable(ops_mod.PTE_NOTE)
+
+
+# The per-operator breakdown of the formats onnxruntime does not run (it traces the others').
+_OTHER_BREAKDOWNS = {TFLITE: _tflite_ops, EXECUTORCH: _pte_ops}
+
+
 def main(argv: list[str]) -> int:
     # The record goes to the real stdout; anything the runtimes print goes to stderr.
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     try:
-        job = json.loads(argv[0])
-        if job.get("engine") in ("node", "chromium"):  # timed in JavaScript: onnxruntime-node, onnxruntime-web
+        job = ProfileJob.from_json(argv[0])
+        if job.engine in WEB_RUNTIMES:  # timed in JavaScript: onnxruntime-node, onnxruntime-web
             from .web import measure_web
 
             record = measure_web(job, _judged, _check_length)

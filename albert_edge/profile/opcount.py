@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import RuntimeUnavailable, optional_import
-from ..formats import format_of, tflite_reader
+from ..formats import tflite_reader
+from ..formats.kinds import ONNX, TFLITE, of_file
 
 __all__ = ["OpCost", "GraphCount", "count"]
 
@@ -132,11 +133,11 @@ def count(path: str | os.PathLike, batch: int = 1, seq_len: int = 128) -> GraphC
     """Every node's cost for one call of the model file at ``path`` on ``batch`` sequences of
     ``seq_len`` tokens. Runs the file once (a few hundred ms for ALBERT-base)."""
     path = Path(path)
-    fmt = format_of(path)
+    fmt = of_file(path)
     if fmt not in _READERS:
         raise RuntimeUnavailable(f"{path}: operator costs are counted for .onnx and .tflite files, not .{path.suffix[1:]}")
     nodes = _READERS[fmt](path, batch, seq_len)
-    return GraphCount(file=str(path), format=fmt, batch=batch, seq_len=seq_len,
+    return GraphCount(file=str(path), format=fmt.name, batch=batch, seq_len=seq_len,
                       ops=tuple(_cost(n) for n in nodes))
 
 
@@ -339,4 +340,4 @@ def _loops(path: Path, interp) -> list[tuple[list[_Node], int]]:
     return loops
 
 
-_READERS = {"onnx": _onnx_nodes, "tflite": _tflite_nodes}
+_READERS = {ONNX: _onnx_nodes, TFLITE: _tflite_nodes}

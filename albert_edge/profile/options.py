@@ -1,7 +1,7 @@
 """What a profile run does besides measuring, one dataclass per concern, gathered in
 :class:`ProfileOptions` with the :class:`~albert_edge.profile.settings.ProfileSettings` that say
-what is measured (sweep, timing, inputs, engines). Every field has the default of the
-`albert-edge profile` option of the same name. Device side."""
+what is measured (sweep, timing, inputs, engines). `albert-edge profile` shows these defaults as
+its options' own. Device side."""
 
 from __future__ import annotations
 

@@ -30,9 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .record import Latency, Memory, ProfileRecord
 from .settings import NATIVE, RUNTIME_CHOICES, WEB_RUNTIMES, ProfileError, parse_runtimes
+
+if TYPE_CHECKING:
+    from .job import ProfileJob
 
 __all__ = ["NATIVE", "WEB_RUNTIMES", "RUNTIME_CHOICES", "ENV", "parse_runtimes", "web_dir", "check_web",
            "chromium_binary", "measure_web"]
@@ -105,29 +109,24 @@ def _package_version(folder: Path, package: str) -> str:
     return "unknown"
 
 
-def measure_web(job: dict[str, Any], judged: Callable, check_length: Callable):
-    """One setting through Node or Chromium (``job["engine"]``): the record. Runs inside a profiling
+def measure_web(job: ProfileJob, judged: Callable, check_length: Callable) -> ProfileRecord:
+    """One setting through Node or Chromium (``job.engine``): the record. Runs inside a profiling
     child, which hands over how it judges every record's timing (``judged``: the latency, the job and
     the machine's warnings -> the warnings to keep) and checks a length against the file's limits."""
-    from .. import __version__, device
+    from .. import device
     from ..device import activity
     from ..errors import AlbertEdgeError
-    from ..formats import FORMATS
-    from .inputs import fixed_feeds, model_limits
-    from .record import Latency, Memory, ProfileRecord
+    from ..formats.kinds import of_file
+    from .inputs import model_limits
     from .stats import latency
 
-    engine, path, folder = job["engine"], Path(job["file"]), Path(job["web_dir"])
+    engine, path, folder = job.engine, job.path, Path(job.settings.web_dir)
     limits = model_limits(path)
-    check_length(job["seq_len"], limits)
-    feeds = fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size)
-    request = {"name": path.name, "feeds": {k: {"dims": list(a.shape), "data": a.ravel().tolist()}
-                                           for k, a in feeds.items()},
-               "warmup_seconds": WARMUP_SECONDS[engine] if job["warmup"] else 0.0,
-               **{k: job[k] for k in ("threads", "warmup", "runs", "min_seconds", "max_seconds", "ci_target")}}
+    check_length(job.seq_len, limits)
+    request = _request(job, limits)
     before = device.describe()
     marks: dict[str, dict[str, Any] | None] = {}
-    work = Path(job["workdir"])
+    work = Path(job.workdir)
     if engine == "node":
         got, pid_cpu = _run_node(folder, {**request, "model": str(path)}, work, marks, job)
     else:
@@ -138,12 +137,42 @@ def measure_web(job: dict[str, Any], judged: Callable, check_length: Callable):
         during.update(own_cores=own, other_cores=round(max(0.0, during["busy_cores"] - own), 3))
     after = device.describe()
     if not got.get("times"):
-        raise AlbertEdgeError(f"{job['file_as_given']}: {PACKAGE[engine]} timed no calls")
-    lat: Latency = latency(got["times"])
+        raise AlbertEdgeError(f"{job.file_as_given}: {PACKAGE[engine]} timed no calls")
+    lat = latency(got["times"])
     lat.stopped_by = got.get("stopped_by")
-    threads = int(got.get("threads") or job["threads"])
+    threads = int(got.get("threads") or job.threads)
+    web, memory, warnings = _ran_with(job, got, request, threads, lat)
+    warnings += judged(lat, job, activity.competing(during, threads) + device.throttle_warnings(before, after))
+    return job.record(
+        before=before, after=after, during=during, threads=threads,
+        format=of_file(path).name, scheme=limits.scheme, runtime=PACKAGE[engine],
+        runtime_version=got.get("version") or _package_version(folder, PACKAGE[engine]), provider=PROVIDER[engine],
+        load_ms=got["load_ms"], first_call_ms=got["first_call_ms"], latency=lat, memory=memory,
+        warnings=warnings, model=limits.to_dict(), input_kind="token ids", accelerator="cpu", web=web,
+        ops=({"available": False, "source": None, "note": f"{PACKAGE[engine]} gives no per-operator times here: "
+              "the breakdown is that of the native runtime's rows"} if job.settings.ops else None))
+
+
+def _request(job: ProfileJob, limits) -> dict[str, Any]:
+    """What the JavaScript side is asked: the file's name, its feeds at the job's shape, the timing rule."""
+    from .inputs import fixed_feeds
+
+    given = job.settings
+    feeds = fixed_feeds(job.batch, job.seq_len, limits.vocab_size)
+    return {"name": job.path.name, "feeds": {k: {"dims": list(a.shape), "data": a.ravel().tolist()}
+                                            for k, a in feeds.items()},
+            "warmup_seconds": WARMUP_SECONDS[job.engine] if given.warmup else 0.0,
+            "threads": job.threads, "warmup": given.warmup, "runs": given.runs, "min_seconds": given.min_seconds,
+            "max_seconds": given.max_seconds, "ci_target": given.ci_target}
+
+
+def _ran_with(job: ProfileJob, got: dict[str, Any], request: dict[str, Any], threads: int,
+              lat: Latency) -> tuple[dict[str, Any], Memory, list[str]]:
+    """The record's ``web`` (what the JavaScript runtime ran with), its memory (Node's process; none in
+    Chromium) and the warnings about them, from what the script sent back (``got``)."""
+    engine = job.engine
     warnings: list[str] = []
-    web: dict[str, Any] = {"runtime": engine, "threads_asked": job["threads"], "threads": threads,
+    web: dict[str, Any] = {"runtime": engine, "threads_asked": job.threads, "threads": threads,
                            "timer": "performance.now()", "timer_resolution_ms": got.get("timer_resolution_ms"),
                            "script": SCRIPT[engine], "inputs": got.get("inputs"),
                            "warmup_calls": got.get("warmup_calls"), "warmup_seconds": request["warmup_seconds"]}
@@ -156,36 +185,20 @@ def measure_web(job: dict[str, Any], judged: Callable, check_length: Callable):
         web.update(node=got.get("node"), simd=None, load="InferenceSession.create(path)",
                    memory="Node's process: process.memoryUsage().rss at each phase, the peak from "
                           "process.resourceUsage().maxRSS")
-    else:
-        memory = Memory()
-        web.update({k: got.get(k) for k in ("simd", "simd_supported", "wasm", "workers_started",
-                                            "cross_origin_isolated", "hardware_concurrency", "user_agent",
-                                            "fetch_ms")},
-                   load="InferenceSession.create(bytes), which starts onnxruntime-web's WebAssembly (a page's first "
-                        "session); the file's fetch from 127.0.0.1 is fetch_ms", memory="not measured")
-        warnings.append(CHROMIUM_MEMORY_NOTE)
-        if threads != job["threads"]:
-            warnings.append(f"onnxruntime-web ran {threads} thread(s), not the {job['threads']} asked for "
-                            f"(cross-origin isolated: {got.get('cross_origin_isolated')})")
-    warnings += judged(lat, job, activity.competing(during, threads) + device.throttle_warnings(before, after))
-    return ProfileRecord(
-        albert_edge_version=__version__,
-        file=job["file_as_given"], file_name=path.name, file_bytes=job["file_bytes"], sha256=job["sha256"],
-        format=FORMATS[path.suffix.lower()], scheme=limits.scheme, runtime=PACKAGE[engine],
-        runtime_version=got.get("version") or _package_version(folder, PACKAGE[engine]), provider=PROVIDER[engine],
-        threads=threads, batch=job["batch"], seq_len=job["seq_len"], input_mode="fixed",
-        load_ms=got["load_ms"], first_call_ms=got["first_call_ms"], latency=lat, memory=memory,
-        device={**before, "after": {k: after[k] for k in ("temperatures", "throttled", "cpu_freq_khz", "governor")}},
-        warnings=warnings, model=limits.to_dict(), input_kind="token ids", accelerator="cpu", web=web,
-        ops=({"available": False, "source": None, "note": f"{PACKAGE[engine]} gives no per-operator times here: "
-              "the breakdown is that of the native runtime's rows"} if job.get("ops") else None),
-        machine={"before": job.get("machine_before"), "during": during},
-        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    )
+        return web, memory, warnings
+    web.update({k: got.get(k) for k in ("simd", "simd_supported", "wasm", "workers_started", "cross_origin_isolated",
+                                        "hardware_concurrency", "user_agent", "fetch_ms")},
+               load="InferenceSession.create(bytes), which starts onnxruntime-web's WebAssembly (a page's first "
+                    "session); the file's fetch from 127.0.0.1 is fetch_ms", memory="not measured")
+    warnings.append(CHROMIUM_MEMORY_NOTE)
+    if threads != job.threads:
+        warnings.append(f"onnxruntime-web ran {threads} thread(s), not the {job.threads} asked for "
+                        f"(cross-origin isolated: {got.get('cross_origin_isolated')})")
+    return web, Memory(), warnings
 
 
-def _deadline(job: dict[str, Any]) -> float:
-    return _START_SECONDS + 2 * job["max_seconds"] + job["min_seconds"]
+def _deadline(job: ProfileJob) -> float:
+    return _START_SECONDS + 2 * job.settings.max_seconds + job.settings.min_seconds
 
 
 def _tree_cpu(root: int) -> float | None:
@@ -226,7 +239,7 @@ class _Marks:
         return end - start if start is not None and end is not None else None
 
 
-def _run_node(folder: Path, request: dict, work: Path, marks: dict, job: dict) -> tuple[dict, float | None]:
+def _run_node(folder: Path, request: dict, work: Path, marks: dict, job: ProfileJob) -> tuple[dict, float | None]:
     from ..errors import AlbertEdgeError
 
     req, resp = work / "request.json", work / "response.json"
@@ -250,7 +263,7 @@ def _run_node(folder: Path, request: dict, work: Path, marks: dict, job: dict) -
     if node.returncode != 0 or not resp.is_file():
         tail = (err.read_text(errors="replace").strip().splitlines() or [f"exit code {node.returncode}"])
         said = next((line for line in tail if "Error" in line), tail[-1])
-        raise AlbertEdgeError(f"{job['file_as_given']}: onnxruntime-node failed in Node: {said.strip()[:300]}")
+        raise AlbertEdgeError(f"{job.file_as_given}: onnxruntime-node failed in Node: {said.strip()[:300]}")
     return json.loads(resp.read_text()), seen.own_cpu()
 
 
@@ -314,7 +327,7 @@ def _serve(folder: Path, handler: type) -> Iterator[str]:
 
 
 def _run_chromium(folder: Path, request: dict, model: Path, work: Path, marks: dict,
-                  job: dict) -> tuple[dict, float | None]:
+                  job: ProfileJob) -> tuple[dict, float | None]:
     from ..errors import AlbertEdgeError
 
     seen, result, done = _Marks(marks), {}, threading.Event()
@@ -332,11 +345,11 @@ def _run_chromium(folder: Path, request: dict, model: Path, work: Path, marks: d
         finally:
             _stop(browser)
     if not finished:
-        raise AlbertEdgeError(f"{job['file_as_given']}: onnxruntime-web in Chromium gave no result within "
+        raise AlbertEdgeError(f"{job.file_as_given}: onnxruntime-web in Chromium gave no result within "
                               f"{_deadline(job):.0f} s")
     if result.get("error") or not result.get("result"):
         said = str(result.get("error") or "no result").strip().splitlines()[0]
-        raise AlbertEdgeError(f"{job['file_as_given']}: onnxruntime-web failed in Chromium: {said[:300]}")
+        raise AlbertEdgeError(f"{job.file_as_given}: onnxruntime-web failed in Chromium: {said[:300]}")
     return result["result"], seen.own_cpu()
 
 

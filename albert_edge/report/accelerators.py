@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..formats.kinds import by_name
+
 __all__ = ["Accelerator", "ACCELERATORS", "accelerator_data", "SOFTWARE_GPU_NOTE"]
 
 
@@ -50,9 +52,6 @@ ACCELERATORS = (
                 "XNNPACK (LiteRT, ExecuTorch), MLAS (onnxruntime)", spoken="the CPU"),
 )
 _BY_KEY = {a.key: a for a in ACCELERATORS}
-
-# The CPU kernels each format runs on.
-_CPU_KERNELS = {"tflite": "XNNPACK", "onnx": "MLAS", "ort": "MLAS", "executorch": "XNNPACK"}
 
 SOFTWARE_GPU_NOTE = ("{device} is a software Vulkan device (Mesa's lavapipe, on the CPU): the placement and the "
                      "outputs are the accelerator's own, a timing on it means nothing")
@@ -96,7 +95,7 @@ def _cell(status: str, text: str, share: float | None = None, **figures: Any) ->
 
 def _gpu_cell(f: dict[str, Any], profiled: dict[str, Any] | None) -> dict[str, Any]:
     """From the manifest's GPU run of the file or, where it has none, a profile record's placement."""
-    if f["format"] != "tflite":
+    if not by_name(f["format"]).gpu_placement:  # the manifest's GPU run is LiteRT's, of a .tflite
         return _cell("n/a", "-")
     if f["static_len"] is None:
         return _cell("none", "CPU only: dynamic shapes; convert --static for the GPU", 0.0)
@@ -136,7 +135,7 @@ def _partitions(files: list[dict[str, Any]]) -> tuple[dict[str, dict], str | Non
     found: dict[str, dict] = {}
     checker = None
     for f in files:
-        if f["format"] != "onnx":
+        if not by_name(f["format"]).partitions_checked:
             continue
         try:
             report = mobile_partitions(f["path"]).to_dict()
@@ -152,10 +151,11 @@ def _partitions(files: list[dict[str, Any]]) -> tuple[dict[str, dict], str | Non
 
 def _partition_cell(f: dict[str, Any], partitions: dict[str, dict], unchecked: str | None,
                     provider: str) -> dict[str, Any]:
-    if f["format"] == "ort":
-        return _cell("unchecked", "not checked: onnxruntime's checker reads the .onnx an .ort is made from")
-    if f["format"] != "onnx":
+    kind = by_name(f["format"])
+    if not kind.nnapi_coreml:
         return _cell("n/a", "-")
+    if not kind.partitions_checked:
+        return _cell("unchecked", "not checked: onnxruntime's checker reads the .onnx an .ort is made from")
     if unchecked is not None:
         return _cell("unchecked", "not checked: onnxruntime is not installed here")
     report = partitions.get(f["path"])
@@ -179,7 +179,7 @@ def _partition_cell(f: dict[str, Any], partitions: dict[str, dict], unchecked: s
 
 
 def _cpu_cell(f: dict[str, Any]) -> dict[str, Any]:
-    kernels = _CPU_KERNELS.get(f["format"], "the runtime's CPU kernels")
+    kernels = by_name(f["format"]).cpu_kernels
     length = f"padded to {f['static_len']} tokens" if f["static_len"] else "any length"
     return _cell("whole", f"every op ({kernels}); {length}", 1.0)
 
@@ -230,7 +230,7 @@ def _take_cpu(rows: list[dict[str, Any]], profile) -> dict[str, Any]:
         best = min((p for p in measured if p["seq_len"] == longest), key=lambda p: p["latency"]["p50"])
         return {"file": labels[best["sha256"]], "status": "whole",
                 "why": f"the fastest measured at {longest} tokens, p50 {best['latency']['p50']:.3g} ms"}
-    dynamic = [r for r in rows if r["static_len"] is None and r["format"] in _CPU_KERNELS]
+    dynamic = [r for r in rows if r["static_len"] is None]
     best = min(dynamic or rows, key=lambda r: r["bytes"])
     return {"file": best["label"], "status": "whole",
             "why": "the smallest file that takes any length; no profile to compare speed" if dynamic
@@ -261,7 +261,7 @@ def _notes(rows: list[dict[str, Any]], checker: str | None, unchecked: str | Non
                      "boundary is a copy between the CPU and the accelerator, and the nodes left out run on the CPU")
     if unchecked:
         notes.append(f"NNAPI, Core ML: not checked: {unchecked}")
-    if any(r["format"] == "ort" for r in rows):
+    if any(by_name(r["format"]).nnapi_coreml and not by_name(r["format"]).partitions_checked for r in rows):
         notes.append(".ort: the checker reads .onnx files; a static .ort (convert --to ort --static) holds the graph "
                      "of the .onnx it was made from")
     return notes

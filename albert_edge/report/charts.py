@@ -8,6 +8,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..formats.kinds import ONNX, Format, by_name
+
 __all__ = ["draw_all", "available", "MAIN_CHART", "NO_MATPLOTLIB"]
 
 log = logging.getLogger(__name__)
@@ -16,6 +18,12 @@ MAIN_CHART = "overview"
 NO_MATPLOTLIB = "charts left out: matplotlib is not installed (pip install 'albert-edge[report]'); the tables show the same figures"
 
 _ALBERT, _BERT = "#2a7ab0", "#c8553d"
+# The accuracy chart's colour of each format's files: .onnx in the first colour, the others in the second.
+_FORMAT_COLORS: dict[Format, str] = {ONNX: _ALBERT}
+
+
+def _format_color(name: str) -> str:
+    return _FORMAT_COLORS.get(by_name(name), _BERT)
 _PARTS = ("#2a7ab0", "#7fb3d5", "#f0b429", "#3d9970", "#8e6c8a")
 
 
@@ -161,7 +169,7 @@ def _accuracy(data, plt):
     fig, ax = plt.subplots(figsize=(8.5, 3.4))
     markers = {"int8": "o", "fp16": "s", "int16": "D"}
     for f in files:
-        color = _ALBERT if f["format"] == "onnx" else _BERT
+        color = _format_color(f["format"])
         marker = next((m for key, m in markers.items() if key in (f["scheme"] or "")), "^")
         value = 100 * f["accuracy"]["headline"]
         ax.scatter(f["bytes"] / 2**20, value, color=color, marker=marker, s=40,
@@ -172,7 +180,7 @@ def _accuracy(data, plt):
                         color=color, capsize=3, elinewidth=1, linestyle="none")
     parents = [f for f in data["files"] if f["scheme"] == "fp32"]
     for f in parents:
-        ax.scatter(f["bytes"] / 2**20, 100, facecolors="none", edgecolors=_ALBERT if f["format"] == "onnx" else _BERT,
+        ax.scatter(f["bytes"] / 2**20, 100, facecolors="none", edgecolors=_format_color(f["format"]),
                    s=40, label=f"{f['format']} fp32 (the reference)")
     low = min(100 * (accuracy_interval(f["accuracy"]) or (f["accuracy"]["headline"],))[0] for f in files)
     ax.set_ylim(min(low - 2, 95), 101)

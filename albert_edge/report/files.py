@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..formats.describe import inspect_model
+from ..formats.kinds import by_name
 from ..formats.packed import check_packed
 from ..labels import check_task_labels
 from .sources import ModelFileInput
@@ -91,7 +92,7 @@ def download_bytes(paths: list[Path]) -> int:
 
 def _static_len(path, fmt: str) -> int | None:
     """N of a static-shape file that no manifest describes, read from the file as convert does."""
-    if fmt not in ("tflite", "onnx", "ort"):
+    if not by_name(fmt).static_shapes:
         return None
     from ..formats.manifest import static_length
     from ..formats.weights import read_file

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PRESETS, AlbertConfig, load_config
-from ..formats import FORMATS
+from ..formats.kinds import find
 from ..errors import AlbertEdgeError, ConfigError
 from ..hub import is_hub_id, repo_name, resolve
 from ..profile.record import SCHEMA as PROFILE_SCHEMA, records_problem
@@ -89,7 +89,7 @@ def _read_source(source: str, inputs: Inputs) -> None:
         _read_manifest(path, inputs)
     elif path.is_dir():
         _read_config(path, inputs, "checkpoint")
-    elif path.suffix.lower() in FORMATS:
+    elif find(path) is not None:
         _read_model_file(path, inputs)
     elif path.suffix.lower() == ".jsonl":
         from ..profile.output import load_records

@@ -3,12 +3,13 @@ interpreter and ExecuTorch. Imports neither torch nor tensorflow (tensorflow.lit
 resort for .tflite files, when no standalone interpreter is installed; torch only for .pte files
 when executorch's own bindings are the only ExecuTorch installed).
 
-- :mod:`.engines`: which engine runs which format (the one table), and their versions;
+- :mod:`.engines`: which engines of a format are installed here, and their versions;
 - :mod:`.onnx_engine`: how an .onnx file is opened in onnxruntime (weights mapped, not copied);
 - :mod:`.compiled`: .tflite through LiteRT's CompiledModel, each shared weight packed once;
 - :mod:`.litert`: .tflite through the classic ``Interpreter`` (XNNPACK off, or the route above declined);
 - :mod:`.pte_engine`: ExecuTorch .pte files, XNNPACK's weights cache on (each shared weight packed once);
-- :mod:`.gpu`: ``accelerator="gpu"``: a static .tflite on LiteRT's GPU accelerator, an .onnx on CUDA;
+- :mod:`.accelerator`: ``accelerator="gpu"``: a static .tflite on LiteRT's GPU accelerator (and its placement,
+  measured in a child), an .onnx on CUDA;
 - :mod:`.static`: what a static-shape file (``convert --static``) takes, and the one line when fed otherwise.
 """
 
@@ -24,13 +25,11 @@ import numpy as np
 from ..errors import RuntimeUnavailable
 from ..formats import FORMATS, format_of
 from ..formats.graph import TensorSpec
-from ..formats.ort_reader import check_ort
-from ..formats.tflite_check import check_tflite
+from ..formats.kinds import EXECUTORCH, ONNX, ORT, TFLITE, Format, of_file
 from . import compiled
 from .litert import DELEGATES, InterpreterBackend
 from .onnx_engine import PROVIDERS, OnnxBackend
 from .pte_engine import PteBackend
-from ..formats.tflite_reader import has_dynamic_tensor
 from .static import feed_problem, static_length
 
 __all__ = ["Session", "TensorSpec", "FORMATS", "format_of", "PROVIDERS", "DELEGATES", "ACCELERATORS",
@@ -91,31 +90,24 @@ class Session:
         self.path = Path(path)
         if not self.path.is_file():
             raise RuntimeUnavailable(f"{self.path}: no such model file")
-        self.format = format_of(self.path)
+        self.kind: Format = of_file(self.path)
+        self.format: str = self.kind.name  # what records call it
         self.num_threads = num_threads
         self.app_defaults = app_defaults
-        _check_accelerator(accelerator, gpu_precision, self.format, app_defaults, delegate)
+        _check_accelerator(accelerator, gpu_precision, self.kind, app_defaults, delegate)
         self.gpu_precision: str | None = gpu_precision if accelerator == "gpu" else None
-        weights_once = weights_once and not app_defaults
+        if self.kind.structure_check is not None:
+            # A damaged .tflite can crash the interpreter, not just fail to load; a damaged .ort
+            # gets one line here, not a retry announced on stdout by onnxruntime.
+            self.kind.structure_check(self.path)
+        if ops_trace is not None and not self.kind.onnxruntime:
+            raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
         if accelerator == "gpu":
             self._backend = self._gpu_backend(provider, ops_trace)
-        elif self.format in ("onnx", "ort"):
-            if self.format == "ort":
-                check_ort(self.path)  # damaged: one line here, not a retry announced on stdout by onnxruntime
-            self._backend = OnnxBackend(self.path, num_threads, provider, ops_trace, app_defaults=app_defaults)
-        elif self.format == "executorch":
-            if ops_trace is not None:
-                raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
-            self._backend = PteBackend(self.path, num_threads, delegate, weights_once)
         else:
-            check_tflite(self.path)  # a damaged file can crash the interpreter, not just fail to load
-            if ops_trace is not None:
-                raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
-            self._backend = None
-            if weights_once and delegate == "xnnpack":  # each shared weight packed once, not per layer
-                self._backend = compiled.open_tflite(self.path, num_threads)
-            if self._backend is None:
-                self._backend = InterpreterBackend(self.path, num_threads, delegate)
+            self._backend = _OPEN[self.kind](self.path, num_threads, provider=provider, delegate=delegate,
+                                             ops_trace=ops_trace, weights_once=weights_once and not app_defaults,
+                                             app_defaults=app_defaults)
         self.weights_once: bool = getattr(self._backend, "weights_once",
                                           isinstance(self._backend, compiled.CompiledTFLite))
         self.inputs: list[TensorSpec] = self._backend.inputs
@@ -125,22 +117,18 @@ class Session:
         self.placement = getattr(self._backend, "placement", None)
         # N of a static-shape file's [1, N] inputs (a .pte declares its upper bounds instead)
         shapes = [s.shape for s in self.inputs]
-        self.static_len: int | None = None if self.format == "executorch" else static_length(shapes)
-        if self.static_len is not None and self.format == "tflite" and has_dynamic_tensor(self.path):
+        self.static_len: int | None = static_length(shapes) if self.kind.static_shapes else None
+        sized_at_run_time = self.kind.sized_at_run_time
+        if self.static_len is not None and sized_at_run_time is not None and sized_at_run_time(self.path):
             self.static_len = None  # fixed inputs over a graph that resizes (a MediaPipe task file)
 
     def _gpu_backend(self, provider: str | None, ops_trace):
         """The backend of ``accelerator="gpu"``: LiteRT's GPU accelerator for a .tflite, a GPU
         execution provider for an .onnx / .ort."""
-        from .gpu import GpuTFLite, onnx_gpu_provider
+        from .accelerator import GpuTFLite, onnx_gpu_provider
 
-        if self.format in ("onnx", "ort"):
-            if self.format == "ort":
-                check_ort(self.path)
+        if self.kind.onnxruntime:
             return OnnxBackend(self.path, self.num_threads, onnx_gpu_provider(provider), ops_trace)
-        check_tflite(self.path)
-        if ops_trace is not None:
-            raise RuntimeUnavailable("per-operator tracing is offered for .onnx files only")
         return GpuTFLite(self.path, self.num_threads, self.gpu_precision)
 
     def end_profiling(self) -> Path | None:
@@ -190,7 +178,8 @@ class Session:
         return f"Session({str(self.path)!r}, backend={self.backend_name!r})"
 
 
-def _check_accelerator(accelerator: str, gpu_precision: str, fmt: str, app_defaults: bool, delegate: str) -> None:
+def _check_accelerator(accelerator: str, gpu_precision: str, kind: Format, app_defaults: bool,
+                       delegate: str) -> None:
     """One line for an accelerator that does not combine with the file or the other options."""
     if accelerator not in ACCELERATORS:
         raise RuntimeUnavailable(f"unknown accelerator {accelerator!r}; expected one of {', '.join(ACCELERATORS)}")
@@ -199,15 +188,36 @@ def _check_accelerator(accelerator: str, gpu_precision: str, fmt: str, app_defau
                                  f"{', '.join(GPU_PRECISIONS)}")
     if accelerator == "cpu":
         return
-    if fmt == "executorch":
+    if not kind.gpu:
         raise RuntimeUnavailable("accelerator 'gpu' runs .tflite files (LiteRT's GPU accelerator) and .onnx / .ort "
                                  "files (onnxruntime's CUDA provider); a .pte runs on the CPU here")
     if app_defaults:
         raise RuntimeUnavailable("app_defaults opens a file with the runtime's default options, on the CPU; "
                                  "accelerator 'gpu' is another setting: use one or the other")
-    if fmt == "tflite" and delegate != "xnnpack":
+    if not kind.onnxruntime and delegate != "xnnpack":  # a delegate: the CPU's (onnxruntime's are providers)
         raise RuntimeUnavailable(f"delegate {delegate!r} is a CPU setting; on accelerator 'gpu' the operators the "
                                  "GPU does not take run on XNNPACK")
+
+
+def _open_onnx(path: Path, num_threads: int | None, *, provider: str | None, ops_trace, app_defaults: bool,
+               **_):
+    return OnnxBackend(path, num_threads, provider, ops_trace, app_defaults=app_defaults)
+
+
+def _open_pte(path: Path, num_threads: int | None, *, delegate: str, weights_once: bool, **_):
+    return PteBackend(path, num_threads, delegate, weights_once)
+
+
+def _open_tflite(path: Path, num_threads: int | None, *, delegate: str, weights_once: bool, **_):
+    backend = None
+    if weights_once and delegate == "xnnpack":  # each shared weight packed once, not per layer
+        backend = compiled.open_tflite(path, num_threads)
+    return backend if backend is not None else InterpreterBackend(path, num_threads, delegate)
+
+
+# How each format opens on the CPU: one opener per entry of the table of formats.
+_OPEN: dict[Format, Callable[..., object]] = {ONNX: _open_onnx, ORT: _open_onnx, TFLITE: _open_tflite,
+                                              EXECUTORCH: _open_pte}
 
 
 def _cast(value: np.ndarray, spec: TensorSpec) -> np.ndarray:

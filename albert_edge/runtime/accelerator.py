@@ -1,39 +1,63 @@
-"""LiteRT's GPU accelerator on a .tflite file: which operators it takes, which it leaves on the CPU
-and why, whether it refuses the file, and what the file answers on it. Each is measured in a child
-process, from the accelerator's own report (its log on stderr), so that a GPU driver that crashes
-cannot take the caller down.
+"""LiteRT's GPU accelerator on a .tflite file, and what ``Session(path, accelerator="gpu")`` runs.
+
+In a child process (:func:`gpu_placement`, :func:`run_on_gpu`, :func:`placed_run`): which operators
+the accelerator takes, which it leaves on the CPU and why, whether it refuses the file, and what
+the file answers on it, from the accelerator's own report (its log on stderr), so that a GPU
+driver that crashes cannot take the caller down.
+
+In this process (:class:`GpuTFLite`, Session's backend on the GPU): a static-shape .tflite on
+ai-edge-litert's ``CompiledModel`` with ``HardwareAccelerator.GPU | CPU``, the operators it does
+not take on the CPU, as an app runs it; an .onnx runs on onnxruntime's CUDA provider instead
+(:func:`onnx_gpu_provider`). The placement is read from the same report, the accelerator's log
+while the file compiles: the process's stdout and stderr are held for that moment and their lines
+given to the parser the child's log goes through. The GPU computes in float32 by default here
+(``GpuOptions(enforce_f32=True)``: within 1e-5 of the CPU); "fp16" is the accelerator's own
+default, faster on a phone's GPU and about 1e-2 off.
 
 ai-edge-litert ships the accelerator as ``libLiteRtWebGpuAccelerator.so``: WebGPU (Dawn) over
 Vulkan on Linux. Mesa's lavapipe is a real Vulkan implementation on the CPU, so the accelerator's
 decisions (what it delegates, what it refuses, its precision) are checked on any Linux machine;
-timings on lavapipe say nothing about a GPU. Debian 12's Mesa 22.3 is not taken by it ("No adapters
-found"); Mesa 25 from bookworm-backports is (``.ci/gpu.sh`` installs it).
+timings on lavapipe say nothing about a GPU (:func:`software_adapter` tells such a device, "llvmpipe"
+to the accelerator). Debian 12's Mesa 22.3 is not taken by it ("No adapters found"); Mesa 25 from
+bookworm-backports is (``.ci/gpu.sh`` installs it).
 
 The accelerator takes static-shape files only: one dynamic-sized tensor in the graph (a position
 slice sized by the input's SHAPE, say) and it refuses the whole file. TensorFlow's GPU
 compatibility Analyzer is no guide to that: it passes files the accelerator refuses.
 
-Device side: standard library and numpy; ai-edge-litert is imported in the child only.
+Device side: standard library and numpy; ai-edge-litert is imported in the child, and in this
+process only when a file is opened on the GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import json
+import logging
+import os
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from ..children import child_env, python
-from ..errors import RuntimeUnavailable
+from ..errors import RuntimeUnavailable, optional_import
+from ..formats.kinds import TFLITE
 
-__all__ = ["NoVulkanDevice", "StaticShapeOnly", "CpuFallback", "GpuPlacement", "vulkan_available",
-           "gpu_placement", "run_on_gpu", "placed_run", "NO_VULKAN_FIX"]
+__all__ = ["NoVulkanDevice", "StaticShapeOnly", "CpuFallback", "GpuPlacement", "vulkan_available", "vulkan_devices",
+           "no_vulkan", "input_shapes", "refusal_message", "gpu_placement", "run_on_gpu", "placed_run", "NO_VULKAN_FIX",
+           "ACCELERATORS", "PRECISIONS", "NO_CUDA", "GpuTFLite", "onnx_gpu_provider", "software_adapter",
+           "software_warning"]
+
+log = logging.getLogger(__name__)
 
 NO_VULKAN_FIX = "install Mesa's lavapipe (.ci/gpu.sh) or run on a device with a GPU"
 _TIMEOUT = 600  # seconds a child may take: lavapipe compiles a large graph's kernels slowly
@@ -87,7 +111,7 @@ class GpuPlacement:
         """Raise the refusal as an error: StaticShapeOnly for a dynamic-shape file."""
         if self.refused:
             kind = StaticShapeOnly if "dynamic-sized" in (self.reason or "") else RuntimeUnavailable
-            raise kind(_refusal_message(self.path, self.reason or "refused", _input_shapes(self.path)))
+            raise kind(refusal_message(self.path, self.reason or "refused", input_shapes(self.path)))
 
 
 # -- Vulkan ---------------------------------------------------------------------------------------
@@ -160,7 +184,8 @@ def vulkan_available() -> str | None:
     return devices if isinstance(devices, str) else None
 
 
-def _no_vulkan(detail: str) -> NoVulkanDevice:
+def no_vulkan(detail: str) -> NoVulkanDevice:
+    """The one line for no Vulkan device the accelerator takes: ``detail`` (why) and the fix."""
     return NoVulkanDevice(f"no Vulkan device ({detail}): {NO_VULKAN_FIX}")
 
 
@@ -234,8 +259,8 @@ def _graph(path: str | Path):
 
     schema = schema_module()
     raw = Path(path).read_bytes()
-    if len(raw) < 8 or raw[4:8] != b"TFL3":
-        raise RuntimeUnavailable(f"{path}: not a TFLite model (no TFL3 identifier)")
+    if not TFLITE.identifies(raw):
+        raise RuntimeUnavailable(f"{path}: {TFLITE.identifier.refusal}")
     model = schema.Model.GetRootAs(raw, 0)
     keys = [model.SignatureDefs(i).SignatureKey().decode() for i in range(model.SignatureDefsLength())]
     index = model.SignatureDefs(keys.index(SIGNATURE)).SubgraphIndex() if SIGNATURE in keys else 0
@@ -287,7 +312,7 @@ def _tensor_origin(path: str | Path, tensor: int) -> str:
     return label
 
 
-def _input_shapes(path: str | Path) -> list[list[int]]:
+def input_shapes(path: str | Path) -> list[list[int]]:
     """Each signature input's shape signature (-1 where dynamic)."""
     from .compiled import read_signature
 
@@ -295,7 +320,9 @@ def _input_shapes(path: str | Path) -> list[list[int]]:
     return [list(s.shape) for s in signature[1]] if signature else []
 
 
-def _refusal_message(path, reason: str, shapes: list[list[int]]) -> str:
+def refusal_message(path, reason: str, shapes: list[list[int]]) -> str:
+    """The line for a file the accelerator refuses for ``reason``; for a dynamic-sized tensor it names
+    the fix (convert --static) and the file's input ``shapes`` (:func:`input_shapes`)."""
     if "dynamic-sized" in reason:
         inputs = ", ".join(sorted({str(s) for s in shapes})) or "?"
         return (f"{path}: the GPU accelerator takes static-shape files only: convert with a fixed length "
@@ -372,7 +399,7 @@ def _in_child(path: Path, enforce_f32: bool, feeds: dict[str, np.ndarray] | None
         answer_file = Path(request["answer"])
         if done.returncode != 0 or not answer_file.exists():
             if report.no_adapter:
-                raise _no_vulkan(_no_adapter_detail())
+                raise no_vulkan(_no_adapter_detail())
             raise RuntimeUnavailable(f"{path}: LiteRT's GPU accelerator failed ({_died(done.returncode)}"
                                      f"{_last_error(done.stdout)})")
         answer = json.loads(answer_file.read_text())
@@ -422,7 +449,7 @@ def gpu_placement(path: str | Path, *, enforce_f32: bool = True, timeout: float 
 
 def _placement(path: Path, ops: int, answer: dict, report: _Report, enforce_f32: bool) -> GpuPlacement:
     if report.no_adapter:
-        raise _no_vulkan(_no_adapter_detail())
+        raise no_vulkan(_no_adapter_detail())
     refused = "error" in answer
     reason = None
     if refused:
@@ -456,9 +483,9 @@ def placed_run(path: str | Path, feeds: dict[str, np.ndarray], *, enforce_f32: b
                timeout: float = _TIMEOUT) -> tuple[GpuPlacement, dict[str, np.ndarray]]:
     """:func:`run_on_gpu` with the placement of that run (one child, one compilation)."""
     path = Path(path)
-    shapes = _input_shapes(path)
+    shapes = input_shapes(path)
     if any(d < 0 for shape in shapes for d in shape):
-        raise StaticShapeOnly(_refusal_message(path, "inputs are dynamic-sized", shapes))
+        raise StaticShapeOnly(refusal_message(path, "inputs are dynamic-sized", shapes))
     from .compiled import read_signature
 
     specs = read_signature(path)[1]
@@ -477,3 +504,188 @@ def placed_run(path: str | Path, feeds: dict[str, np.ndarray], *, enforce_f32: b
     if outputs is None:
         raise RuntimeUnavailable(f"{path}: LiteRT's GPU accelerator returned no outputs")
     return placement, outputs
+
+
+# -- accelerator="gpu" in this process: Session's backend -------------------------------------------
+
+ACCELERATORS = ("cpu", "gpu")
+# GPU arithmetic: "fp32" keeps it in float32 (GpuOptions.enforce_f32), "fp16" is the accelerator's default.
+PRECISIONS = {"fp32": True, "fp16": False}
+_SOFTWARE = ("llvmpipe", "lavapipe", "swiftshader")
+NO_CUDA = ("CUDAExecutionProvider is not available in this onnxruntime build: install onnxruntime-gpu on a "
+           "machine with CUDA")
+
+
+def software_adapter(adapter: str | None) -> str | None:
+    """The name of the software Vulkan device ``adapter`` is ("llvmpipe"), None for a real GPU.
+    The accelerator names its adapter as "llvmpipe (LLVM 15.0.6, 256 bits), arch=software, ..."."""
+    if not adapter:
+        return None
+    text = adapter.lower()
+    found = next((name for name in _SOFTWARE if name in text), None)
+    if found is None and ("arch=software" in text or "adaptertype=cpu" in text):
+        found = adapter.split(" (")[0].split(",")[0].strip() or "software"
+    return found
+
+
+def software_warning(adapter: str | None) -> str | None:
+    """The warning a measurement on a software Vulkan device carries, None on a real GPU."""
+    name = software_adapter(adapter)
+    if name is None:
+        return None
+    return (f"timings on a software Vulkan device ({name}) mean nothing: it proves the GPU path takes the file "
+            "and computes right, not how fast")
+
+
+def onnx_gpu_provider(provider: str | None) -> str:
+    """The onnxruntime provider ``accelerator="gpu"`` runs an .onnx on: ``provider`` when it names a
+    GPU one, else CUDA; RuntimeUnavailable in one line when this onnxruntime build lacks it."""
+    from .onnx_engine import PROVIDERS
+
+    wanted = PROVIDERS.get((provider or "cuda").lower(), provider)
+    if wanted == PROVIDERS["cpu"]:
+        wanted = PROVIDERS["cuda"]
+    available = optional_import("onnxruntime").get_available_providers()
+    if wanted not in available:
+        if wanted == PROVIDERS["cuda"]:
+            raise RuntimeUnavailable(NO_CUDA)
+        raise RuntimeUnavailable(f"{wanted} is not available in this onnxruntime build: install onnxruntime-gpu "
+                                 "on a machine with CUDA")
+    return wanted
+
+
+@contextlib.contextmanager
+def _held_output() -> Iterator[list[str]]:
+    """Hold this process's stdout and stderr (file descriptors 1 and 2) in a temporary file while
+    the block runs, and put their lines in the yielded list when it ends: LiteRT logs on stderr,
+    Dawn (WebGPU) writes its warnings on stdout."""
+    lines: list[str] = []
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+    try:
+        held = tempfile.TemporaryFile()
+        saved = os.dup(1), os.dup(2)
+    except OSError:  # nowhere to hold them: the placement then rests on is_fully_accelerated alone
+        yield lines
+        return
+    with held:
+        os.dup2(held.fileno(), 1)
+        os.dup2(held.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            with contextlib.suppress(OSError, AttributeError):
+                ctypes.CDLL(None).fflush(None)  # C stdio's buffered stdout, before it is given back
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            held.seek(0)
+            lines.extend(held.read().decode(errors="replace").splitlines())
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("LiteRT's log while compiling:\n%s", "\n".join(lines))
+
+
+class GpuTFLite:
+    """A static-shape .tflite compiled for LiteRT's GPU accelerator, the CPU taking what it leaves.
+    ``placement`` says where its operators went, from the accelerator's own report.
+
+    Raises StaticShapeOnly for a file with dynamic shapes (before anything compiles),
+    NoVulkanDevice when the accelerator finds no adapter, RuntimeUnavailable when it refuses the
+    file otherwise (its reason in the message)."""
+
+    name = "ai_edge_litert"
+    accelerator = "gpu"
+    weights_once = None  # how the GPU holds a shared weight is not measured here
+
+    def __init__(self, path: str | os.PathLike, num_threads: int | None = None, precision: str = "fp32"):
+        if precision not in PRECISIONS:
+            raise RuntimeUnavailable(f"unknown GPU precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+        self.path, self.precision = Path(path), precision
+        from .compiled import read_signature
+        from .engines import version_of
+
+        signature = read_signature(self.path)
+        if signature is None:
+            raise RuntimeUnavailable(f"{self.path}: no signature; LiteRT's CompiledModel runs signatures only")
+        self._key, self.inputs, self.outputs = signature
+        shapes = input_shapes(self.path)
+        if any(d < 0 for shape in shapes for d in shape):
+            raise StaticShapeOnly(refusal_message(self.path, "inputs are dynamic-sized", shapes))
+        if "tensorflow" in sys.modules:
+            # Measured with tensorflow 2.x: CompiledModel.from_file dies with SIGSEGV on the GPU then.
+            raise RuntimeUnavailable(
+                "LiteRT's GPU accelerator crashes in a process that has imported TensorFlow: open the file on the "
+                "GPU in a process without tensorflow (albert_edge.runtime.accelerator.run_on_gpu runs it in a child)")
+        enforce_f32 = PRECISIONS[precision]
+        compiled_model = optional_import("ai_edge_litert.compiled_model")
+        from ai_edge_litert.cpu_options import CpuOptions
+        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+        from ai_edge_litert.options import GpuOptions, Options
+
+        options = Options(hardware_accelerators=HardwareAccelerator.GPU | HardwareAccelerator.CPU,
+                          cpu_options=CpuOptions(num_threads=int(num_threads or 0)),
+                          gpu_options=GpuOptions(enforce_f32=enforce_f32))
+        answer = {"runtime": f"ai-edge-litert {version_of('ai_edge_litert') or 'unknown'}"}
+        self._model = None
+        with _held_output() as lines:
+            try:
+                self._model = compiled_model.CompiledModel.from_file(str(self.path), options=options)
+            except RuntimeError as exc:
+                answer["error"] = " ".join(str(exc).split())
+        report = _parse("\n".join(lines))
+        if report.no_adapter:
+            raise no_vulkan(_no_adapter_detail())
+        if self._model is not None:
+            answer["fully_accelerated"] = bool(self._model.is_fully_accelerated())
+        self.placement: GpuPlacement = _placement(self.path, _op_count(self.path), answer, report, enforce_f32)
+        self.placement.check()
+        model, self._model = self._model, None  # held in self._held only, so that its finalizer frees it
+        self._index = model.get_signature_index(self._key)
+        names = model.get_signature_list()[self._key]
+        self._in_names, self._out_names = names["inputs"], names["outputs"]
+        with _held_output():  # LiteRT's INFO lines as it makes the buffers' environment
+            ins, outs = model.create_input_buffers(self._index), model.create_output_buffers(self._index)
+        details = model.get_output_tensor_details(self._key)
+        self._out_shapes = {n: (tuple(details[n]["shape"]), np.dtype(details[n]["dtype"])) for n in self._out_names}
+        self._in_dtypes = {s.name: np.dtype(s.dtype) for s in self.inputs}
+        self._ran = False
+        # LiteRT logs a line per accelerator it destroys: held too, when this object goes.
+        self._held = [model, ins, outs]
+        self._closer = weakref.finalize(self, _release, self._held)
+
+    @property
+    def adapter(self) -> str | None:
+        return self.placement.adapter
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if not self._ran:
+            with _held_output():  # the first call makes an environment of its own, and LiteRT says so
+                results = self._run(feeds)
+            self._ran = True
+            return results
+        return self._run(feeds)
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if not self._held:
+            raise RuntimeUnavailable(f"{self.path}: the GPU session is closed")
+        model, ins, outs = self._held
+        for name, buffer in zip(self._in_names, ins):
+            buffer.write(np.ascontiguousarray(feeds[name], dtype=self._in_dtypes[name]))
+        model.run_by_index(self._index, ins, outs)
+        results = {}
+        for name, buffer in zip(self._out_names, outs):
+            shape, dtype = self._out_shapes[name]
+            results[name] = buffer.read(int(np.prod(shape)), dtype).reshape(shape)
+        return {s.name: results[s.name] for s in self.outputs}
+
+    def close(self) -> None:
+        """Free LiteRT's objects now rather than when this object is collected."""
+        self._closer()
+
+
+def _release(held: list) -> None:
+    with _held_output():
+        held.clear()

@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from ..formats.graph import TensorSpec
+from ..formats.kinds import TFLITE
 from ..errors import RuntimeUnavailable
 
 __all__ = ["CompiledTFLite", "WEIGHT_CACHE", "available", "unavailable_reason", "cpu_runs_compiled_model",
@@ -181,7 +182,7 @@ def _read_signature(path: str | os.PathLike) -> tuple[int, str, list[TensorSpec]
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as raw:
             try:
-                if raw[4:8] != b"TFL3":
+                if not TFLITE.identifies(raw):
                     raise ValueError("no TFL3 identifier")
                 # Model(...) over the mapping itself: Model.GetRootAs would copy the whole file.
                 return _signature(tflite_schema, tflite_schema.Model(raw, struct.unpack_from("<I", raw, 0)[0]))

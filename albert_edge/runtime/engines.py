@@ -1,63 +1,41 @@
-"""Which engine runs which file format: the one table that Session, the profiler (local and over
-SSH), the demo and the version in every profile record read. Standard library only."""
+"""Which engines are installed for a file format, and their versions: what Session, the profiler
+(local and over SSH), the demo and the version in every profile record read. The engines of each
+format are its entry's (:data:`albert_edge.formats.kinds.Format.engines`). Standard library only."""
 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 from importlib import metadata
 
-__all__ = ["Engine", "ENGINES", "available", "installed", "packages", "version_of", "install_hint"]
+from ..formats.kinds import EXECUTORCH, ONNX, ORT, TFLITE, Engine, Format, by_name
+
+__all__ = ["Engine", "ENGINES", "engines_of", "available", "installed", "packages", "version_of", "install_hint"]
 
 
-@dataclass(frozen=True)
-class Engine:
-    """One interpreter of a format: where it is imported from and how pip names it."""
-
-    module: str  # where its API is: "ai_edge_litert.interpreter"
-    attribute: str | None  # the interpreter class there ("Interpreter"); None when the module is the API
-    distributions: tuple[str, ...]  # pip's names for it, the usual one first
-
-    @property
-    def package(self) -> str:
-        """The top-level package: what a profile record names as its runtime."""
-        return self.module.split(".")[0]
+# Each Format's engines, by name: a view of the table in albert_edge.formats.kinds, and the one
+# place this module reads them from (so that what is installed is looked up in one place).
+ENGINES: dict[str, tuple[Engine, ...]] = {f.name: f.engines for f in (ONNX, ORT, TFLITE, EXECUTORCH)}
 
 
-# In order of preference: the first one installed runs the file.
-ENGINES: dict[str, tuple[Engine, ...]] = {
-    "onnx": (Engine("onnxruntime", None, ("onnxruntime", "onnxruntime-gpu")),),
-    # ONNX Runtime's own format: what ONNX Runtime Mobile loads, and any onnxruntime build runs
-    "ort": (Engine("onnxruntime", None, ("onnxruntime", "onnxruntime-gpu")),),
-    "tflite": (
-        Engine("ai_edge_litert.interpreter", "Interpreter", ("ai-edge-litert",)),
-        Engine("tflite_runtime.interpreter", "Interpreter", ("tflite-runtime",)),
-        # imports all of tensorflow: the workstation fallback
-        Engine("tensorflow.lite", "Interpreter", ("tensorflow", "tensorflow-cpu")),
-    ),
-    "executorch": (
-        # numpy in and out, no torch (albert_edge.runtime.pte_engine)
-        Engine("executorch_numpy_runtime", "Runtime", ("executorch-numpy-runtime",)),
-        # executorch's own bindings take torch tensors only, so they import torch: the workstation fallback
-        Engine("executorch.extension.pybindings._C", None, ("executorch",)),
-    ),
-}
+def engines_of(fmt: Format | str) -> tuple[Engine, ...]:
+    """The engines that run ``fmt`` files (a Format, or its name), in order of preference."""
+    return ENGINES[fmt.name if isinstance(fmt, Format) else by_name(fmt).name]
 
 
-def packages(fmt: str) -> tuple[str, ...]:
+def packages(fmt: Format | str) -> tuple[str, ...]:
     """The top-level packages that can run ``fmt`` files, in order of preference."""
-    return tuple(engine.package for engine in ENGINES[fmt])
+    return tuple(engine.package for engine in engines_of(fmt))
 
 
-def installed(fmt: str) -> tuple[Engine, ...]:
+def installed(fmt: Format | str) -> tuple[Engine, ...]:
     """The engines for ``fmt`` that are installed here (found, not imported)."""
-    return tuple(e for e in ENGINES[fmt] if _found(e.package))
+    return tuple(e for e in engines_of(fmt) if _found(e.package))
 
 
-def available(fmt: str) -> bool:
+def available(fmt: Format | str) -> bool:
     """Whether an engine for ``fmt`` is installed; looks no further than the first one found (a
     device with ai-edge-litert never even looks for tensorflow)."""
-    return any(_found(e.package) for e in ENGINES[fmt])
+    return any(_found(e.package) for e in engines_of(fmt))
 
 
 def _found(package: str) -> bool:
@@ -78,6 +56,7 @@ def version_of(package: str) -> str | None:
     return None
 
 
-def install_hint(formats: set[str]) -> str:
-    """The pip command that installs the runtimes for ``formats`` (the package's extras)."""
-    return f"pip install 'albert-edge[{','.join(sorted(formats))}]'"
+def install_hint(formats: set[str] | set[Format]) -> str:
+    """The pip command that installs the runtimes for ``formats`` (the package's extras, named
+    as the formats are)."""
+    return f"pip install 'albert-edge[{','.join(sorted(f.name if isinstance(f, Format) else f for f in formats))}]'"

@@ -13,7 +13,8 @@ import numpy as np
 from ..errors import RuntimeUnavailable, first_line, optional_import
 from ..formats.graph import TensorSpec
 from ..formats.tflite_reader import layer_form
-from .engines import ENGINES
+from ..formats.kinds import TFLITE
+from .engines import engines_of
 
 __all__ = ["InterpreterBackend", "DELEGATES", "tflite_interpreter"]
 
@@ -28,7 +29,7 @@ DELEGATES = ("xnnpack", "none")
 
 class InterpreterBackend:
     """A .tflite file in the classic TFLite ``Interpreter`` (ai-edge-litert, tflite-runtime or
-    tensorflow.lite, whichever is installed first in :data:`.engines.ENGINES`)."""
+    tensorflow.lite, whichever is installed first of the TFLite format's engines)."""
 
 
     def __init__(self, path: Path, num_threads: int | None, delegate: str = "xnnpack"):
@@ -109,7 +110,7 @@ def _tflite_spec(name: str, detail: dict) -> TensorSpec:
 
 def tflite_interpreter():
     """The first installed TFLite ``Interpreter`` class and the package it comes from."""
-    for engine in ENGINES["tflite"]:
+    for engine in engines_of(TFLITE):
         try:
             module = optional_import(engine.module)
         except ImportError:

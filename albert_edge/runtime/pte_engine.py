@@ -1,7 +1,7 @@
 """How albert_edge.runtime runs an ExecuTorch .pte file, and what that costs the device.
 
 Two bindings of the same ExecuTorch C++ runtime, the first installed one used
-(:data:`.engines.ENGINES`):
+(the order of :data:`albert_edge.formats.kinds.EXECUTORCH`'s engines):
 
 - ``executorch-numpy-runtime``: numpy in, numpy out, no torch (little memory to import).
   A community build of ExecuTorch 1.3.1 for CPython 3.12+ (x86-64 and aarch64 Linux); it
@@ -31,7 +31,8 @@ import numpy as np
 from ..errors import DataError, RuntimeUnavailable, first_line, optional_import
 from ..formats.graph import INPUT_NAMES, TensorSpec
 from ..formats.pte_reader import METHOD, XNNPACK, read
-from .engines import ENGINES
+from ..formats.kinds import EXECUTORCH
+from .engines import engines_of
 
 __all__ = ["PteBackend", "PTE_DELEGATES"]
 
@@ -188,8 +189,8 @@ _BINDINGS = {"executorch_numpy_runtime": _NumpyRuntime, "executorch": _Pybinding
 
 
 def _binding() -> _Binding:
-    """The first installed ExecuTorch binding (ENGINES order)."""
-    for engine in ENGINES["executorch"]:
+    """The first installed ExecuTorch binding (in the order of the format's engines)."""
+    for engine in engines_of(EXECUTORCH):
         if importlib.util.find_spec(engine.package) is None:
             continue
         try:

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from albert_edge.cli import main
 from albert_edge.runtime.accelerator import NO_VULKAN_FIX, vulkan_available
-from albert_edge.runtime.gpu import NO_CUDA, software_adapter, software_warning
+from albert_edge.runtime.accelerator import NO_CUDA, software_adapter, software_warning
 
 from .bad_input import snapshot
 from .test_bad_input import one_line

@@ -13,8 +13,7 @@ import pytest
 from albert_edge.converters.targets import TARGETS, Exporter, Lazy, of_file, target
 from albert_edge.errors import ConversionError
 from albert_edge.formats import FORMATS
-from albert_edge.formats.weights import READERS
-from albert_edge.runtime.engines import ENGINES
+from albert_edge.formats.kinds import by_name
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +24,7 @@ def test_each_entry_is_complete(name):
     assert entry.name == name and entry.file_name == "model" + entry.suffix
     # The device side reads and runs the file by its last suffix, as the entry's format.
     assert FORMATS[Path(entry.file_name).suffix] == entry.format
-    assert entry.format in READERS and entry.format in ENGINES
+    assert by_name(entry.format).name == entry.format and by_name(entry.format).reader and by_name(entry.format).engines
     assert of_file(Path("out") / entry.file_name) is entry
     exporter = entry.exporter()
     assert isinstance(exporter, Exporter) and callable(exporter.export) and callable(exporter.verify)

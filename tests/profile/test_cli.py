@@ -17,6 +17,8 @@ from click.testing import CliRunner
 import albert_edge
 
 from albert_edge.cli import main
+from albert_edge.profile import ProfileSettings
+from albert_edge.profile.job import ProfileJob
 
 from .conftest import FAST
 
@@ -328,13 +330,13 @@ def test_profile_runs_without_torch_or_tensorflow(onnx_file, tflite_file, run_bl
     """)
     assert result.returncode == 0, result.stderr
     assert [r["format"] for r in json.loads(result.stdout)] == ["onnx", "tflite"]
-    job = {"file": str(tflite_file), "file_as_given": str(tflite_file), "file_bytes": 1, "sha256": "-",
-           "runs": 3, "min_seconds": 0, "max_seconds": 0, "ci_target": 0.02, "warmup": 0, "ops": False, "text": None, "tokenizer": None,
-           "max_sentences": 1, "provider": None, "delegate": "none", "threads": 1, "batch": 2, "seq_len": 8,
-           "workdir": "."}
+    settings = ProfileSettings(seq_lens=(8,), batches=(2,), threads=(1,), delegates=("none",), runs=3, min_seconds=0,
+                               max_seconds=0, warmup=0, max_sentences=1)
+    job = ProfileJob(file=str(tflite_file), file_as_given=str(tflite_file), file_bytes=1, sha256="-", settings=settings,
+                     threads=1, batch=2, seq_len=8, delegate="none", workdir=".")
     result = run_blocked(f"""
         from albert_edge.profile import _child
-        code = _child.main([{json.dumps(job)!r}])
+        code = _child.main([{job.to_json()!r}])
         leaked = [m for m in sys.modules if m.split(".")[0] in ("torch", "tensorflow", "onnxruntime")]
         assert code == 0 and not attempts and not leaked, (code, attempts, leaked)
     """)

@@ -59,7 +59,8 @@ def test_a_static_file_takes_its_one_shape_only(files):
 def test_profile_takes_fixed_inputs_over_a_resizable_graph_at_any_length(files):
     """profile's check of a static file's length leaves such a file alone (a MediaPipe task file is
     profiled at every --seq-len and on --text), and still holds a convert --static file to N."""
+    from albert_edge.formats.kinds import TFLITE
     from albert_edge.profile.runner import _static_len
 
-    assert _static_len(files["fixed"], "tflite") is None
-    assert _static_len(files["static"], "tflite") == N
+    assert _static_len(files["fixed"], TFLITE) is None
+    assert _static_len(files["static"], TFLITE) == N

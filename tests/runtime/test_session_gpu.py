@@ -23,7 +23,7 @@ import pytest
 from albert_edge.errors import RuntimeUnavailable, user_message
 from albert_edge.runtime import Session
 from albert_edge.runtime.accelerator import NO_VULKAN_FIX, NoVulkanDevice, StaticShapeOnly, vulkan_available
-from albert_edge.runtime.gpu import NO_CUDA, software_adapter, software_warning
+from albert_edge.runtime.accelerator import NO_CUDA, software_adapter, software_warning
 from albert_edge.runtime.static import StaticShapeMismatch
 
 from .test_gpu_accelerator import static_files  # noqa: F401  (two [1, T] lookups, one with a CPU fallback)
