@@ -34,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from result_meta import commit  # noqa: E402  (where the figures come from)
+from _harness import commit  # noqa: E402  (where the figures come from)
 from gpu_check_steps import CHILD_STEPS, FULL, ROOT, SHAPES  # noqa: E402  (the child steps)
 NO_CUDA = 3
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from result_meta import commit  # noqa: E402  (where the figures come from)
+from _harness import commit  # noqa: E402  (where the figures come from)
 
 HEADS = ("base", "classification")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")

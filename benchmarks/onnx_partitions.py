@@ -26,7 +26,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from result_meta import commit  # noqa: E402  (where the figures come from)
+from _harness import commit  # noqa: E402  (where the figures come from)
 
 HEADS = {"albert-base": ("base", "mlm"), "small": ("pretraining",)}
 

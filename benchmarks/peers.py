@@ -73,7 +73,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measurement)
 import peer_tools  # noqa: E402  (benchmarks/peer_tools.py: the peers built in .venv-peers)
-import result_meta  # noqa: E402  (where the figures come from, for the result file)
+import _harness as harness  # noqa: E402  (where the figures come from, for the result file)
 from quantize_speed import _config, add_model_options  # noqa: E402  (the model options, read one way)
 
 log = logging.getLogger("peers")
@@ -400,12 +400,12 @@ def _work_dir(given: str | None) -> Iterator[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    header = result_meta.start("peers", versions=VERSIONS)
+    header = harness.start("peers", versions=VERSIONS)
     with _work_dir(args.work) as work:
         result = run(args, work)
     if args.out:
         setup = {k: v for k, v in result["setup"].items() if k not in ("work", "out", "json", "checkpoint")}
-        print(f"wrote {result_meta.write(args.out, header, {**result, 'setup': setup})}", file=sys.stderr)
+        print(f"wrote {harness.write(args.out, header, {**result, 'setup': setup})}", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -77,7 +77,7 @@ def _write_result(out: Path, summary: dict, spiece: Path) -> None:
     import platform
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from result_meta import commit
+    from _harness import commit
 
     result = {"benchmark": "tokenizer_json_parity", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
               "commit": commit(), "machine": {"platform": platform.platform(), "python": platform.python_version()},

@@ -3,9 +3,9 @@ date, the machine (CPU, its flags, the load while it ran) and the versions of th
 ran. The documentation renders its tables from these files (benchmarks/render_results.py), and
 each table names the file, its machine, date and commit.
 
-    header = result_meta.start("peers", versions=("onnxruntime", "ai-edge-litert"))
+    header = harness.start("peers", versions=("onnxruntime", "ai-edge-litert"))
     ...                                  # the benchmark runs
-    result_meta.write(path, header, {"rows": rows})
+    harness.write(path, header, {"rows": rows})
 """
 
 from __future__ import annotations
