@@ -98,3 +98,32 @@ def write(path: Path, header: dict, body: dict) -> Path:
     tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def evict(path: Path) -> None:
+    """Drop ``path`` (a file, or each file of a checkpoint directory) from the page cache, so every
+    child reads its model cold, as after a boot. Runtimes map model files, and a mapped file's
+    resident pages count in the process's RSS: how many a fault maps depends on how the kernel
+    holds the file in its cache (a file written in one large write() is cached in large folios,
+    and the same ALBERT-base int8 file then peaked 8 MiB higher), so a warm cache would make the
+    figure depend on how and when the file was written."""
+    for file in ([path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())):
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)  # dirty pages cannot be dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def fresh_process(argv: list[str], what: str, model: Path | None = None, env: dict | None = None) -> dict:
+    """Run ``python ARGV`` (a benchmark script's child) in a fresh process, OpenMP threads passive,
+    ``model`` read cold (see ``evict``), and return the JSON object it printed last; a failed
+    child stops the benchmark with the tail of its stderr. Every benchmark here times this way."""
+    if model is not None:
+        evict(model)
+    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **(env or {})})
+    if done.returncode != 0:
+        raise SystemExit(f"{what}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

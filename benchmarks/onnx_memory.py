@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.files:
         p.error("name at least one .onnx file")
     sys.path.insert(0, str(Path(__file__).parent))
-    from memory import fresh_process  # here, not at the top: the children measure their own imports
+    from _harness import fresh_process  # here, not at the top: the children measure their own imports
 
     plan = [(f, lead) for f in args.files for lead in args.leads]
     got: dict = {key: [] for key in plan}

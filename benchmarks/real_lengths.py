@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-import memory  # noqa: E402  (benchmarks/memory.py: fresh_process, the way every benchmark here times)
+import _harness as harness  # noqa: E402  (fresh_process: the way every benchmark here times)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -93,7 +93,7 @@ def _run_child(args: argparse.Namespace, mode: str, path: Path, out: Path) -> di
     argv = [__file__, str(path), "--tokenizer", args.tokenizer, "--text", args.text,
             "--sentences", str(args.sentences), "--passes", str(args.passes), "--max-seq-len", str(args.max_seq_len),
             "--min-bucket", str(args.min_bucket), "--threads", str(args.threads), "--child", mode, str(path)]
-    return memory.fresh_process(argv, f"{mode} {path}", path, env={"REAL_LENGTHS_OUT": str(out)})
+    return harness.fresh_process(argv, f"{mode} {path}", path, env={"REAL_LENGTHS_OUT": str(out)})
 
 
 def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:

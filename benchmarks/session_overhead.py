@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-import memory  # noqa: E402  (benchmarks/memory.py: fresh_process, the way every benchmark here times)
+import _harness as harness  # noqa: E402  (fresh_process: the way every benchmark here times)
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -132,7 +132,7 @@ def child(args: argparse.Namespace) -> None:
 def _run_child(args: argparse.Namespace, route: str, path: Path, seq_len: int) -> dict:
     argv = [__file__, "x", "--threads", str(args.threads), "--runs", str(args.runs),
             "--warmup", str(args.warmup), "--child", route, str(path), str(seq_len)]
-    return memory.fresh_process(argv, f"{route} {path} seq {seq_len}", path)
+    return harness.fresh_process(argv, f"{route} {path} seq {seq_len}", path)
 
 
 def measure(args: argparse.Namespace) -> list[dict]:
