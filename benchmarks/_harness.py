@@ -74,10 +74,16 @@ def options(parser: argparse.ArgumentParser, **taken: object) -> None:
 
 # -- the child mode: one measurement in a fresh process ------------------------------------------
 
+# ``python benchmarks/_harness.py --child ...`` as an import: a script run as __main__ is compiled
+# every time, an imported module comes from its cached bytecode, and a compile leaves its memory in
+# the child's figures.
+_BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); import _harness; sys.exit(_harness.main())"
+
+
 def child_argv(target: str, job: dict) -> list[str]:
     """The command that runs ``target`` (``module:function``, a benchmark's measurement) on ``job``
     in a fresh Python; the function's return value is the last line it prints, as JSON."""
-    return [sys.executable, str(HARNESS), "--child", target, json.dumps(job)]
+    return [sys.executable, "-c", _BOOT, str(HARNESS.parent), "--child", target, json.dumps(job)]
 
 
 def child(target: str, job: dict, what: str, model: Path | None = None, env: dict | None = None) -> dict:
@@ -266,4 +272,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.modules.setdefault("_harness", sys.modules[__name__])  # the benchmark's import finds this copy
     sys.exit(main())
