@@ -1,4 +1,4 @@
-"""The steps benchmarks/gpu_check.py runs each in a fresh Python (``gpu_check.py --child STEP JOB``):
+"""The steps benchmarks/gpu_check.py runs each in a fresh Python (the harness's child mode):
 build a shape's files, check one file on one execution provider against PyTorch, probe what the
 installed onnxruntime can run. Each takes and returns JSON-ready dicts."""
 
@@ -234,9 +234,6 @@ def library_versions() -> dict:
     return {"cuda_runtime": f"{cudart // 1000}.{cudart % 1000 // 10}" if cudart else None,
             "cudnn": f"{cudnn // 10000}.{cudnn % 10000 // 100}.{cudnn % 100}" if cudnn and cudnn >= 90000 else cudnn,
             "tensorrt": f"{trt // 10000}.{trt % 10000 // 100}.{trt % 100}" if trt else None}
-
-
-CHILD_STEPS = {"build": build_step, "check": check_step, "probe": probe_step}
 
 
 def first_line(exc: BaseException) -> str:
