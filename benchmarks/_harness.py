@@ -160,6 +160,47 @@ def spread(values: Iterable[float], digits: int) -> list[float]:
     return [round(min(values), digits), round(max(values), digits)]
 
 
+# -- the models and inputs the benchmarks measure ------------------------------------------------
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def random_model(config, head: str, seed: int = 0):
+    """``head`` on ``config``, seeded, with every parameter moved off its initial value (no zero
+    biases or unit LayerNorms that a converter could fold away and flatter the figures)."""
+    import torch
+
+    from albert_edge.model import build_model
+
+    torch.manual_seed(seed)
+    model = build_model(config, head)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    return model.eval()
+
+
+def reference_row(vocab_size: int, pad_id: int, T: int, seed: int = 1) -> dict:
+    """One row of random ids, its last quarter padding, its second half segment 1 (int32 arrays)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocab_size, size=(1, T)).astype(np.int32)
+    mask = np.ones((1, T), np.int32)
+    ids[0, T - T // 4:], mask[0, T - T // 4:] = pad_id, 0
+    types = np.zeros((1, T), np.int32)
+    types[0, T // 2:] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def cosine(a, b) -> float:
+    """The cosine of two arrays, flattened, in float64."""
+    import numpy as np
+
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
 # -- the result file -----------------------------------------------------------------------------
 
 RESULTS = Path(__file__).parent / "results"
