@@ -34,6 +34,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 
@@ -126,6 +127,18 @@ def fresh_process(argv: list[str], what: str, model: Path | None = None, env: di
     if done.returncode != 0:
         raise SystemExit(f"{what}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def timed(call: Callable[[], object], runs: int) -> list[float]:
+    """Milliseconds of each of ``runs`` calls of ``call``, one after another (in a child, after
+    its warm-up)."""
+    clock = time.perf_counter_ns
+    times = []
+    for _ in range(runs):
+        start = clock()
+        call()
+        times.append((clock() - start) / 1e6)
+    return times
 
 
 # -- rounds and their spread ---------------------------------------------------------------------

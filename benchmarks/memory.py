@@ -218,15 +218,15 @@ def child(job: dict) -> dict:
         start = time.perf_counter()
         outputs[T] = run(feeds)
         record.setdefault("first_call_s", time.perf_counter() - start)
-        times = []
-        for _ in range(job["runs"]):
-            start = time.perf_counter()
-            run(feeds)
-            times.append(1000 * (time.perf_counter() - start))
-        record["latency_ms"][T] = times
+        record["latency_ms"][T] = harness.timed(lambda: run(feeds), job["runs"])
     record["end"] = _memory()
-    np.savez(out, **{f"{T}/{name}": np.asarray(v) for T, o in outputs.items() for name, v in o.items()})
+    save_outputs(out, outputs)
     return record
+
+
+def save_outputs(out: Path, outputs: dict[int, dict]) -> None:
+    """A child's outputs ({length: {name: array}}) for its parent to compare, as ``LENGTH/NAME``."""
+    np.savez(out, **{f"{T}/{name}": np.asarray(v) for T, o in outputs.items() for name, v in o.items()})
 
 
 def _routes(args: argparse.Namespace, path: Path) -> list[str]:

@@ -23,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from albert_edge.profile import ProfileSettings
@@ -59,13 +58,7 @@ def bare_loop(job: dict) -> dict:
     call()
     for _ in range(job["warmup"]):
         call()
-    clock = time.perf_counter_ns
-    times = []
-    for _ in range(job["runs"]):
-        t0 = clock()
-        call()
-        times.append(clock() - t0)
-    return {"p50": float(np.median(times)) / 1e6}
+    return {"p50": float(np.median(harness.timed(call, job["runs"])))}
 
 
 def main() -> int:

@@ -26,7 +26,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -101,12 +100,7 @@ def child(job: dict) -> dict:
         call = lambda: runner(**feeds)  # noqa: E731
     for _ in range(job["warmup"] + 1):
         call()
-    clock = time.perf_counter_ns
-    times = []
-    for _ in range(job["runs"]):
-        start = clock()
-        call()
-        times.append((clock() - start) / 1e6)
+    times = harness.timed(call, job["runs"])
     return {"p50_ms": statistics.median(times), "mean_ms": statistics.fmean(times)}
 
 

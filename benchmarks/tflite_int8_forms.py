@@ -126,14 +126,9 @@ def child(job: dict) -> dict:
         feeds = memory._feeds(1, T)
         outputs[T] = run(feeds)
         run(feeds)  # the first call at a new length resizes and plans
-        times = []
-        for _ in range(job["runs"]):
-            start = time.perf_counter()
-            run(feeds)
-            times.append(1000 * (time.perf_counter() - start))
-        record["latency_ms"][T] = times
+        record["latency_ms"][T] = harness.timed(lambda: run(feeds), job["runs"])
     record["peak_rss_mib"] = memory._memory()["VmHWM"]
-    np.savez(job["out"], **{f"{T}/{name}": np.asarray(v) for T, o in outputs.items() for name, v in o.items()})
+    memory.save_outputs(Path(job["out"]), outputs)
     return record
 
 
