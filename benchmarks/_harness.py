@@ -73,6 +73,27 @@ def options(parser: argparse.ArgumentParser, **taken: object) -> None:
         parser.add_argument(flag, **{**keywords, "help": help_, **extra})
 
 
+def model_options(p: argparse.ArgumentParser, checkpoint_help: str) -> None:
+    """--checkpoint, or --preset with --set overrides (read by ``model_config``): the model a benchmark builds."""
+    p.add_argument("--checkpoint", help=checkpoint_help)
+    p.add_argument("--preset", default="albert-base-v2", help="Config preset when no --checkpoint.")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="Override a preset config field (e.g. vocab_size=8000); repeatable.")
+
+
+def model_config(args: argparse.Namespace):
+    """The config of --preset with each --set KEY=VALUE applied (the value read as the field's type)."""
+    from albert_edge.config import AlbertConfig
+
+    config = AlbertConfig.preset(args.preset)
+    changes = {}
+    for item in args.overrides:
+        key, _, value = item.partition("=")
+        current = getattr(config, key)
+        changes[key] = type(current)(value) if current is not None else value
+    return config.replace(**changes)
+
+
 # -- the child mode: one measurement in a fresh process ------------------------------------------
 
 # ``python benchmarks/_harness.py --child ...`` as an import: a script run as __main__ is compiled

@@ -74,7 +74,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measurement)
 import peer_tools  # noqa: E402  (benchmarks/peer_tools.py: the peers built in .venv-peers)
 import _harness as harness  # noqa: E402  (options, models, the result file)
-from quantize_speed import _config, add_model_options  # noqa: E402  (the model options, read one way)
 
 log = logging.getLogger("peers")
 INPUTS = harness.INPUTS
@@ -82,7 +81,7 @@ INPUTS = harness.INPUTS
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = harness.parser(__doc__)
-    add_model_options(p, "A Hugging Face ALBERT directory (default: --preset, random init).")
+    harness.model_options(p, "A Hugging Face ALBERT directory (default: --preset, random init).")
     harness.options(p, seq_lens=[32, 128], batch=1, threads=2, runs=10,
                     rounds={"default": 3, "help": "Fresh children per contestant, interleaved."},
                     work={"help": "Directory for the checkpoint and files (default: a temporary one); "
@@ -103,7 +102,7 @@ def _checkpoint(args, work: Path) -> Path:
     if not (out / "config.json").is_file():
         from albert_edge import checkpoints
 
-        checkpoints.save(harness.random_model(_config(args), "base"), out)
+        checkpoints.save(harness.random_model(harness.model_config(args), "base"), out)
     return out
 
 

@@ -36,17 +36,9 @@ import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measuremen
 log = logging.getLogger("quantize_speed")
 
 
-def add_model_options(p: argparse.ArgumentParser, checkpoint_help: str) -> None:
-    """--checkpoint, or --preset with --set overrides (read by ``_config``): the model a benchmark builds."""
-    p.add_argument("--checkpoint", help=checkpoint_help)
-    p.add_argument("--preset", default="albert-base-v2", help="Config preset when no --checkpoint.")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="Override a preset config field (e.g. vocab_size=8000); repeatable.")
-
-
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = harness.parser(__doc__)
-    add_model_options(p, "A checkpoint directory (default: --preset, random init).")
+    harness.model_options(p, "A checkpoint directory (default: --preset, random init).")
     p.add_argument("--head", default=None, help="Head to build or load (default: base for a preset).")
     p.add_argument("--formats", nargs="+", default=["onnx", "tflite"], choices=["onnx", "tflite"])
     p.add_argument("--schemes", nargs="+", default=None, help="Only these schemes (default: all of each format).")
@@ -60,18 +52,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="Ratio to eager every int8 file should reach or beat (default 0.2); marked per row.")
     harness.options(p, json=True)
     return p.parse_args(argv)
-
-
-def _config(args):
-    from albert_edge.config import AlbertConfig
-
-    config = AlbertConfig.preset(args.preset)
-    changes = {}
-    for item in args.overrides:
-        key, _, value = item.partition("=")
-        current = getattr(config, key)
-        changes[key] = type(current)(value) if current is not None else value
-    return config.replace(**changes)
 
 
 def _checkpoint(args, work: Path) -> tuple[Path, str]:
@@ -90,7 +70,7 @@ def _checkpoint(args, work: Path) -> tuple[Path, str]:
     out = work / "checkpoint"
     if not (out / "config.json").is_file():
         torch.manual_seed(args.seed)
-        checkpoints.save(build_model(_config(args), head), out)
+        checkpoints.save(build_model(harness.model_config(args), head), out)
     return out, head
 
 
