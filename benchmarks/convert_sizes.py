@@ -14,7 +14,6 @@ sampled; then `albert-edge inspect` reads each file back. The bound is the conve
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -22,6 +21,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (the options every benchmark shares)
 
 HF_CLASS = {"base": "AlbertModel", "pretraining": "AlbertForPreTraining", "mlm": "AlbertForMaskedLM",
             "classification": "AlbertForSequenceClassification"}
@@ -109,13 +111,13 @@ def measure(preset: str, head: str, target: str, work: Path, unique_bytes: int, 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("presets", nargs="+", help="albert-base-v2, albert-large-v2, albert-xxlarge-v2, ...")
     parser.add_argument("--head", default="base", choices=sorted(HF_CLASS), help="head to convert (default base)")
     parser.add_argument("--to", action="append", choices=["onnx", "tflite"], help="targets (default both)")
-    parser.add_argument("--seq-len", type=int, default=128, help="length to build and verify at (default 128)")
-    parser.add_argument("--work", type=Path, help="keep checkpoints and files here (default: a temp dir)")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    harness.options(parser, seq_len={"default": 128, "help": "length to build and verify at (default 128)"},
+                    work={"type": Path, "help": "keep checkpoints and files here (default: a temp dir)"},
+                    json={"help": "print the rows as JSON"})
     args = parser.parse_args()
     targets = args.to or ["onnx", "tflite"]
     rows = []

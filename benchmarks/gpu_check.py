@@ -21,10 +21,8 @@ Exit status: 0 every check passed; 1 a check failed (the result file says which)
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -34,36 +32,31 @@ from importlib import metadata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from result_meta import commit  # noqa: E402  (where the figures come from)
-from gpu_check_steps import CHILD_STEPS, FULL, ROOT, SHAPES  # noqa: E402  (the child steps)
+import _harness as harness  # noqa: E402  (options, the child mode, the result file)
+from gpu_check_steps import FULL, ROOT, SHAPES  # noqa: E402  (the child steps)
 NO_CUDA = 3
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--providers", default="cuda,tensorrt",
                         help="execution providers to check, comma-separated: cuda, tensorrt, or cpu alone for a dry "
                              "run with the CPU onnxruntime (default: cuda,tensorrt; TensorRT is recorded as not "
                              "available where its libraries are missing)")
     parser.add_argument("--shapes", default="tiny,albert-base", help=f"model shapes: {', '.join(SHAPES)}")
-    parser.add_argument("--seq-len", type=int, default=128, help="N of the static files' [1, N] inputs")
+    harness.options(parser, seq_len={"default": 128, "help": "N of the static files' [1, N] inputs"})
     parser.add_argument("--profile-seconds", type=float, default=2.0,
                         help="albert-edge profile --max-seconds per file x provider (0: no profile records)")
     parser.add_argument("--budget", type=float, default=300.0,
                         help="seconds for the whole run: a step that would start past it is recorded as skipped")
     parser.add_argument("--device-name", default=None, help="the <device> of gpu_check-<device>.json (default: "
                                                             "the GPU's name from nvidia-smi, or the board's)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="result file (default: benchmarks/results/gpu_check-<device>.json; a --providers cpu "
-                             "run: under --work)")
-    parser.add_argument("--work", type=Path, default=None, help="folder for the files (default: a temporary one)")
+    harness.options(parser, out={"help": "result file (default: benchmarks/results/gpu_check-<device>.json; a "
+                                         "--providers cpu run: under --work)"},
+                    work={"type": Path, "help": "folder for the files (default: a temporary one)"})
     parser.add_argument("--setup-seconds", type=float, default=None,
                         help="seconds the venv took to make (gpu_check.sh passes it), kept in the result")
-    parser.add_argument("--child", nargs=2, metavar=("STEP", "JOB"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(CHILD_STEPS[args.child[0]](json.loads(args.child[1]))))
-        return 0
     providers = [p.strip().lower() for p in args.providers.split(",") if p.strip()]
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
     bad = [p for p in providers if p not in FULL] + [s for s in shapes if s not in SHAPES]
@@ -101,8 +94,8 @@ def run(args, providers: list[str], shapes: list[str], work: Path) -> int:
                 "providers: providers held, nodes per provider, outputs against PyTorch, profile records; random "
                 "weights",
         "dry_run": providers == ["cpu"], "device": device, "seq_len": args.seq_len, "weights": "random (seed 0)",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit(),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "board": board(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": harness.commit(),
+        "machine": {**harness.platform_info(), "board": board(),
                     "cpu_cores": os.cpu_count(), "gpus": gpu, "driver_cuda": driver_cuda()},
         "versions": versions(probes),
         "providers": {p: ({"available": True} if probes[p].get("taken") else
@@ -132,7 +125,7 @@ def run(args, providers: list[str], shapes: list[str], work: Path) -> int:
                     continue
                 job = {**f, "provider": p, "reference": files["reference"], "work": str(work)}
                 result["checks"].append({"shape": shape, "kind": f["kind"], **child("check", job, env, timeout=400)})
-                write(out, result)
+                harness.write_json(out, result)
         for f in (f for f in files["files"] if f["static_len"] and args.profile_seconds > 0):
             for p in usable:
                 if time.monotonic() > deadline:
@@ -141,11 +134,11 @@ def run(args, providers: list[str], shapes: list[str], work: Path) -> int:
                     continue
                 row = profile(f, p, args.seq_len, args.profile_seconds, records, env, work)
                 result["profiles"].append({"shape": shape, "kind": f["kind"], **row})
-                write(out, result)
+                harness.write_json(out, result)
     result["seconds"]["total"] = round(time.monotonic() - start, 1)
     result["ok"] = (bool(result["checks"]) and not result["failed"] and all(c.get("ok") for c in result["checks"])
                     and all(p.get("ok") for p in result["profiles"]))
-    write(out, result)
+    harness.write_json(out, result)
     print(table(result))
     print(out)
     return 0 if result["ok"] else 1
@@ -156,8 +149,9 @@ def run(args, providers: list[str], shapes: list[str], work: Path) -> int:
 
 
 def child(step: str, job: dict, env: dict | None, timeout: float) -> dict:
-    """``step`` in a fresh Python: its JSON answer, or {"error": ...} with the last line it said."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", step, json.dumps(job)]
+    """``step`` (gpu_check_steps.STEP_step) in a fresh Python: its JSON answer, or {"error": ...} with the
+    last line it said."""
+    cmd = harness.child_argv(f"gpu_check_steps:{step}_step", job)
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -251,12 +245,7 @@ def board() -> str | None:
 
 
 def versions(probes: dict) -> dict:
-    found = {}
-    for dist in ("albert-edge", "onnxruntime", "onnxruntime-gpu", "onnx", "torch", "numpy"):
-        try:
-            found[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            found[dist] = None
+    found = harness.package_versions(("albert-edge", "onnxruntime", "onnxruntime-gpu", "onnx", "torch", "numpy"))
     probe = next(iter(probes.values()), {})
     found.update({k: probe.get(k) for k in ("cuda_runtime", "cudnn", "tensorrt")})
     found["onnxruntime_build"] = probe.get("onnxruntime")
@@ -267,12 +256,6 @@ def versions(probes: dict) -> dict:
 
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
-
-
-def write(out: Path, result: dict) -> None:
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(out)
 
 
 def table(result: dict) -> str:

@@ -1,4 +1,4 @@
-"""The steps benchmarks/gpu_check.py runs each in a fresh Python (``gpu_check.py --child STEP JOB``):
+"""The steps benchmarks/gpu_check.py runs each in a fresh Python (the harness's child mode):
 build a shape's files, check one file on one execution provider against PyTorch, probe what the
 installed onnxruntime can run. Each takes and returns JSON-ready dicts."""
 
@@ -13,6 +13,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _harness import cosine, random_model, reference_row  # noqa: E402  (the models and inputs benchmarks share)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {"tiny": "tiny", "albert-base": "albert-base-v2"}  # shape -> albert_edge.config preset
@@ -33,19 +36,13 @@ def build_step(job: dict) -> dict:
     from albert_edge.converters.export import convert
     from albert_edge.converters.quantized import quantize_file
     from albert_edge.formats import manifest
-    from albert_edge.model import build_model
     from albert_edge.quantize import QuantizeConfig
 
     work, seq_len = Path(job["work"]), job["seq_len"]
     config = AlbertConfig.preset(SHAPES[job["shape"]])
     if config.max_position_embeddings < seq_len:  # the tiny preset holds 64 positions
         config = config.replace(max_position_embeddings=seq_len)
-    torch.manual_seed(0)
-    model = build_model(config, "base")
-    with torch.no_grad():  # every parameter off its initial value: nothing the converter could fold away
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.02)
-    model.eval()
+    model = random_model(config, "base")
     batch = reference_row(config.vocab_size, config.pad_token_id, seq_len)
     with torch.no_grad():
         out = model(*(torch.from_numpy(batch[n].astype(np.int64)) for n in batch))
@@ -74,17 +71,6 @@ def build_step(job: dict) -> dict:
                       "stored_bytes": entry.weights.get("stored_bytes"),
                       "unique_bytes": entry.weights.get("unique_bytes"), "build_s": round(timings[kind], 1)})
     return {"files": files, "reference": str(reference)}
-
-
-def reference_row(vocab_size: int, pad_id: int, T: int, seed: int = 1) -> dict[str, np.ndarray]:
-    """One row of random ids, its last quarter padding, its second half segment 1."""
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(5, vocab_size, size=(1, T)).astype(np.int32)
-    mask = np.ones((1, T), np.int32)
-    ids[0, T - T // 4:], mask[0, T - T // 4:] = pad_id, 0
-    types = np.zeros((1, T), np.int32)
-    types[0, T // 2:] = 1
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
 def check_step(job: dict) -> dict:
@@ -148,11 +134,6 @@ def op_counts(nodes: dict[str, str]) -> dict[str, int]:
     for op in nodes.values():
         counts[op] = counts.get(op, 0) + 1
     return dict(sorted(counts.items()))
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def probe_step(job: dict) -> dict:
@@ -234,9 +215,6 @@ def library_versions() -> dict:
     return {"cuda_runtime": f"{cudart // 1000}.{cudart % 1000 // 10}" if cudart else None,
             "cudnn": f"{cudnn // 10000}.{cudnn % 10000 // 100}.{cudnn % 100}" if cudnn and cudnn >= 90000 else cudnn,
             "tensorrt": f"{trt // 10000}.{trt % 10000 // 100}.{trt % 100}" if trt else None}
-
-
-CHILD_STEPS = {"build": build_step, "check": check_step, "probe": probe_step}
 
 
 def first_line(exc: BaseException) -> str:

@@ -16,22 +16,18 @@ Timings are not taken: on Mesa's lavapipe (Vulkan on the CPU) they say nothing a
 
 from __future__ import annotations
 
-import argparse
 import json
-import platform
 import sys
 import tempfile
 import time
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from result_meta import commit  # noqa: E402  (where the figures come from)
+import _harness as harness  # noqa: E402  (options, models, inputs, the result file)
 
 HEADS = ("base", "classification")
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def config_for(shape: str):
@@ -44,44 +40,13 @@ def config_for(shape: str):
     return AlbertConfig.preset("albert-base-v2").replace(**{**r.config, "vocab_size": r.vocab_size})
 
 
-def random_model(config, head: str, seed: int = 0):
-    """``head`` on ``config`` with every parameter moved off its initial value (no zero biases or
-    unit LayerNorms the converter could fold away)."""
-    import torch
-
-    from albert_edge.model import build_model
-
-    torch.manual_seed(seed)
-    model = build_model(config.replace(num_labels=3) if head == "classification" else config, head)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.02)
-    return model.eval()
-
-
-def feeds(config, T: int, seed: int = 1) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    mask = np.ones((1, T), np.int32)
-    mask[0, T - T // 4:] = 0
-    types = np.zeros((1, T), np.int32)
-    types[0, T // 2:] = 1
-    ids = rng.integers(5, config.vocab_size, size=(1, T)).astype(np.int32)
-    ids[0, T - T // 4:] = config.pad_token_id
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-
-
 def pytorch(model, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     import torch
 
     with torch.no_grad():
-        out = model(*(torch.from_numpy(batch[n].astype(np.int64)) for n in INPUTS))
+        out = model(*(torch.from_numpy(batch[n].astype(np.int64)) for n in harness.INPUTS))
     out = out if isinstance(out, tuple) else (out,)
     return {name: t.numpy() for name, t in zip(model.output_names, out)}
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def measure_file(path: Path, entry, expected: dict[str, np.ndarray], batch: dict[str, np.ndarray]) -> dict:
@@ -101,7 +66,7 @@ def measure_file(path: Path, entry, expected: dict[str, np.ndarray], batch: dict
         "ops": where["ops"], "gpu_ops": where["gpu_ops"], "cpu_ops": where["cpu_ops"],
         "all_on_gpu": where["all_on_gpu"], "fallbacks": where["fallbacks"], "adapter": where["adapter"],
         "max_abs_diff_enforce_f32": {n: float(np.abs(exact[n] - v).max()) for n, v in expected.items()},
-        "cosine_default_precision": {n: cosine(half[n], v) for n, v in expected.items()},
+        "cosine_default_precision": {n: harness.cosine(half[n], v) for n, v in expected.items()},
     }
 
 
@@ -113,10 +78,10 @@ def run(shape: str, seq_len: int, work: Path) -> list[dict]:
     from albert_edge.quantize import QuantizeConfig
 
     config = config_for(shape)
-    batch = feeds(config, seq_len)
+    batch = harness.reference_row(config.vocab_size, config.pad_token_id, seq_len)
     rows = []
     for head in HEADS:
-        model = random_model(config, head)
+        model = harness.random_model(config.replace(num_labels=3) if head == "classification" else config, head)
         expected = pytorch(model, batch)
         ckpt = checkpoints.save(model, work / head / "ckpt")
         out = work / head / "out"
@@ -136,12 +101,11 @@ def run(shape: str, seq_len: int, work: Path) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--shape", choices=("albert-base", "small"), default="albert-base",
                         help="ALBERT-base's shape, or the pipeline's builtin small model's (random weights either way)")
-    parser.add_argument("--seq-len", type=int, default=128, help="N of the static files' [1, N] inputs")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="result file (default: benchmarks/results/gpu_static-SHAPE.json)")
+    harness.options(parser, seq_len={"default": 128, "help": "N of the static files' [1, N] inputs"},
+                    out={"help": "result file (default: benchmarks/results/gpu_static-SHAPE.json)"})
     args = parser.parse_args()
 
     from albert_edge.runtime.accelerator import vulkan_available, vulkan_devices
@@ -156,16 +120,12 @@ def main() -> None:
         "what": "static-shape TFLite (fp32, fp16) on LiteRT's GPU accelerator: placement and outputs against "
                 "PyTorch; random weights; no timings (the Vulkan device is software)",
         "shape": args.shape, "seq_len": args.seq_len, "weights": "random (seed 0)",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit(),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "vulkan_devices": vulkan_devices()},
-        "versions": {p: version(p) for p in ("albert-edge", "ai-edge-litert", "tensorflow", "torch", "numpy")},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": harness.commit(),
+        "machine": {**harness.platform_info(), "vulkan_devices": vulkan_devices()},
+        "versions": harness.package_versions(("albert-edge", "ai-edge-litert", "tensorflow", "torch", "numpy")),
         "files": rows,
     }
-    out = args.out or Path(__file__).parent / "results" / f"gpu_static-{args.shape}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(out)
+    print(harness.write_json(args.out or harness.RESULTS / f"gpu_static-{args.shape}.json", result))
 
 
 if __name__ == "__main__":

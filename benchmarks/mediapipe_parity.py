@@ -19,13 +19,16 @@ normalizer, counted per difference class.
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (the options every benchmark shares)
 
 ROOT = Path(__file__).parents[1]
 
@@ -170,12 +173,11 @@ def tokenizer_main(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__.splitlines()[0])
     parser.add_argument("--classifier", type=Path, help="a labelled classification checkpoint (default: made here)")
     parser.add_argument("--base", type=Path, help="a base-model checkpoint (default: made here)")
     parser.add_argument("--texts", type=int, default=200, help="real sentences to compare on")
-    parser.add_argument("--seq-len", type=int, default=32)
-    parser.add_argument("--json", action="store_true")
+    harness.options(parser, seq_len=32, json=True)
     parser.add_argument("--tokenizer-only", action="store_true",
                         help="only the ids MediaPipe computes against albert-edge's, as a table of difference classes")
     parser.add_argument("--strings", type=int, default=2400, help="generated hard strings for the tokenizer figures")

@@ -36,15 +36,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (options, the child mode, rounds: the way every benchmark here times)
 
 ROUTES = {
     ".tflite": ("tflite-interpreter", "tflite-compiled", "tflite-wrapper", "tflite-no-xnnpack", "tflite-plain", "session"),
@@ -58,18 +58,12 @@ _DEFAULT_ROUTES = ("tflite-interpreter", "tflite-compiled", "onnx", "onnx-no-pre
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = harness.parser(__doc__)
     p.add_argument("files", nargs="+", type=Path, help="Model files (.onnx, .tflite).")
     p.add_argument("--routes", nargs="+", default=None,
                    help="Routes to run (default: all for each file's format, no-xnnpack only with --slow).")
     p.add_argument("--slow", action="store_true", help="Include tflite-no-xnnpack (many times slower).")
-    p.add_argument("--seq-lens", nargs="+", type=int, default=[32, 128], help="Sequence lengths timed.")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--runs", type=int, default=20, help="Timed calls per length per child.")
-    p.add_argument("--rounds", type=int, default=3, help="Fresh children per (file, route), interleaved.")
-    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
-    p.add_argument("--child", nargs=3, metavar=("ROUTE", "FILE", "OUT"), help=argparse.SUPPRESS)
+    harness.options(p, seq_lens=[32, 128], batch=1, threads=2, runs=20, rounds=3, json=True)
     return p.parse_args(argv)
 
 
@@ -208,63 +202,31 @@ def _feeds(batch: int, seq_len: int) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
 
 
-def child(args: argparse.Namespace) -> None:
-    """Runs in the fresh process: load, one first call, timed calls per length; JSON on stdout."""
-    route, path, out = args.child[0], Path(args.child[1]), Path(args.child[2])
+def child(job: dict) -> dict:
+    """Runs in the fresh process: load, one first call, timed calls per length; outputs saved to
+    ``job["out"]``."""
+    route, path, out = job["route"], Path(job["file"]), Path(job["out"])
     record: dict = {"route": route, "file": str(path), "before": _memory()}
     start = time.perf_counter()
-    run = _open(route, path, args.threads)
+    run = _open(route, path, job["threads"])
     record["load_s"] = time.perf_counter() - start
     record["loaded"] = _memory()
     record["latency_ms"] = {}
     outputs = {}
-    for T in args.seq_lens:
-        feeds = _feeds(args.batch, T)
+    for T in job["seq_lens"]:
+        feeds = _feeds(job["batch"], T)
         start = time.perf_counter()
         outputs[T] = run(feeds)
         record.setdefault("first_call_s", time.perf_counter() - start)
-        times = []
-        for _ in range(args.runs):
-            start = time.perf_counter()
-            run(feeds)
-            times.append(1000 * (time.perf_counter() - start))
-        record["latency_ms"][T] = times
+        record["latency_ms"][T] = harness.timed(lambda: run(feeds), job["runs"])
     record["end"] = _memory()
+    save_outputs(out, outputs)
+    return record
+
+
+def save_outputs(out: Path, outputs: dict[int, dict]) -> None:
+    """A child's outputs ({length: {name: array}}) for its parent to compare, as ``LENGTH/NAME``."""
     np.savez(out, **{f"{T}/{name}": np.asarray(v) for T, o in outputs.items() for name, v in o.items()})
-    print(json.dumps(record))
-
-
-def evict(path: Path) -> None:
-    """Drop ``path`` (a file, or each file of a checkpoint directory) from the page cache, so every
-    child reads its model cold, as after a boot. Runtimes map model files, and a mapped file's
-    resident pages count in the process's RSS: how many a fault maps depends on how the kernel
-    holds the file in its cache (a file written in one large write() is cached in large folios,
-    and the same ALBERT-base int8 file then peaked 8 MiB higher), so a warm cache would make the
-    figure depend on how and when the file was written."""
-    for file in ([path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())):
-        fd = os.open(file, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)  # dirty pages cannot be dropped
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def fresh_process(argv: list[str], what: str, model: Path | None = None, env: dict | None = None) -> dict:
-    """Run ``python ARGV`` (a benchmark script's child) in a fresh process, OpenMP threads passive,
-    ``model`` read cold (see ``evict``), and return the JSON object it printed last; a failed
-    child stops the benchmark with the tail of its stderr. Every benchmark here times this way."""
-    if model is not None:
-        evict(model)
-    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
-                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **(env or {})})
-    if done.returncode != 0:
-        raise SystemExit(f"{what}: child failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _run_child(argv: list[str], route: str, path: Path, out: Path) -> dict:
-    return fresh_process([__file__, *argv, "--child", route, str(path), str(out)], f"{route} {path}", path)
 
 
 def _routes(args: argparse.Namespace, path: Path) -> list[str]:
@@ -274,23 +236,21 @@ def _routes(args: argparse.Namespace, path: Path) -> list[str]:
     return [r for r in own if r in _DEFAULT_ROUTES or (args.slow and r == "tflite-no-xnnpack")]
 
 
-def _child_argv(args: argparse.Namespace) -> list[str]:
-    return ["--seq-lens", *map(str, args.seq_lens), "--batch", str(args.batch), "--threads", str(args.threads),
-            "--runs", str(args.runs), "x"]
-
-
 def measure(args: argparse.Namespace, plan: list[tuple[Path, str]] | None = None,
             reference: tuple[Path, str] | None = None) -> list[dict]:
     """One row per (file, route) of ``plan`` (default: every file with its format's routes).
     Each row's max_abs_diff is against ``reference`` (default: the first route of its file)."""
     plan = plan or [(path, route) for path in args.files for route in _routes(args, path)]
-    records: dict[tuple[Path, str], list[dict]] = {key: [] for key in plan}
+    setting = {"seq_lens": args.seq_lens, "batch": args.batch, "threads": args.threads, "runs": args.runs}
     with tempfile.TemporaryDirectory(prefix="albert-memory-") as tmp:
         outs = {key: Path(tmp) / f"{i}.npz" for i, key in enumerate(plan)}
-        for r in range(args.rounds):  # interleaved: every (file, route) once per round
-            for key in plan:
-                records[key].append(_run_child(_child_argv(args), key[1], key[0], outs[key]))
-                print(f"round {r + 1}/{args.rounds}: {key[1]} {key[0].name}", file=sys.stderr)
+
+        def one(key: tuple[Path, str]) -> dict:
+            path, route = key
+            job = {**setting, "route": route, "file": str(path), "out": str(outs[key])}
+            return harness.child("memory:child", job, f"{route} {path}", path)
+
+        records = harness.interleave(plan, args.rounds, one, said=lambda key: f"{key[1]} {key[0].name}")
         rows = []
         for key in plan:
             ref_key = reference or next(k for k in plan if k[0] == key[0])
@@ -303,32 +263,28 @@ def measure(args: argparse.Namespace, plan: list[tuple[Path, str]] | None = None
 
 def _row(key, records: list[dict], seq_lens: list[int], diff: float, versus: str) -> dict:
     path, route = key
+    peaks = [r["end"]["VmHWM"] for r in records]
     row = {"file": f"{path.parent.name}/{path.name}", "route": route, "bytes": path.stat().st_size if path.is_file() else None,
-           "peak_rss_mib": round(statistics.median(r["end"]["VmHWM"] for r in records), 1),
-           "peak_rss_range": [round(min(r["end"]["VmHWM"] for r in records), 1),
-                              round(max(r["end"]["VmHWM"] for r in records), 1)],
-           "import_rss_mib": round(statistics.median(r["before"]["VmRSS"] for r in records), 1),
-           "end_pss_mib": round(statistics.median(r["end"].get("Pss", 0.0) for r in records), 1),
-           "load_s": round(statistics.median(r["load_s"] for r in records), 3),
-           "first_call_s": round(statistics.median(r["first_call_s"] for r in records), 3),
+           "peak_rss_mib": harness.median(peaks, 1), "peak_rss_range": harness.spread(peaks, 1),
+           "import_rss_mib": harness.median((r["before"]["VmRSS"] for r in records), 1),
+           "end_pss_mib": harness.median((r["end"].get("Pss", 0.0) for r in records), 1),
+           "load_s": harness.median((r["load_s"] for r in records), 3),
+           "first_call_s": harness.median((r["first_call_s"] for r in records), 3),
            "max_abs_diff": diff, "diff_versus": versus}
     for T in seq_lens:
         times = [t for r in records for t in r["latency_ms"][str(T)]]
         row[f"p50_ms@{T}"] = round(float(np.percentile(times, 50)), 2)
         row[f"p90_ms@{T}"] = round(float(np.percentile(times, 90)), 2)
         per_round = [float(np.percentile(r["latency_ms"][str(T)], 50)) for r in records]
-        row[f"p50_ms_range@{T}"] = [round(min(per_round), 2), round(max(per_round), 2)]  # the rounds' spread
+        row[f"p50_ms_range@{T}"] = harness.spread(per_round, 2)  # the rounds' spread
     return row
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    if args.child:
-        child(args)
-        return 0
     rows = measure(args)
     if args.json:
-        print(json.dumps({"setup": {k: v for k, v in vars(args).items() if k not in ("child", "files")}
+        print(json.dumps({"setup": {k: v for k, v in vars(args).items() if k != "files"}
                           | {"files": [str(f) for f in args.files]}, "rows": rows}, indent=2))
         return 0
     cols = ["file", "route", "peak_rss_mib", "peak_rss_range", "end_pss_mib", "load_s", "first_call_s",

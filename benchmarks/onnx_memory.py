@@ -18,11 +18,12 @@ Peak memory does not depend on other load on the machine, so no lock is needed. 
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (stdlib only: the children measure their own imports)
 
 LEADS = ("defaults", "no-pattern", "in-place", "no-prepack", "arena-off", "session")
 
@@ -59,10 +60,11 @@ def _open(lead: str, path: Path):
     return lambda feeds: session.run(None, feeds)
 
 
-def child(lead: str, path: Path) -> dict:
+def child(job: dict) -> dict:
+    """Runs in the fresh process: the file opened one way, called at 32 then 128 tokens."""
     import numpy as np
 
-    run = _open(lead, path)
+    run = _open(job["lead"], Path(job["file"]))
     record = {"loaded": _peak()}
     for T in (32, 128):
         ids = np.random.default_rng(T).integers(5, 1000, size=(1, T))
@@ -73,25 +75,16 @@ def child(lead: str, path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = harness.parser(__doc__)
     p.add_argument("files", nargs="*", type=Path, help=".onnx files")
     p.add_argument("--leads", nargs="+", default=list(LEADS), choices=LEADS, help="Ways of opening each file.")
-    p.add_argument("--rounds", type=int, default=5, help="Fresh processes per (file, lead), interleaved.")
-    p.add_argument("--child", nargs=2, metavar=("LEAD", "FILE"), help=argparse.SUPPRESS)
+    harness.options(p, rounds={"default": 5, "help": "Fresh processes per (file, lead), interleaved."})
     args = p.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args.child[0], Path(args.child[1]))))
-        return 0
     if not args.files:
         p.error("name at least one .onnx file")
-    sys.path.insert(0, str(Path(__file__).parent))
-    from memory import fresh_process  # here, not at the top: the children measure their own imports
-
     plan = [(f, lead) for f in args.files for lead in args.leads]
-    got: dict = {key: [] for key in plan}
-    for _ in range(args.rounds):
-        for f, lead in plan:
-            got[(f, lead)].append(fresh_process([__file__, "--child", lead, str(f)], f"{lead} {f}", f))
+    got = harness.interleave(plan, args.rounds, lambda key: harness.child(
+        "onnx_memory:child", {"lead": key[1], "file": str(key[0])}, f"{key[1]} {key[0]}", key[0]))
     print(f"{'file':40s} {'lead':11s} {'peak MiB':>9s} {'range':>13s} {'after load':>10s}")
     for (f, lead), records in got.items():
         end = [r["end"] for r in records]

@@ -16,33 +16,16 @@ and unique weight bytes; the int8 files' accuracy against their parent. Writes a
 
 from __future__ import annotations
 
-import argparse
 import json
-import platform
 import sys
 import tempfile
 import time
-from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from result_meta import commit  # noqa: E402  (where the figures come from)
+import _harness as harness  # noqa: E402  (options, models, the result file)
 
 HEADS = {"albert-base": ("base", "mlm"), "small": ("pretraining",)}
-
-
-def random_model(config, head: str, seed: int = 0):
-    """``head`` on ``config`` with every parameter moved off its initial value."""
-    import torch
-
-    from albert_edge.model import build_model
-
-    torch.manual_seed(seed)
-    model = build_model(config, head)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.02)
-    return model.eval()
 
 
 def checkpoint(model_name: str, head: str, work: Path) -> tuple[Path, Path, str]:
@@ -56,7 +39,7 @@ def checkpoint(model_name: str, head: str, work: Path) -> tuple[Path, Path, str]
     spiece = small / "spiece.model"
     if model_name == "small":
         return small, spiece, "albert-small-builtin: the pipeline's small ALBERT, pretrained 200 steps (cached)"
-    model = random_model(AlbertConfig.preset("albert-base-v2"), head)
+    model = harness.random_model(AlbertConfig.preset("albert-base-v2"), head)
     return checkpoints.save(model, work / head / "ckpt"), spiece, "random (seed 0)"
 
 
@@ -145,14 +128,13 @@ def run(model_name: str, seq_len: int, samples: int, work: Path) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--model", choices=tuple(HEADS), default="albert-base",
                         help="ALBERT-base's shape with random weights (base and mlm heads), or the pipeline's "
                              "builtin small model (pretraining head, trained)")
-    parser.add_argument("--seq-len", type=int, default=128, help="N of the static files' [1, N] inputs")
+    harness.options(parser, seq_len={"default": 128, "help": "N of the static files' [1, N] inputs"})
     parser.add_argument("--samples", type=int, default=32, help="calibration and held-out sentences")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="result file (default: benchmarks/results/onnx_partitions-MODEL.json)")
+    harness.options(parser, out={"help": "result file (default: benchmarks/results/onnx_partitions-MODEL.json)"})
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="onnx-partitions-") as work:
         rows = run(args.model, args.seq_len, args.samples, Path(work))
@@ -162,15 +144,12 @@ def main() -> None:
                 "optimization first), sizes, stored vs unique weight bytes, int8 accuracy against fp32 on "
                 "held-out real text",
         "model": args.model, "seq_len": args.seq_len, "samples": args.samples,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit(),
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
-        "versions": {p: version(p) for p in ("albert-edge", "onnxruntime", "onnx", "torch", "numpy")},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": harness.commit(),
+        "machine": harness.platform_info(),
+        "versions": harness.package_versions(("albert-edge", "onnxruntime", "onnx", "torch", "numpy")),
         "files": rows,
     }
-    out = args.out or Path(__file__).parent / "results" / f"onnx_partitions-{args.model}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(out)
+    print(harness.write_json(args.out or harness.RESULTS / f"onnx_partitions-{args.model}.json", result))
 
 
 if __name__ == "__main__":

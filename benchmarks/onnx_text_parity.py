@@ -11,19 +11,19 @@ are compared here (tests/converters/test_onnx_text.py checks the outputs).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (the parser every benchmark shares)
+from tokenizer_json_parity import parity_options  # noqa: E402  (the same options, read one way)
+
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tokenizer", required=True, help="A spiece.model (or a directory holding one).")
-    p.add_argument("--strings", type=int, default=2400, help="How many generated strings.")
-    p.add_argument("--max-len", type=int, default=256, help="The model's length: texts are cut to it.")
-    p.add_argument("--json", action="store_true", help="Print the counts and examples as JSON.")
+    p = harness.parser(__doc__)
+    parity_options(p, max_len=256)
     args = p.parse_args(argv)
 
     import torch

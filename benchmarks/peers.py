@@ -73,30 +73,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measurement)
 import peer_tools  # noqa: E402  (benchmarks/peer_tools.py: the peers built in .venv-peers)
-import result_meta  # noqa: E402  (where the figures come from, for the result file)
-from quantize_speed import _config, add_model_options  # noqa: E402  (the model options, read one way)
+import _harness as harness  # noqa: E402  (options, models, the result file)
 
 log = logging.getLogger("peers")
-INPUTS = memory.INPUTS
+INPUTS = harness.INPUTS
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_model_options(p, "A Hugging Face ALBERT directory (default: --preset, random init).")
-    p.add_argument("--seq-lens", nargs="+", type=int, default=[32, 128], help="Sequence lengths timed.")
-    p.add_argument("--batch", type=int, default=1, help="Batch size of the timed calls.")
-    p.add_argument("--threads", type=int, default=2, help="Runtime threads.")
-    p.add_argument("--runs", type=int, default=10, help="Timed calls per length per child.")
-    p.add_argument("--rounds", type=int, default=3, help="Fresh children per contestant, interleaved.")
-    p.add_argument("--work", help="Directory for the checkpoint and files (default: a temporary one); "
-                                  "files already there are reused.")
+    p = harness.parser(__doc__)
+    harness.model_options(p, "A Hugging Face ALBERT directory (default: --preset, random init).")
+    harness.options(p, seq_lens=[32, 128], batch=1, threads=2, runs=10,
+                    rounds={"default": 3, "help": "Fresh children per contestant, interleaved."},
+                    work={"help": "Directory for the checkpoint and files (default: a temporary one); "
+                                  "files already there are reused."})
     p.add_argument("--peers-venv",
                    default=os.environ.get("PEERS_VENV", str(Path(__file__).resolve().parents[1] / ".venv-peers")),
                    help="The environment that builds the optimum and TFAlbertModel peers "
                         "(default: $PEERS_VENV or .venv-peers; benchmarks/peer_envs.sh makes it).")
-    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
-    p.add_argument("--out", type=Path, help="Also write the result file the docs render from "
-                   "(benchmarks/results/peers.json; see benchmarks/render_results.py).")
+    harness.options(p, json=True, out={"help": "Also write the result file the docs render from "
+                                               "(benchmarks/results/peers.json; see benchmarks/render_results.py)."})
     return p.parse_args(argv)
 
 
@@ -105,17 +100,9 @@ def _checkpoint(args, work: Path) -> Path:
         return Path(args.checkpoint)
     out = work / "checkpoint"
     if not (out / "config.json").is_file():
-        import torch
-
         from albert_edge import checkpoints
-        from albert_edge.model import build_model
 
-        torch.manual_seed(0)
-        model = build_model(_config(args), "base")
-        with torch.no_grad():  # no zero biases or unit LayerNorms that a converter could fold away
-            for p in model.parameters():
-                p.add_(torch.randn_like(p) * 0.02)
-        checkpoints.save(model, out)
+        checkpoints.save(harness.random_model(harness.model_config(args), "base"), out)
     return out
 
 
@@ -305,7 +292,7 @@ def run(args: argparse.Namespace, work: Path) -> dict:
            for name, path in sorted(files.items())},
     }
     names, plan = list(contestants), list(contestants.values())
-    measured = memory.measure(argparse.Namespace(**vars(args), child=None), plan=plan, reference=plan[0])
+    measured = memory.measure(args, plan=plan, reference=plan[0])
     rows = [{"name": name, **row, "delegate_blocks": delegate_blocks(path)}
             for name, row, (path, _) in zip(names, measured, plan)]
     notes = [] if tf_albert_model else [
@@ -400,12 +387,12 @@ def _work_dir(given: str | None) -> Iterator[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    header = result_meta.start("peers", versions=VERSIONS)
+    header = harness.start("peers", versions=VERSIONS)
     with _work_dir(args.work) as work:
         result = run(args, work)
     if args.out:
         setup = {k: v for k, v in result["setup"].items() if k not in ("work", "out", "json", "checkpoint")}
-        print(f"wrote {result_meta.write(args.out, header, {**result, 'setup': setup})}", file=sys.stderr)
+        print(f"wrote {harness.write(args.out, header, {**result, 'setup': setup})}", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import result_meta  # noqa: E402  (where the figures come from, for the result file)
+import _harness as harness  # noqa: E402  (options, the result file)
 
 # What the result keeps of each report: the figures the docs show, not the app snippets.
 FILE_FIELDS = ("name", "format", "scheme", "bytes", "stored_weight_bytes", "unique_weight_bytes", "duplicates",
@@ -32,9 +32,9 @@ PROFILE_FIELDS = ("file_name", "format", "scheme", "runtime", "threads", "batch"
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True, help="The result file to write.")
-    p.add_argument("--work", type=Path, help="The pipeline's output folder (default: a temporary one, removed).")
+    p = harness.parser(__doc__)
+    harness.options(p, out={"required": True, "help": "The result file to write."},
+                    work={"type": Path, "help": "The pipeline's output folder (default: a temporary one, removed)."})
     p.add_argument("--keep-cache", action="store_true",
                    help="Use the user's cache (the small model as already trained) instead of a fresh one.")
     return p.parse_args(argv)
@@ -51,7 +51,7 @@ def _report(folder: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    header = result_meta.start("pipeline", versions=("torch", "onnxruntime", "ai-edge-litert", "tensorflow"))
+    header = harness.start("pipeline", versions=("torch", "onnxruntime", "ai-edge-litert", "tensorflow"))
     with tempfile.TemporaryDirectory(prefix="albert-pipeline-") as tmp:
         work = args.work or Path(tmp) / "albert-edge-pipeline"
         env = dict(os.environ)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                   if (folder / "report" / "report.json").is_file()]
     body = {"cache": "the user's" if args.keep_cache else "fresh (nothing cached)",
             "wall_s": round(wall, 1), "peak_rss_bytes": peak, "models": models}
-    print(f"wrote {result_meta.write(args.out, header, body)}", file=sys.stderr)
+    print(f"wrote {harness.write(args.out, header, body)}", file=sys.stderr)
     return 0
 
 

@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import _harness as harness  # noqa: E402  (the options every benchmark shares)
 import peers  # noqa: E402  (the ALBERT-base files, made as the peer comparison makes them)
 
 SITE = textwrap.dedent("""
@@ -69,14 +70,14 @@ SITE = textwrap.dedent("""
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, default=10, help="Profile runs per condition (default 10).")
+    p = harness.parser(__doc__)
+    harness.options(p, runs={"default": 10, "help": "Profile runs per condition (default 10)."})
     p.add_argument("--seq-len", default="32,128", help="Sequence lengths (default 32,128).")
-    p.add_argument("--threads", type=int, default=2, help="Threads of the measured runtime (default 2).")
+    harness.options(p, threads={"default": 2, "help": "Threads of the measured runtime (default 2)."})
     p.add_argument("--slowdown", type=float, default=0.15, help="Injected slowdown, a share of the p50 (0.15).")
     p.add_argument("--max-seconds", type=float, default=5.0, help="The profiler's --max-seconds (default 5).")
-    p.add_argument("--work", help="Directory for the model files (default: a temporary one; reused when given).")
-    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
+    harness.options(p, work={"help": "Directory for the model files (default: a temporary one; reused when given)."},
+                    json=True)
     return p.parse_args(argv)
 
 

@@ -16,7 +16,6 @@ memory within 5% of GNU time.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -29,53 +28,48 @@ from pathlib import Path
 from albert_edge.profile import ProfileSettings
 from albert_edge.profile.runner import CHILD, plan
 
+sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (the options and the child mode every benchmark shares)
+
 TIME = "/usr/bin/time"
 
-# The bare loop: the runtime object our Session wraps, called directly on pre-cast inputs.
-BARE = r"""
-import json, sys, time
-import numpy as np
-from albert_edge.runtime import Session
-from albert_edge.profile.inputs import fixed_feeds, model_limits
 
-job = json.loads(sys.argv[1])
-session = Session(job["file"], num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"])
-limits = model_limits(job["file"])
-feeds = session._checked(fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size))
-backend = session._backend
-if session.format == "onnx":
-    names = [o.name for o in session.outputs]
-    ort_session = backend._session
-    call = lambda: ort_session.run(names, feeds)
-elif getattr(backend, "_runner", None) is not None:  # the classic Interpreter's signature runner
-    runner = backend._runner
-    call = lambda: runner(**feeds)
-else:  # LiteRT CompiledModel: its own run is already the direct call
-    call = lambda: backend.run(feeds)
-call()
-for _ in range(job["warmup"]):
+def bare_loop(job: dict) -> dict:
+    """Runs in the fresh process: the runtime object our Session wraps, called directly on pre-cast
+    inputs."""
+    import numpy as np
+
+    from albert_edge.profile.inputs import fixed_feeds, model_limits
+    from albert_edge.runtime import Session
+
+    session = Session(job["file"], num_threads=job["threads"], provider=job["provider"], delegate=job["delegate"])
+    limits = model_limits(job["file"])
+    feeds = session._checked(fixed_feeds(job["batch"], job["seq_len"], limits.vocab_size))
+    backend = session._backend
+    if session.format == "onnx":
+        names = [o.name for o in session.outputs]
+        ort_session = backend._session
+        call = lambda: ort_session.run(names, feeds)  # noqa: E731
+    elif getattr(backend, "_runner", None) is not None:  # the classic Interpreter's signature runner
+        runner = backend._runner
+        call = lambda: runner(**feeds)  # noqa: E731
+    else:  # LiteRT CompiledModel: its own run is already the direct call
+        call = lambda: backend.run(feeds)  # noqa: E731
     call()
-clock = time.perf_counter_ns
-times = []
-for _ in range(job["runs"]):
-    t0 = clock()
-    call()
-    times.append(clock() - t0)
-print(json.dumps({"p50": float(np.median(times)) / 1e6}))
-"""
+    for _ in range(job["warmup"]):
+        call()
+    return {"p50": float(np.median(harness.timed(call, job["runs"])))}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model_file", type=Path)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=1)
+    parser = harness.parser(__doc__)
+    parser.add_argument("model_file", type=Path, help="The model file (.onnx, .tflite).")
+    harness.options(parser, seq_len=128, threads=1)
     parser.add_argument("--delegate", default="xnnpack", help="TFLite: xnnpack or none")
     parser.add_argument("--provider", default="cpu", help="ONNX: cpu, cuda or tensorrt")
-    parser.add_argument("--rounds", type=int, default=5, help="Interleaved rounds of each kind")
-    parser.add_argument("--runs", type=int, default=200, help="Timed calls per child")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--json", action="store_true", help="Print the result as JSON")
+    harness.options(parser, rounds={"default": 5, "help": "Interleaved rounds of each kind"},
+                    runs={"default": 200, "help": "Timed calls per child"}, warmup=10,
+                    json={"help": "Print the result as JSON"})
     args = parser.parse_args()
     if not Path(TIME).exists():
         sys.exit(f"{TIME} is missing: apt-get install time")
@@ -130,7 +124,9 @@ def profiler_child(job: dict) -> tuple[dict, int]:
 
 
 def bare_child(job: dict) -> float:
-    done = subprocess.run([sys.executable, "-c", BARE, json.dumps(job)], capture_output=True, text=True, check=True)
+    """``bare_loop`` in a fresh process, started as the profiler starts its child (no other settings)."""
+    done = subprocess.run(harness.child_argv("profile_overhead:bare_loop", job), capture_output=True, text=True,
+                          check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["p50"]
 
 

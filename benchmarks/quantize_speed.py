@@ -30,50 +30,28 @@ from pathlib import Path
 
 
 sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (the options every benchmark shares)
 import memory  # noqa: E402  (benchmarks/memory.py: the fresh-process measurement)
 
 log = logging.getLogger("quantize_speed")
 
 
-def add_model_options(p: argparse.ArgumentParser, checkpoint_help: str) -> None:
-    """--checkpoint, or --preset with --set overrides (read by ``_config``): the model a benchmark builds."""
-    p.add_argument("--checkpoint", help=checkpoint_help)
-    p.add_argument("--preset", default="albert-base-v2", help="Config preset when no --checkpoint.")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="Override a preset config field (e.g. vocab_size=8000); repeatable.")
-
-
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_model_options(p, "A checkpoint directory (default: --preset, random init).")
+    p = harness.parser(__doc__)
+    harness.model_options(p, "A checkpoint directory (default: --preset, random init).")
     p.add_argument("--head", default=None, help="Head to build or load (default: base for a preset).")
     p.add_argument("--formats", nargs="+", default=["onnx", "tflite"], choices=["onnx", "tflite"])
     p.add_argument("--schemes", nargs="+", default=None, help="Only these schemes (default: all of each format).")
     p.add_argument("--tokenizer", help="spiece.model for calibration and accuracy text.")
     p.add_argument("--calibration", nargs="+", default=None, help="Text files (or 'builtin').")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--runs", type=int, default=10, help="Timed calls per model per process (after one untimed call).")
-    p.add_argument("--rounds", type=int, default=3, help="Fresh processes per model, interleaved.")
-    p.add_argument("--work", help="Directory for the files (default: a temporary one).")
+    harness.options(p, batch=1, seq_len=128, threads=2,
+                    runs={"default": 10, "help": "Timed calls per model per process (after one untimed call)."},
+                    rounds={"default": 3, "help": "Fresh processes per model, interleaved."}, work=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--target", type=float, default=0.2,
                    help="Ratio to eager every int8 file should reach or beat (default 0.2); marked per row.")
-    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
+    harness.options(p, json=True)
     return p.parse_args(argv)
-
-
-def _config(args):
-    from albert_edge.config import AlbertConfig
-
-    config = AlbertConfig.preset(args.preset)
-    changes = {}
-    for item in args.overrides:
-        key, _, value = item.partition("=")
-        current = getattr(config, key)
-        changes[key] = type(current)(value) if current is not None else value
-    return config.replace(**changes)
 
 
 def _checkpoint(args, work: Path) -> tuple[Path, str]:
@@ -92,7 +70,7 @@ def _checkpoint(args, work: Path) -> tuple[Path, str]:
     out = work / "checkpoint"
     if not (out / "config.json").is_file():
         torch.manual_seed(args.seed)
-        checkpoints.save(build_model(_config(args), head), out)
+        checkpoints.save(build_model(harness.model_config(args), head), out)
     return out, head
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -30,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-import memory  # noqa: E402  (benchmarks/memory.py: fresh_process, the way every benchmark here times)
+import _harness as harness  # noqa: E402  (options, the child mode, rounds: the way every benchmark here times)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = harness.parser(__doc__)
     p.add_argument("files", nargs="+", type=Path, help="Model files (.onnx, .tflite) with a dynamic sequence axis.")
     p.add_argument("--tokenizer", required=True, help="SentencePiece model (or a directory holding spiece.model).")
     p.add_argument("--text", default="builtin", help="'builtin' or a UTF-8 text file of sentences.")
@@ -42,10 +41,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--passes", type=int, default=3, help="Timed passes over the sentences per child (after one untimed).")
     p.add_argument("--max-seq-len", type=int, default=128, help="Longer sentences are truncated.")
     p.add_argument("--min-bucket", type=int, default=16, help="Smallest bucket length.")
-    p.add_argument("--threads", type=int, default=2, help="Runtime threads.")
-    p.add_argument("--rounds", type=int, default=3, help="Rounds of (exact, buckets) children, interleaved.")
-    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
-    p.add_argument("--child", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
+    harness.options(p, threads=2, rounds={"default": 3, "help": "Rounds of (exact, buckets) children, interleaved."},
+                    json=True)
     return p.parse_args(argv)
 
 
@@ -62,58 +59,60 @@ def _padded(feeds: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
     return {name: np.pad(value, ((0, 0), (0, pad))) for name, value in feeds.items()}  # ids 0 = <pad>, mask 0
 
 
-def child(args: argparse.Namespace) -> None:
+def child(job: dict) -> dict:
+    """Runs in the fresh process: every sentence in one mode, timed per pass; the outputs at the
+    real positions saved to ``job["out"]``."""
     from albert_edge.profile.inputs import text_feeds
     from albert_edge.runtime import Session
 
-    mode, path = args.child[0], Path(args.child[1])
-    feeds_list, _ = text_feeds(args.text, args.tokenizer, args.sentences, args.max_seq_len)
+    mode, path, max_len = job["mode"], Path(job["file"]), job["max_seq_len"]
+    feeds_list, _ = text_feeds(job["text"], job["tokenizer"], job["sentences"], max_len)
     lengths = [f["input_ids"].shape[1] for f in feeds_list]
     if mode == "buckets":
-        feeds_list = [_padded(f, bucket(n, args.min_bucket, args.max_seq_len)) for f, n in zip(feeds_list, lengths)]
-    session = Session(path, num_threads=args.threads)
+        feeds_list = [_padded(f, bucket(n, job["min_bucket"], max_len)) for f, n in zip(feeds_list, lengths)]
+    session = Session(path, num_threads=job["threads"])
     calls = [session.prepare(f) for f in feeds_list]
     first = [call() for call in calls]  # one untimed pass: every shape seen once
     clock = time.perf_counter_ns
     per_pass = []
-    for _ in range(args.passes):
+    for _ in range(job["passes"]):
         start = clock()
         for call in calls:
             call()
         per_pass.append((clock() - start) / 1e6 / len(calls))
     name = session.output_names[0]
     real = [out[name][:, :n] for out, n in zip(first, lengths)]  # the real positions only
-    np.savez(os.environ["REAL_LENGTHS_OUT"], *real)
-    print(json.dumps({"ms_per_sentence": statistics.median(per_pass),
-                      "tokens_computed": sum(f["input_ids"].shape[1] for f in feeds_list),
-                      "tokens_real": sum(lengths), "shapes": len({f["input_ids"].shape for f in feeds_list})}))
-
-
-def _run_child(args: argparse.Namespace, mode: str, path: Path, out: Path) -> dict:
-    argv = [__file__, str(path), "--tokenizer", args.tokenizer, "--text", args.text,
-            "--sentences", str(args.sentences), "--passes", str(args.passes), "--max-seq-len", str(args.max_seq_len),
-            "--min-bucket", str(args.min_bucket), "--threads", str(args.threads), "--child", mode, str(path)]
-    return memory.fresh_process(argv, f"{mode} {path}", path, env={"REAL_LENGTHS_OUT": str(out)})
+    np.savez(job["out"], *real)
+    return {"ms_per_sentence": statistics.median(per_pass),
+            "tokens_computed": sum(f["input_ids"].shape[1] for f in feeds_list),
+            "tokens_real": sum(lengths), "shapes": len({f["input_ids"].shape for f in feeds_list})}
 
 
 def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
+    setting = {k: getattr(args, k) for k in ("tokenizer", "text", "sentences", "passes", "max_seq_len", "min_bucket",
+                                             "threads")}
     rows = []
     for i, path in enumerate(args.files):
-        runs: dict[str, list[dict]] = {"exact": [], "buckets": []}
-        outs = {mode: tmp / f"{i}-{mode}.npz" for mode in runs}
-        for r in range(args.rounds):
-            for mode in (("exact", "buckets") if r % 2 == 0 else ("buckets", "exact")):
-                runs[mode].append(_run_child(args, mode, path, outs[mode]))
-            ratio = runs["buckets"][-1]["ms_per_sentence"] / runs["exact"][-1]["ms_per_sentence"]
-            print(f"{path.name} round {r + 1}/{args.rounds}: buckets/exact {ratio:.3f}", file=sys.stderr)
+        outs = {mode: tmp / f"{i}-{mode}.npz" for mode in ("exact", "buckets")}
+
+        def one(mode: str) -> dict:
+            job = {**setting, "mode": mode, "file": str(path), "out": str(outs[mode])}
+            return harness.child("real_lengths:child", job, f"{mode} {path}", path)
+
+        def ratio(r: int, got: dict) -> str:
+            ratio = got["buckets"][-1]["ms_per_sentence"] / got["exact"][-1]["ms_per_sentence"]
+            return f"{path.name} round {r + 1}/{args.rounds}: buckets/exact {ratio:.3f}"
+
+        # every other round buckets first: neither always runs first
+        runs = harness.interleave(("exact", "buckets"), args.rounds, one, alternate=True, after_round=ratio)
         exact, padded = np.load(outs["exact"]), np.load(outs["buckets"])
         diff = max(float(np.abs(exact[k] - padded[k]).max()) for k in exact.files)
         ratios = [b["ms_per_sentence"] / e["ms_per_sentence"] for e, b in zip(runs["exact"], runs["buckets"])]
         rows.append({
             "file": str(path),
-            "exact_ms_per_sentence": round(statistics.median(r["ms_per_sentence"] for r in runs["exact"]), 3),
-            "buckets_ms_per_sentence": round(statistics.median(r["ms_per_sentence"] for r in runs["buckets"]), 3),
-            "ratio": round(statistics.median(ratios), 3), "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+            "exact_ms_per_sentence": harness.median((r["ms_per_sentence"] for r in runs["exact"]), 3),
+            "buckets_ms_per_sentence": harness.median((r["ms_per_sentence"] for r in runs["buckets"]), 3),
+            "ratio": harness.median(ratios, 3), "ratio_range": harness.spread(ratios, 3),
             "padding_tokens_share": round(1 - runs["buckets"][0]["tokens_real"] / runs["buckets"][0]["tokens_computed"], 3),
             "shapes_exact": runs["exact"][0]["shapes"], "shapes_buckets": runs["buckets"][0]["shapes"],
             "max_abs_diff_real_positions": diff,
@@ -123,15 +122,12 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    if args.child:
-        child(args)
-        return 0
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="albert-lengths-") as tmp:
         rows = measure(args, Path(tmp))
     if args.json:
-        print(json.dumps({"setup": {k: v for k, v in vars(args).items() if k not in ("child", "files")}, "rows": rows},
+        print(json.dumps({"setup": {k: v for k, v in vars(args).items() if k != "files"}, "rows": rows},
                          indent=2))
         return 0
     print(f"{'file':<28} {'exact ms':>9} {'buckets ms':>11} {'ratio':>6}  {'range':<12} {'padding':>8} "

@@ -26,33 +26,21 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-import memory  # noqa: E402  (benchmarks/memory.py: fresh_process, the way every benchmark here times)
-
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
+import _harness as harness  # noqa: E402  (options, the child mode, rounds: the way every benchmark here times)
+import memory  # noqa: E402  (benchmarks/memory.py: the feeds every timing here uses)
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = harness.parser(__doc__)
     p.add_argument("files", nargs="+", type=Path, help="Model files (.onnx, .tflite).")
-    p.add_argument("--seq-lens", nargs="+", type=int, default=[16, 32, 128], help="Sequence lengths.")
-    p.add_argument("--threads", type=int, default=2, help="Runtime threads.")
-    p.add_argument("--runs", type=int, default=100, help="Timed calls per child.")
-    p.add_argument("--warmup", type=int, default=10, help="Untimed calls per child before timing.")
-    p.add_argument("--rounds", type=int, default=5, help="Rounds of (session, raw) children, interleaved.")
-    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
-    p.add_argument("--child", nargs=3, metavar=("ROUTE", "FILE", "SEQ"), help=argparse.SUPPRESS)
+    harness.options(p, seq_lens=[16, 32, 128], threads=2, runs={"default": 100, "help": "Timed calls per child."},
+                    warmup=10, rounds={"default": 5, "help": "Rounds of (session, raw) children, interleaved."},
+                    json=True)
     return p.parse_args(argv)
-
-
-def _feeds(seq_len: int) -> dict[str, np.ndarray]:
-    ids = np.random.default_rng(seq_len).integers(5, 1000, size=(1, seq_len)).astype(np.int32)
-    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
 
 
 def _raw_onnx(session, feeds):
@@ -60,15 +48,6 @@ def _raw_onnx(session, feeds):
     names = [o.name for o in session.outputs]
     cast = {k: v.astype(np.int64) for k, v in feeds.items()}
     return lambda: ort_session.run(names, cast)
-
-
-def _aligned(shape, dtype, align: int = 64) -> np.ndarray:
-    """A zeroed array starting on an ``align``-byte boundary (LiteRT copies unaligned host memory)."""
-    dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
-    raw = np.zeros(nbytes + align, dtype=np.uint8)
-    start = -raw.ctypes.data % align
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def _raw_compiled(path: Path, threads: int, feeds):
@@ -88,7 +67,7 @@ def _raw_compiled(path: Path, threads: int, feeds):
         model.resize_input_tensor(i, list(shape), strict=False)
     ins = {n: model.create_input_buffer_by_name(key, n) for n in names}
     # Outputs into host memory (the model does not report output shapes after a resize).
-    arrays = {s.name: _aligned(runtime_memory.output_shape(s, shape), s.dtype) for s in outputs}
+    arrays = {s.name: runtime_memory._aligned(runtime_memory.output_shape(s, shape), s.dtype) for s in outputs}
     outs = {n: TensorBuffer.create_from_host_memory(a) for n, a in arrays.items()}
 
     def call():
@@ -100,65 +79,58 @@ def _raw_compiled(path: Path, threads: int, feeds):
     return call
 
 
-def child(args: argparse.Namespace) -> None:
+def child(job: dict) -> dict:
+    """Runs in the fresh process: one route on one file at one length, its p50 and mean."""
     from albert_edge.runtime import compiled as runtime_memory
     from albert_edge.runtime import Session
 
-    route, path, seq_len = args.child[0], Path(args.child[1]), int(args.child[2])
-    feeds = _feeds(seq_len)
+    route, path, threads = job["route"], Path(job["file"]), job["threads"]
+    feeds = memory._feeds(1, job["seq_len"])
     if route == "session":
-        session = Session(path, num_threads=args.threads)
+        session = Session(path, num_threads=threads)
         call = lambda: session.run(feeds)  # noqa: E731
     elif path.suffix == ".onnx":
-        call = _raw_onnx(Session(path, num_threads=args.threads), feeds)
+        call = _raw_onnx(Session(path, num_threads=threads), feeds)
     elif runtime_memory.available():  # Session's route for .tflite on this CPU
-        call = _raw_compiled(path, args.threads, feeds)
+        call = _raw_compiled(path, threads, feeds)
     else:
         from ai_edge_litert.interpreter import Interpreter
 
-        runner = Interpreter(model_path=str(path), num_threads=args.threads).get_signature_runner()
+        runner = Interpreter(model_path=str(path), num_threads=threads).get_signature_runner()
         call = lambda: runner(**feeds)  # noqa: E731
-    for _ in range(args.warmup + 1):
+    for _ in range(job["warmup"] + 1):
         call()
-    clock = time.perf_counter_ns
-    times = []
-    for _ in range(args.runs):
-        start = clock()
-        call()
-        times.append((clock() - start) / 1e6)
-    print(json.dumps({"p50_ms": statistics.median(times), "mean_ms": statistics.fmean(times)}))
-
-
-def _run_child(args: argparse.Namespace, route: str, path: Path, seq_len: int) -> dict:
-    argv = [__file__, "x", "--threads", str(args.threads), "--runs", str(args.runs),
-            "--warmup", str(args.warmup), "--child", route, str(path), str(seq_len)]
-    return memory.fresh_process(argv, f"{route} {path} seq {seq_len}", path)
+    times = harness.timed(call, job["runs"])
+    return {"p50_ms": statistics.median(times), "mean_ms": statistics.fmean(times)}
 
 
 def measure(args: argparse.Namespace) -> list[dict]:
     rows = []
     for path in args.files:
         for seq_len in args.seq_lens:
-            ratios, session_ms, raw_ms = [], [], []
-            for r in range(args.rounds):
-                order = ("session", "raw") if r % 2 == 0 else ("raw", "session")  # neither always first
-                got = {route: _run_child(args, route, path, seq_len) for route in order}
-                session_ms.append(got["session"]["p50_ms"])
-                raw_ms.append(got["raw"]["p50_ms"])
-                ratios.append(session_ms[-1] / raw_ms[-1])
-                print(f"{path.name} seq {seq_len} round {r + 1}/{args.rounds}: {ratios[-1]:.4f}", file=sys.stderr)
-            rows.append({"file": str(path), "seq_len": seq_len, "session_p50_ms": round(statistics.median(session_ms), 3),
-                         "raw_p50_ms": round(statistics.median(raw_ms), 3),
-                         "ratio": round(statistics.median(ratios), 4),
-                         "ratio_range": [round(min(ratios), 4), round(max(ratios), 4)]})
+            job = {"file": str(path), "seq_len": seq_len, "threads": args.threads, "runs": args.runs,
+                   "warmup": args.warmup}
+
+            def one(route: str) -> dict:
+                return harness.child("session_overhead:child", {**job, "route": route},
+                                     f"{route} {path} seq {seq_len}", path)
+
+            def ratio(r: int, got: dict) -> str:
+                return (f"{path.name} seq {seq_len} round {r + 1}/{args.rounds}: "
+                        f"{got['session'][-1]['p50_ms'] / got['raw'][-1]['p50_ms']:.4f}")
+
+            # every other round the raw child first: neither always runs first
+            got = harness.interleave(("session", "raw"), args.rounds, one, alternate=True, after_round=ratio)
+            session_ms, raw_ms = [g["p50_ms"] for g in got["session"]], [g["p50_ms"] for g in got["raw"]]
+            ratios = [s / r for s, r in zip(session_ms, raw_ms)]
+            rows.append({"file": str(path), "seq_len": seq_len, "session_p50_ms": harness.median(session_ms, 3),
+                         "raw_p50_ms": harness.median(raw_ms, 3), "ratio": harness.median(ratios, 4),
+                         "ratio_range": harness.spread(ratios, 4)})
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    if args.child:
-        child(args)
-        return 0
     rows = measure(args)
     if args.json:
         print(json.dumps({"setup": {"threads": args.threads, "runs": args.runs, "rounds": args.rounds}, "rows": rows},

@@ -14,13 +14,16 @@ so load from other processes falls on all of them alike; medians and ratios to f
 
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (the options every benchmark shares)
 
 
 def build(preset: str, seq_len: int, out: Path) -> dict[str, Path]:
@@ -44,11 +47,11 @@ def build(preset: str, seq_len: int, out: Path) -> dict[str, Path]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--preset", default="albert-base-v2", help="model shape (albert_edge.config.PRESETS)")
-    parser.add_argument("--seq-len", type=int, default=128, help="sequence length")
-    parser.add_argument("--threads", type=int, default=2, help="interpreter threads")
-    parser.add_argument("--runs", type=int, default=60, help="timed calls of each file")
+    harness.options(parser, seq_len={"default": 128, "help": "sequence length"},
+                    threads={"default": 2, "help": "interpreter threads"},
+                    runs={"default": 60, "help": "timed calls of each file"})
     args = parser.parse_args()
 
     from albert_edge.config import AlbertConfig

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -45,13 +44,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (options, the child mode, rounds: the way every benchmark here times)
 import memory  # noqa: E402  (benchmarks/memory.py: feeds and /proc memory of the child)
 
 ROUTES = ("interpreter", "session", "tf")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = harness.parser(__doc__)
     p.add_argument("files", nargs="*", type=Path,
                    help="The .tflite files to compare; the first is the reference of the ratios and cosines "
                         "(with --build alone: DIR/model.tflite).")
@@ -62,12 +62,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--samples", type=int, default=32, help="Calibration sentences for --build's int8-full forms.")
     p.add_argument("--routes", nargs="+", default=["interpreter", "session"], choices=ROUTES,
                    help="Interpreters to time each file on (default: interpreter session).")
-    p.add_argument("--seq-lens", nargs="+", type=int, default=[32, 128], help="Sequence lengths timed.")
-    p.add_argument("--threads", type=int, default=2, help="Interpreter threads.")
-    p.add_argument("--runs", type=int, default=20, help="Timed calls per length per child.")
-    p.add_argument("--rounds", type=int, default=3, help="Fresh children per (file, route), interleaved.")
-    p.add_argument("--json", action="store_true", help="Print the results as JSON.")
-    p.add_argument("--child", nargs=3, metavar=("ROUTE", "FILE", "OUT"), help=argparse.SUPPRESS)
+    harness.options(p, seq_lens=[32, 128], threads={"default": 2, "help": "Interpreter threads."}, runs=20, rounds=3,
+                    json=True)
     return p.parse_args(argv)
 
 
@@ -120,31 +116,20 @@ def _open(route: str, path: Path, threads: int):
     return lambda feeds: runner(**{k: v.astype(np.int32) for k, v in feeds.items()})
 
 
-def child(args: argparse.Namespace) -> None:
-    route, path, out = args.child[0], Path(args.child[1]), Path(args.child[2])
+def child(job: dict) -> dict:
+    """Runs in the fresh process: one file on one route, timed per length; outputs saved to ``job["out"]``."""
     start = time.perf_counter()
-    run = _open(route, path, args.threads)
+    run = _open(job["route"], Path(job["file"]), job["threads"])
     record: dict = {"load_s": time.perf_counter() - start, "latency_ms": {}}
     outputs = {}
-    for T in args.seq_lens:
+    for T in job["seq_lens"]:
         feeds = memory._feeds(1, T)
         outputs[T] = run(feeds)
         run(feeds)  # the first call at a new length resizes and plans
-        times = []
-        for _ in range(args.runs):
-            start = time.perf_counter()
-            run(feeds)
-            times.append(1000 * (time.perf_counter() - start))
-        record["latency_ms"][T] = times
+        record["latency_ms"][T] = harness.timed(lambda: run(feeds), job["runs"])
     record["peak_rss_mib"] = memory._memory()["VmHWM"]
-    np.savez(out, **{f"{T}/{name}": np.asarray(v) for T, o in outputs.items() for name, v in o.items()})
-    print(json.dumps(record))
-
-
-def _run_child(args: argparse.Namespace, route: str, path: Path, out: Path) -> dict:
-    argv = ["--seq-lens", *map(str, args.seq_lens), "--threads", str(args.threads), "--runs", str(args.runs)]
-    return memory.fresh_process([__file__, *argv, "--child", route, str(path), str(out)], f"{route} {path}", path,
-                                env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+    memory.save_outputs(Path(job["out"]), outputs)
+    return record
 
 
 # -- the comparison --------------------------------------------------------------------------------
@@ -156,20 +141,23 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def measure(args: argparse.Namespace, files: list[Path]) -> list[dict]:
     plan = [(path, route) for path in files for route in args.routes]
-    records: dict = {key: [] for key in plan}
+    setting = {"seq_lens": args.seq_lens, "threads": args.threads, "runs": args.runs}
     with tempfile.TemporaryDirectory(prefix="albert-forms-") as tmp:
         outs = {key: Path(tmp) / f"{i}.npz" for i, key in enumerate(plan)}
-        for r in range(args.rounds):
-            for key in plan:
-                records[key].append(_run_child(args, key[1], key[0], outs[key]))
-                print(f"round {r + 1}/{args.rounds}: {key[1]} {key[0].name}", file=sys.stderr)
+
+        def one(key: tuple[Path, str]) -> dict:
+            job = {**setting, "route": key[1], "file": str(key[0]), "out": str(outs[key])}
+            return harness.child("tflite_int8_forms:child", job, f"{key[1]} {key[0]}", key[0],
+                                 env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+
+        records = harness.interleave(plan, args.rounds, one, said=lambda key: f"{key[1]} {key[0].name}")
         reference = dict(np.load(outs[plan[0]]))
         rows = []
         for key in plan:
             got = dict(np.load(outs[key]))
             row = {"file": key[0].name, "route": key[1], "bytes": key[0].stat().st_size,
-                   "peak_rss_mib": round(statistics.median(r["peak_rss_mib"] for r in records[key]), 1),
-                   "load_s": round(statistics.median(r["load_s"] for r in records[key]), 3),
+                   "peak_rss_mib": harness.median((r["peak_rss_mib"] for r in records[key]), 1),
+                   "load_s": harness.median((r["load_s"] for r in records[key]), 3),
                    "cosine": round(min(_cosine(got[n], reference[n]) for n in reference if n in got), 5)}
             for T in args.seq_lens:
                 times = [t for r in records[key] for t in r["latency_ms"][str(T)]]
@@ -184,9 +172,6 @@ def measure(args: argparse.Namespace, files: list[Path]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    if args.child:
-        child(args)
-        return 0
     files = list(args.files)
     if args.build:  # alone, the fp32 parent first: ratios and cosines against it
         files = (files or [args.build / "model.tflite"]) + build(args.build, args.tokenizer, args.calibration,
@@ -195,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("give .tflite files, or --build DIR")
     rows = measure(args, files)
     if args.json:
-        print(json.dumps({"setup": {k: str(v) for k, v in vars(args).items() if k != "child"}, "rows": rows},
+        print(json.dumps({"setup": {k: str(v) for k, v in vars(args).items()}, "rows": rows},
                          indent=2))
         return 0
     cols = ["file", "route", "bytes", "peak_rss_mib", "load_s", "cosine",

@@ -17,15 +17,23 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+import _harness as harness  # noqa: E402  (options, the result file)
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+
+def parity_options(p: argparse.ArgumentParser, max_len: int) -> None:
+    """The options of a tokenizer parity count: the spiece.model, how many strings, the length."""
     p.add_argument("--tokenizer", required=True, help="A spiece.model (or a directory holding one).")
     p.add_argument("--strings", type=int, default=2400, help="How many generated strings.")
-    p.add_argument("--max-len", type=int, default=512, help="The model's length: texts are cut to it.")
-    p.add_argument("--json", action="store_true", help="Print the counts and examples as JSON.")
-    p.add_argument("--out", type=Path, help="Also write the result file the docs render (benchmarks/results/"
-                                           "tokenizer_json_parity.json): the counts, what ran, where and when.")
+    p.add_argument("--max-len", type=int, default=max_len, help="The model's length: texts are cut to it.")
+    harness.options(p, json={"help": "Print the counts and examples as JSON."})
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = harness.parser(__doc__)
+    parity_options(p, max_len=512)
+    harness.options(p, out={"help": "Also write the result file the docs render (benchmarks/results/"
+                                    "tokenizer_json_parity.json): the counts, what ran, where and when."})
     args = p.parse_args(argv)
 
     import tokenizers
@@ -74,20 +82,16 @@ def _write_result(out: Path, summary: dict, spiece: Path) -> None:
     sha256, the versions, the machine, the date and the commit."""
     import datetime
     import hashlib
-    import platform
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from result_meta import commit
 
     result = {"benchmark": "tokenizer_json_parity", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-              "commit": commit(), "machine": {"platform": platform.platform(), "python": platform.python_version()},
+              "commit": harness.commit(), "machine": harness.platform_info(),
               "tokenizer": {"vocab": summary["vocab"], "sha256": hashlib.sha256(spiece.read_bytes()).hexdigest()},
               "strings": summary["strings"], "max_len": summary["max_len"],
               "versions": {"tokenizers": summary["tokenizers"]},
               "results": {name: {"counts": r["counts"],
                                  "example": {kind: shown[0][:80] for kind, shown in r["examples"].items()}}
                           for name, r in summary["results"].items()}}
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    harness.write_json(out, result, ensure_ascii=False)
 
 
 def _transformers_converter(spiece: Path):
