@@ -36,7 +36,7 @@ from . import metrics as M
 from .distributed import DistContext, barrier, distributed, wrap
 from .exits import EXIT_MODES, ExitObjective, choose_rule, freeze_for_exits, held_out_pass_logits, with_exits
 from .finetune_data import TASKS, Columns, Feature, build_features, collate_features, label_names, read_records
-from .loop import JsonLog, Objective, autocast, step_seed, train_step
+from .loop import JsonLog, Objective, RunOptions, autocast, step_seed, train_step
 from .optim import build_optimizer, lr_factor, set_lr
 from .state import export_model
 from .tokens import Vocabulary
@@ -49,7 +49,10 @@ _MAX_ANSWER_TOKENS = 30
 
 
 @dataclass(frozen=True)
-class FinetuneOptions:
+class FinetuneOptions(RunOptions):
+    """A fine-tuning run; ``force`` replaces what out_dir holds, never an input (the model being
+    fine-tuned, its data). The optimizer and the machine are RunOptions' fields."""
+
     task: str
     train_file: str
     eval_file: str
@@ -57,29 +60,17 @@ class FinetuneOptions:
     out_dir: str
     tokenizer: str | None = None  # default: the checkpoint's spiece.model
     epochs: int = 3
-    batch_size: int = 32
-    grad_accum: int = 1
-    optimizer: str = "adamw"
-    lr: float = 1e-4
-    weight_decay: float = 0.01
     warmup_ratio: float = 0.1
-    max_grad_norm: float = 1.0
-    seed: int = 0
     max_seq_length: int = 128
     columns: Columns = field(default_factory=Columns)
-    log_every: int = 10
-    device: str = "auto"
-    precision: str = "auto"  # see loop.PRECISIONS
-    threads: int | None = None  # torch CPU threads (None: torch's default)
-    force: bool = False  # replace what out_dir holds (never an input: the model being fine-tuned, its data)
     exits: str | None = None  # train early exits: "joint" or "frozen" (train.exits.EXIT_MODES)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ConfigError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)}")
-        for name in ("epochs", "batch_size", "grad_accum", "log_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} ({getattr(self, name)}) must be at least 1")
+        super().__post_init__()
+        if self.epochs < 1:
+            raise ConfigError(f"epochs ({self.epochs}) must be at least 1")
         if not 0 <= self.warmup_ratio <= 1:
             raise ConfigError(f"warmup_ratio ({self.warmup_ratio}) must be in [0, 1]")
         if self.exits is not None:

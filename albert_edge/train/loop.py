@@ -14,21 +14,50 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from ..errors import OutputError, user_message
+from ..errors import ConfigError, OutputError, user_message
 from .distributed import DistContext, all_reduce_sum, no_sync
 from .errors import TrainingError
 
-__all__ = ["PRECISIONS", "Objective", "StepOutput", "JsonLog", "autocast", "train_step", "step_seed", "to_device"]
+__all__ = ["PRECISIONS", "RunOptions", "Objective", "StepOutput", "JsonLog", "autocast", "train_step", "step_seed", "to_device"]
 
 # "auto": bf16 autocast on a GPU, fp32 on CPU. "bf16" also autocasts on CPU, which pays off on
 # CPUs with bf16 instructions (AVX512-BF16, AMX); the weights and the optimizer stay fp32.
 PRECISIONS = ("auto", "bf16", "fp32")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """What every training run takes besides its data and model: the optimizer's steps and the
+    machine. Keywords only, so pretraining and fine-tuning list their own fields first."""
+
+    batch_size: int = 32  # per process and micro-batch
+    grad_accum: int = 1  # micro-batches per optimizer step
+    optimizer: str = "adamw"
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    log_every: int = 10
+    device: str = "auto"
+    precision: str = "auto"  # see PRECISIONS
+    threads: int | None = None  # torch CPU threads (None: torch's default)
+    force: bool = False  # write into an out_dir that holds our own earlier output (never an input)
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "grad_accum", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be at least 1")
+
+
+def run_field(default):
+    """A RunOptions field with another default in a subclass (still a keyword)."""
+    return field(default=default, kw_only=True)
 
 
 class Objective(nn.Module):

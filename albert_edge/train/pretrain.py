@@ -36,7 +36,7 @@ from . import state as st
 from ..text import resolve_corpus
 from .data import Example, MaskingOptions
 from .distributed import DistContext, barrier, distributed, wrap
-from .loop import JsonLog, Objective, autocast, step_seed, train_step
+from .loop import JsonLog, Objective, RunOptions, autocast, run_field, step_seed, train_step
 from .optim import build_optimizer, lr_factor, set_lr
 from .stream import ExampleStream, StreamState, collate, held_out_examples
 from .tokens import Vocabulary
@@ -50,23 +50,20 @@ STATS = ("mlm_loss", "mlm_correct", "mlm_count", "sop_loss", "sop_correct", "sop
 
 
 @dataclass(frozen=True)
-class PretrainOptions:
+class PretrainOptions(RunOptions):
     """Everything a pretraining run needs. ``batch_size`` is per process and micro-batch: the
-    global batch of one optimizer step is batch_size x grad_accum x processes."""
+    global batch of one optimizer step is batch_size x grad_accum x processes. ``force`` writes into
+    an out_dir that holds files, never over another run's checkpoints. The optimizer and the
+    machine are RunOptions' fields (LAMB at 2e-3 here)."""
 
     corpus: tuple[str, ...]
     tokenizer: str
     out_dir: str
     config: AlbertConfig
     steps: int = 10_000
-    batch_size: int = 32
-    grad_accum: int = 1
-    optimizer: str = "lamb"
-    lr: float = 2e-3
-    weight_decay: float = 0.01
+    optimizer: str = run_field("lamb")
+    lr: float = run_field(2e-3)
     warmup_steps: int | None = None  # None: 10% of steps
-    max_grad_norm: float = 1.0
-    seed: int = 0
     masking: MaskingOptions = field(default_factory=MaskingOptions)
     chunk_documents: int = 1000
     holdout_every: int = 20
@@ -75,15 +72,11 @@ class PretrainOptions:
     eval_every: int = 500
     save_every: int = 1000
     keep_checkpoints: int = 2
-    log_every: int = 10
     resume: str | None = None
-    device: str = "auto"
-    precision: str = "auto"  # see loop.PRECISIONS
-    threads: int | None = None  # torch CPU threads (None: torch's default)
-    force: bool = False  # write into an --out that holds files (never over another run's checkpoints)
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "grad_accum", "log_every", "eval_every", "save_every"):
+        super().__post_init__()
+        for name in ("steps", "eval_every", "save_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be at least 1")
         if self.masking.max_seq_length > self.config.max_position_embeddings:
