@@ -126,6 +126,11 @@ def test_what_the_branches_used_to_ask():
     assert [f.name for f in ALL if f.weights_reader] == ["onnx", "tflite"]
     assert [f.name for f in ALL if f.precision_note] == ["executorch", "ort"]
     assert [f.name for f in ALL if f.structure_check] == ["tflite", "ort"]
+    assert [f.name for f in ALL if f.may_take_text] == ["onnx"] and [f.name for f in ALL if f.may_carry_task] == ["tflite"]
+    assert [f.name for f in ALL if f.takes_delegates] == ["tflite", "executorch"]
+    assert [f.name for f in ALL if f.browser] == ["onnx", "ort"]
+    assert {f.name: f.cpu_kernels for f in ALL} == {"onnx": "MLAS", "tflite": "XNNPACK", "executorch": "XNNPACK",
+                                                   "ort": "MLAS"}
     assert EXECUTORCH.packages == ("executorch_numpy_runtime", "executorch")
     assert TFLITE.packages == ("ai_edge_litert", "tflite_runtime", "tensorflow") and ORT.packages == ("onnxruntime",)
 

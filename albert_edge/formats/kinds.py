@@ -92,11 +92,27 @@ class Format:
     # listed instead); None where it is made.
     precision_note: str | None
     cpu_kernels: str = "the runtime's CPU kernels"  # what computes it on a CPU: "XNNPACK", "MLAS"
+    # A file of it may take the text itself, its tokenizer a node (onnx-text): ask the runtime's
+    # file_takes_text of the file.
+    may_take_text: bool = False
+    # A file of it may carry a text task for MediaPipe Tasks in its metadata, its tokenizer and
+    # labels packed (mediapipe): ask tflite_metadata.read_metadata of the file.
+    may_carry_task: bool = False
 
     @property
     def suffix(self) -> str:
         """The suffix ``convert`` writes: ".tflite"."""
         return self.suffixes[0]
+
+    @property
+    def takes_delegates(self) -> bool:
+        """Its engine is set up by delegate ("xnnpack", "none"), not by execution provider."""
+        return not self.onnxruntime
+
+    @property
+    def browser(self) -> bool:
+        """onnxruntime-web and onnxruntime-node run it (profile --runtime web / node)."""
+        return self.onnxruntime
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -195,6 +211,7 @@ ONNX = Format(
     onnxruntime=True, gpu=True, gpu_placement=False, nnapi_coreml=True, partitions_checked=True,
     static_shapes=True, sized_at_run_time=None, op_versions=False, min_runtime_key=None, version_key="opset",
     stores_quantization=False, small_weights_float=False, precision_note=None, cpu_kernels="MLAS",
+    may_take_text=True,
 )
 
 # ONNX Runtime's own format: what ONNX Runtime Mobile loads, and any onnxruntime build runs.
@@ -222,7 +239,7 @@ TFLITE = Format(
     onnxruntime=False, gpu=True, gpu_placement=True, nnapi_coreml=False, partitions_checked=False,
     static_shapes=True, sized_at_run_time=_tflite_sized_at_run_time, op_versions=True, min_runtime_key=None,
     version_key="schema_version", stores_quantization=True, small_weights_float=True, precision_note=None,
-    cpu_kernels="XNNPACK",
+    cpu_kernels="XNNPACK", may_carry_task=True,
 )
 
 EXECUTORCH = Format(
