@@ -33,11 +33,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import RuntimeUnavailable
 from . import identifiers
 from .graph import GraphContents
 from .identifiers import Identifier
+
+if TYPE_CHECKING:
+    from .products import Products
 
 __all__ = ["Engine", "Format", "Variant", "ONNX", "ORT", "TFLITE", "EXECUTORCH", "ALL", "VARIANTS",
            "find", "of_file", "by_name", "file_suffix", "suffixes"]
@@ -68,7 +72,7 @@ class Format:
     reader: Callable[[Path], GraphContents]
     # The matrix products that read a stored weight (float_weights); None where they are not
     # analysed in this format.
-    weights_reader: Callable[[Path], tuple] | None
+    weights_reader: Callable[[Path], Products] | None
     # The check of its structure before an interpreter sees it (one line, not a crash); None: none.
     structure_check: Callable[[Path], None] | None
     engines: tuple[Engine, ...]  # in order of preference: the first one installed runs the file
@@ -171,13 +175,13 @@ def _read_pte(path: Path) -> GraphContents:
     return read(path)
 
 
-def _onnx_products(path: Path) -> tuple:
+def _onnx_products(path: Path) -> Products:
     from .products import onnx_products
 
     return onnx_products(path)
 
 
-def _tflite_products(path: Path) -> tuple:
+def _tflite_products(path: Path) -> Products:
     from .products import tflite_products
 
     return tflite_products(path)

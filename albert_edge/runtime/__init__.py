@@ -198,7 +198,7 @@ def _check_accelerator(accelerator: str, gpu_precision: str, kind: Format, app_d
     if app_defaults:
         raise RuntimeUnavailable("app_defaults opens a file with the runtime's default options, on the CPU; "
                                  "accelerator 'gpu' is another setting: use one or the other")
-    if not kind.onnxruntime and delegate != "xnnpack":  # a delegate: the CPU's (onnxruntime's are providers)
+    if kind.takes_delegates and delegate != "xnnpack":
         raise RuntimeUnavailable(f"delegate {delegate!r} is a CPU setting; on accelerator 'gpu' the operators the "
                                  "GPU does not take run on XNNPACK")
 
