@@ -5,7 +5,7 @@ identifier its first bytes carry (:mod:`.identifiers`), its readers (imported wh
 read: the ONNX ones need ``onnx``, which the device side does not import until then), the
 engines that run it in order of preference, and what it can run on. Callers look a file up once
 (:func:`of_file`, or :func:`by_name` for the name a record or a manifest holds) and ask the
-entry; none compares a format's name with a string.
+entry, rather than compare the format's name with a string.
 
 Four entries: ``onnx``, ``ort``, ``tflite``, ``executorch``. Their names are the ``format`` that
 profile records, manifest entries, ``inspect --json`` and ``info`` write, and do not change.
@@ -21,10 +21,15 @@ MediaPipe files, onnx-text files and transformers.js folders are :class:`Variant
   matters (:func:`.tflite_metadata.read_metadata` for a text task, the runtime's
   ``file_takes_text`` for a text input), never its name.
 
-A variant names the format it is and the suffix ``convert`` gives it; :func:`by_name` takes a
-variant's name too (the demo's ``mediapipe`` model) and gives its format.
+As entries of their own they would repeat their container's readers, engines and facts, carry a
+second name beside the one their records must keep, and be found by a suffix that does not decide
+what they are. So a variant names the format it is and the suffix ``convert`` gives it, and
+:func:`by_name` takes a variant's name too (the demo's ``mediapipe`` model) and gives its format;
+the entry says whether its files may be one (``may_take_text``, ``may_carry_task``), and the file
+is asked.
 
-Standard library only at import time.
+Imports nothing at import time beyond :mod:`.graph`'s numpy; each reader, check and engine
+module is imported when it is used.
 """
 
 from __future__ import annotations
