@@ -106,8 +106,8 @@ def test_the_identifier_check_takes_its_files_and_refuses_the_others(fmt, tmp_pa
         with pytest.raises(RuntimeUnavailable) as raised:
             fmt.check_identifier(path)
         assert str(raised.value) == f"{path}: {REFUSALS[fmt.name]}"
-    for short in (b"", b"\x08", b"\x00\x00\x00\x00TFL"):
-        assert not (fmt.identifies(short) and fmt is not ONNX)
+    # An empty file, and one cut off before its identifier ends, are refused too.
+    assert not fmt.identifies(b"") and not fmt.identifies(b"\x00\x00\x00\x00" + fmt.identifier.magic[:-1])
 
 
 def test_what_the_branches_used_to_ask():
@@ -126,6 +126,11 @@ def test_what_the_branches_used_to_ask():
     assert [f.name for f in ALL if f.weights_reader] == ["onnx", "tflite"]
     assert [f.name for f in ALL if f.precision_note] == ["executorch", "ort"]
     assert [f.name for f in ALL if f.structure_check] == ["tflite", "ort"]
+    assert [f.name for f in ALL if f.may_take_text] == ["onnx"] and [f.name for f in ALL if f.may_carry_task] == ["tflite"]
+    assert [f.name for f in ALL if f.takes_delegates] == ["tflite", "executorch"]
+    assert [f.name for f in ALL if f.browser] == ["onnx", "ort"]
+    assert {f.name: f.cpu_kernels for f in ALL} == {"onnx": "MLAS", "tflite": "XNNPACK", "executorch": "XNNPACK",
+                                                   "ort": "MLAS"}
     assert EXECUTORCH.packages == ("executorch_numpy_runtime", "executorch")
     assert TFLITE.packages == ("ai_edge_litert", "tflite_runtime", "tensorflow") and ORT.packages == ("onnxruntime",)
 

@@ -5,7 +5,7 @@ identifier its first bytes carry (:mod:`.identifiers`), its readers (imported wh
 read: the ONNX ones need ``onnx``, which the device side does not import until then), the
 engines that run it in order of preference, and what it can run on. Callers look a file up once
 (:func:`of_file`, or :func:`by_name` for the name a record or a manifest holds) and ask the
-entry; none compares a format's name with a string.
+entry, rather than compare the format's name with a string.
 
 Four entries: ``onnx``, ``ort``, ``tflite``, ``executorch``. Their names are the ``format`` that
 profile records, manifest entries, ``inspect --json`` and ``info`` write, and do not change.
@@ -21,10 +21,15 @@ MediaPipe files, onnx-text files and transformers.js folders are :class:`Variant
   matters (:func:`.tflite_metadata.read_metadata` for a text task, the runtime's
   ``file_takes_text`` for a text input), never its name.
 
-A variant names the format it is and the suffix ``convert`` gives it; :func:`by_name` takes a
-variant's name too (the demo's ``mediapipe`` model) and gives its format.
+As entries of their own they would repeat their container's readers, engines and facts, carry a
+second name beside the one their records must keep, and be found by a suffix that does not decide
+what they are. So a variant names the format it is and the suffix ``convert`` gives it, and
+:func:`by_name` takes a variant's name too (the demo's ``mediapipe`` model) and gives its format;
+the entry says whether its files may be one (``may_take_text``, ``may_carry_task``), and the file
+is asked.
 
-Standard library only at import time.
+Imports nothing at import time beyond :mod:`.graph`'s numpy; each reader, check and engine
+module is imported when it is used.
 """
 
 from __future__ import annotations
@@ -33,11 +38,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import RuntimeUnavailable
 from . import identifiers
 from .graph import GraphContents
 from .identifiers import Identifier
+
+if TYPE_CHECKING:
+    from .products import Products
 
 __all__ = ["Engine", "Format", "Variant", "ONNX", "ORT", "TFLITE", "EXECUTORCH", "ALL", "VARIANTS",
            "find", "of_file", "by_name", "file_suffix", "suffixes"]
@@ -68,7 +77,7 @@ class Format:
     reader: Callable[[Path], GraphContents]
     # The matrix products that read a stored weight (float_weights); None where they are not
     # analysed in this format.
-    weights_reader: Callable[[Path], tuple] | None
+    weights_reader: Callable[[Path], Products] | None
     # The check of its structure before an interpreter sees it (one line, not a crash); None: none.
     structure_check: Callable[[Path], None] | None
     engines: tuple[Engine, ...]  # in order of preference: the first one installed runs the file
@@ -92,11 +101,27 @@ class Format:
     # listed instead); None where it is made.
     precision_note: str | None
     cpu_kernels: str = "the runtime's CPU kernels"  # what computes it on a CPU: "XNNPACK", "MLAS"
+    # A file of it may take the text itself, its tokenizer a node (onnx-text): ask the runtime's
+    # file_takes_text of the file.
+    may_take_text: bool = False
+    # A file of it may carry a text task for MediaPipe Tasks in its metadata, its tokenizer and
+    # labels packed (mediapipe): ask tflite_metadata.read_metadata of the file.
+    may_carry_task: bool = False
 
     @property
     def suffix(self) -> str:
         """The suffix ``convert`` writes: ".tflite"."""
         return self.suffixes[0]
+
+    @property
+    def takes_delegates(self) -> bool:
+        """Its engine is set up by delegate ("xnnpack", "none"), not by execution provider."""
+        return not self.onnxruntime
+
+    @property
+    def browser(self) -> bool:
+        """onnxruntime-web and onnxruntime-node run it (profile --runtime web / node)."""
+        return self.onnxruntime
 
     @property
     def packages(self) -> tuple[str, ...]:
@@ -155,13 +180,13 @@ def _read_pte(path: Path) -> GraphContents:
     return read(path)
 
 
-def _onnx_products(path: Path) -> tuple:
+def _onnx_products(path: Path) -> Products:
     from .products import onnx_products
 
     return onnx_products(path)
 
 
-def _tflite_products(path: Path) -> tuple:
+def _tflite_products(path: Path) -> Products:
     from .products import tflite_products
 
     return tflite_products(path)
@@ -195,6 +220,7 @@ ONNX = Format(
     onnxruntime=True, gpu=True, gpu_placement=False, nnapi_coreml=True, partitions_checked=True,
     static_shapes=True, sized_at_run_time=None, op_versions=False, min_runtime_key=None, version_key="opset",
     stores_quantization=False, small_weights_float=False, precision_note=None, cpu_kernels="MLAS",
+    may_take_text=True,
 )
 
 # ONNX Runtime's own format: what ONNX Runtime Mobile loads, and any onnxruntime build runs.
@@ -222,7 +248,7 @@ TFLITE = Format(
     onnxruntime=False, gpu=True, gpu_placement=True, nnapi_coreml=False, partitions_checked=False,
     static_shapes=True, sized_at_run_time=_tflite_sized_at_run_time, op_versions=True, min_runtime_key=None,
     version_key="schema_version", stores_quantization=True, small_weights_float=True, precision_note=None,
-    cpu_kernels="XNNPACK",
+    cpu_kernels="XNNPACK", may_carry_task=True,
 )
 
 EXECUTORCH = Format(

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .graph import GraphContents, StoredTensor, TensorSpec
+from .identifiers import ORT
 from .ort_runtime import min_onnxruntime
 from .ort_schema import DIM_PARAM, DIM_VALUE, FILE_IDENTIFIER, STRING, TENSOR_TYPES, Graph, InferenceSession
 
@@ -32,7 +33,7 @@ def read_session(path: str | os.PathLike, buf=None) -> tuple[InferenceSession, b
     them already: a memory map); ValueError when it does not start like one."""
     path = Path(path)
     buf = path.read_bytes() if buf is None else buf
-    if len(buf) < 8 or buf[4:8] != FILE_IDENTIFIER:
+    if not ORT.found(buf):
         got = buf[4:8] if len(buf) >= 8 else b""
         raise ValueError(f"{path} is not an ONNX Runtime .ort model (no {FILE_IDENTIFIER.decode()} identifier"
                          f"{f'; found {got!r}' if got else ''})")

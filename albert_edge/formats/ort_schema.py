@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import identifiers
 from .flatbuffer import Table, root
 
 __all__ = ["InferenceSession", "Graph", "Node", "Tensor", "ValueInfo", "TENSOR_TYPES", "FILE_IDENTIFIER"]
 
-FILE_IDENTIFIER = b"ORTM"
+FILE_IDENTIFIER = identifiers.ORT.magic  # b"ORTM"
 
 # TensorDataType (ONNX's TensorProto.DataType numbering) -> numpy dtype; types numpy lacks read
 # as raw unsigned integers of their width (bfloat16 as uint16, float8 as uint8). STRING (8) is
@@ -217,6 +218,6 @@ class InferenceSession(Table):
 
     @classmethod
     def from_bytes(cls, buf: bytes) -> InferenceSession:
-        if len(buf) < 8 or buf[4:8] != FILE_IDENTIFIER:
+        if not identifiers.ORT.found(buf):
             raise ValueError(f"no {FILE_IDENTIFIER.decode()} identifier")
         return root(buf, cls)

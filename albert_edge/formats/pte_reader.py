@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .graph import INPUT_NAMES, GraphContents, StoredTensor, TensorSpec
+from .identifiers import EXECUTORCH
 from .pte_schema import (DATA_INLINE, DATA_SEGMENT, FILE_IDENTIFIER, SCALAR_TYPES, SHAPE_DYNAMISM, XNN_DATATYPES,
                          XNN_NODES, ExtendedHeader, Program, XNNGraph, XNNHeader)
 
@@ -43,7 +44,7 @@ class PteFile:
         self.file_size = path.stat().st_size
         with path.open("rb") as fh:
             head = fh.read(64)
-            if len(head) < 8 or head[4:8] != FILE_IDENTIFIER:
+            if not EXECUTORCH.found(head):
                 got = head[4:8] if len(head) >= 8 else b""
                 raise ValueError(f"{path} is not an ExecuTorch program (no {FILE_IDENTIFIER.decode()} identifier"
                                  f"{f'; found {got!r}' if got else ''})")

@@ -13,12 +13,13 @@ import struct
 
 import numpy as np
 
+from . import identifiers
 from .flatbuffer import Table, root
 
 __all__ = ["Program", "XNNGraph", "ExtendedHeader", "XNNHeader", "SCALAR_TYPES", "XNN_DATATYPES",
            "XNN_NODES", "FILE_IDENTIFIER"]
 
-FILE_IDENTIFIER = b"ET12"
+FILE_IDENTIFIER = identifiers.EXECUTORCH.magic  # b"ET12"
 
 # ScalarType (executorch/schema/scalar_type.fbs) -> numpy dtype; types numpy lacks read as raw
 # unsigned integers of their width (bfloat16 as uint16, float8 as uint8).

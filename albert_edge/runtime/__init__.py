@@ -75,6 +75,10 @@ class Session:
     weight is held once. A .pte's inputs are int64 (batch, sequence), sequence up to the bound it
     was exported with; it runs the delegates it was lowered for (``delegate`` "xnnpack" only).
 
+    ``kind`` is the file's entry in the table of formats (:mod:`albert_edge.formats.kinds`), looked
+    up once from its suffix; ``format`` its name, as records write it ("onnx", "ort", "tflite",
+    "executorch").
+
     ``app_defaults`` opens the file as an app does: the runtime's own API with its default
     options, the thread count the only setting (what `profile --as-app` measures). A .tflite then
     runs in the classic ``Interpreter`` with its default XNNPACK delegate, which packs weights per
@@ -194,7 +198,7 @@ def _check_accelerator(accelerator: str, gpu_precision: str, kind: Format, app_d
     if app_defaults:
         raise RuntimeUnavailable("app_defaults opens a file with the runtime's default options, on the CPU; "
                                  "accelerator 'gpu' is another setting: use one or the other")
-    if not kind.onnxruntime and delegate != "xnnpack":  # a delegate: the CPU's (onnxruntime's are providers)
+    if kind.takes_delegates and delegate != "xnnpack":
         raise RuntimeUnavailable(f"delegate {delegate!r} is a CPU setting; on accelerator 'gpu' the operators the "
                                  "GPU does not take run on XNNPACK")
 
