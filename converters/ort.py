@@ -41,6 +41,8 @@ from albert_edge.rewrite.passes import Pass, in_place, run_passes
 
 from albert_edge.formats.graph import GraphContents
 
+from .verify import TOLERANCES
+
 __all__ = ["export", "to_ort", "write_operator_configs", "read_contents", "verify_options", "quantized_file", "ort_twin", "OrtTwin",
            "OPTIMIZATION", "STATIC_OPTIMIZATION", "LEVELS", "SCHEMES", "TWIN_ATOL", "OPERATOR_CONFIGS"]
 
@@ -68,7 +70,7 @@ SCHEMES = ("int8-dynamic",)
 # (SkipLayerNormalization unfused in both): the same kernels run, only the order of float sums may
 # differ (measured: identical). A plain onnxruntime session of the .onnx fuses it, and an int8
 # step of some decoder input flips: up to 9e-3 on the builtin model's MLM logits at 128 tokens.
-TWIN_ATOL = 1e-5
+TWIN_ATOL = TOLERANCES["ort"].twin_atol
 _TWIN_LENGTHS = (1, 5, 16, 64, 128)
 
 
