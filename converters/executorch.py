@@ -26,6 +26,7 @@ Every file is checked by :mod:`.pte_check` before it is moved in place.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -42,6 +43,7 @@ from albert_edge.formats.graph import INPUT_NAMES, GraphContents
 
 from .native_logs import quiet_native
 from .pte_check import VERIFY_LENGTHS, PteSession, check_lengths, read_contents, verify_options
+from .verify import TOLERANCES, OutputMatchError, Problem, failure, weights_problems
 
 __all__ = ["export", "lower", "longest", "check_lengths", "Lowered", "PteSession", "read_contents",
            "verify_options", "quantized_file", "SCHEMES", "BATCH", "VERIFY_LENGTHS", "MIN_COSINE", "INPUT_NAMES"]
@@ -382,7 +384,7 @@ def _int8_lookup(self, ids):
 
 # -- the int8 file, measured against its fp32 parent ------------------------------------------
 
-MIN_COSINE = 0.999  # mean cosine of every output against the fp32 .pte on real text
+MIN_COSINE = TOLERANCES["executorch"].min_cosine  # mean cosine of every output against the fp32 .pte on real text
 
 
 class _QuantizedReport:
@@ -428,12 +430,12 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
         "accuracy": accuracy.to_dict(), "calibration": {"evaluation": text, "method": None},
         "backend": PteSession.backend_name, "ok": True,
     }
-    problems = weights.problems()
+    problems = weights_problems(weights)
     low = [o for o in accuracy.outputs if o.cosine_mean < MIN_COSINE]
-    problems += [f"{o.name} mean cosine {o.cosine_mean:.5f} to the fp32 file is under {MIN_COSINE}" for o in low]
+    problems += [Problem(f"{o.name} mean cosine {o.cosine_mean:.5f} to the fp32 file is under {MIN_COSINE}",
+                         functools.partial(OutputMatchError, output=o.name)) for o in low]
     if problems:
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise ConversionError(f"{path.name} failed its checks: {problems[0]}{more}")
+        raise failure(problems, f"{path.name} failed its checks")
     entry = manifest_io.file_entry(path, _QuantizedReport(contents, weights, figures))
     entry.precision = scheme
     report = _QuantizedReport(contents, weights, figures)

@@ -221,9 +221,7 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
     report = exporter.verify(model, path, seq_len, tokenizer)
     t2 = time.perf_counter()
     if not report.ok:
-        problems = report.problems()
-        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise ConversionError(f"{target.file_name} failed verification: {problems[0]}{more}")
+        raise report.error(f"{target.file_name} failed verification")
     entry = manifest_io.file_entry(path, report)
     return ConvertedFile(target.file_name, path, target.name, t1 - t0, t2 - t1, report, entry), done + 2
 

@@ -16,6 +16,7 @@ import numpy as np
 from albert_edge.errors import ConversionError, optional_import
 
 from .native_logs import quiet_native, quiet_tensorflow_env
+from .verify import TOLERANCES, OutputMatchError, ShapeError
 
 __all__ = ["check_task", "task_answers", "engine_reason", "session_answers", "agreement", "TASK_TEXTS",
            "ATOL", "MIN_COSINE", "MOBILE_EXTRA"]
@@ -23,8 +24,8 @@ __all__ = ["check_task", "task_answers", "engine_reason", "session_answers", "ag
 log = logging.getLogger(__name__)
 
 MOBILE_EXTRA = "pip install 'albert-edge[mobile]'"
-ATOL = 1e-4
-MIN_COSINE = 0.9999
+ATOL = TOLERANCES["mediapipe"].atol
+MIN_COSINE = TOLERANCES["mediapipe"].min_cosine
 
 # Texts whose ids MediaPipe's tokenizer and albert-edge's give alike (case, accents, quotes,
 # punctuation, Unicode spaces, a text longer than any file's length): what may differ is measured
@@ -110,18 +111,19 @@ def agreement(task: str, engine: np.ndarray, session: np.ndarray) -> dict[str, f
 
 
 def check_task(path: str | Path, task, tokenizer, seq_len: int, texts: Sequence[str] = TASK_TEXTS) -> dict[str, float]:
-    """Raise ConversionError unless MediaPipe's task and the Session agree on ``texts``."""
+    """Raise a VerificationError (a ConversionError) unless MediaPipe's task and the Session agree on ``texts``."""
     engine = task_answers(path, task.task, texts)
     session = session_answers(path, tokenizer, texts, seq_len)
     if engine.shape != session.shape:
-        raise ConversionError(f"MediaPipe's {task.task} gives {engine.shape[1]} values per text, the file's output "
-                              f"has {session.shape[1]}")
+        raise ShapeError(f"MediaPipe's {task.task} gives {engine.shape[1]} values per text, the file's output "
+                         f"has {session.shape[1]}", shape=list(engine.shape), expected=list(session.shape))
     figures = agreement(task.task, engine, session)
     log.info("MediaPipe %s against the Session: %s", task.task, figures)
     if "min_cosine" in figures and figures["min_cosine"] < MIN_COSINE:
-        raise ConversionError(f"MediaPipe's {task.task} and albert-edge's Session disagree on {Path(path).name}: "
-                              f"cosine {figures['min_cosine']:.6f} (at least {MIN_COSINE})")
+        raise OutputMatchError(f"MediaPipe's {task.task} and albert-edge's Session disagree on {Path(path).name}: "
+                               f"cosine {figures['min_cosine']:.6f} (at least {MIN_COSINE})")
     if "min_cosine" not in figures and figures["max_abs_diff"] > ATOL:
-        raise ConversionError(f"MediaPipe's {task.task} and albert-edge's Session disagree on {Path(path).name}: "
-                              f"max |difference| {figures['max_abs_diff']:.3g} (atol {ATOL:g})")
+        raise OutputMatchError(f"MediaPipe's {task.task} and albert-edge's Session disagree on {Path(path).name}: "
+                               f"max |difference| {figures['max_abs_diff']:.3g} (atol {ATOL:g})",
+                               max_abs_diff=figures["max_abs_diff"], atol=ATOL)
     return figures

@@ -32,6 +32,7 @@ from albert_edge.errors import ConversionError
 from albert_edge.formats.graph import INPUT_NAMES, StoredTensor
 from albert_edge.formats.weights import find_duplicates
 from albert_edge.rewrite.initializers import drop_unused_initializers, graph_outputs, remove_initializers
+from albert_edge.rewrite.passes import Pass, in_place, run_passes
 
 from .onnx_static import STATIC_OPSET, make_static
 
@@ -70,9 +71,7 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, opset: int
         traced = Path(tmp) / "traced.onnx"
         _trace(model, traced, seq_len=seq_len, opset=opset, static=static)
         proto = onnx.load(str(traced), load_external_data=True)
-    proto = deduplicate_weights(proto, inplace=True)  # no second copy of every weight in memory
-    if static:
-        make_static(proto)
+    proto = run_passes(proto, STATIC_PASSES if static else PASSES)
     proto.producer_name, proto.producer_version = "albert-edge", __version__
     _save(proto, out_path, external_data_threshold)
     try:
@@ -80,6 +79,14 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, opset: int
     except onnx.checker.ValidationError as exc:
         raise ConversionError(f"exported ONNX graph is invalid: {str(exc).splitlines()[0]}") from None
     return out_path
+
+
+# The rewrites of the traced graph, in order: each weight stored once (in place: no second copy of
+# every weight in memory); for a static file, then the graph a phone's NPU takes whole.
+DEDUPLICATE_WEIGHTS: Pass[onnx.ModelProto] = Pass("deduplicate weights", lambda proto: deduplicate_weights(proto, inplace=True))
+STATIC_GRAPH: Pass[onnx.ModelProto] = in_place("static graph for an NPU", make_static)
+PASSES = (DEDUPLICATE_WEIGHTS,)
+STATIC_PASSES = (*PASSES, STATIC_GRAPH)
 
 
 def _trace(model, path: Path, *, seq_len: int, opset: int, static: bool = False) -> None:

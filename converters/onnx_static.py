@@ -27,9 +27,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.formats.graph import INPUT_NAMES
-from albert_edge.rewrite.initializers import drop_unused_initializers
+from albert_edge.rewrite.initializers import DROP_UNUSED_INITIALIZERS
+from albert_edge.rewrite.passes import Pass, in_place, run_passes
 
-__all__ = ["make_static", "STATIC_OPSET"]
+__all__ = ["make_static", "static_passes", "STATIC_OPSET"]
 
 log = logging.getLogger(__name__)
 
@@ -44,24 +45,32 @@ _FOLD_MAX_ELEMENTS = 64
 def make_static(proto: onnx.ModelProto) -> list[str]:
     """Rewrite the fixed-shape export ``proto`` in place (see the module docstring); returns what
     was rewritten, one phrase per pass that changed something."""
-    graph = proto.graph
-    opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
-    done = []
-    for what, step in (
-        ("ids as int32", _ids_as_int32),
-        ("Constant nodes as initializers", _constants_as_initializers),
-        ("shape arithmetic folded", lambda g: _fold_shapes(proto)),
-        ("positions as a slice of the table", _positions_as_slice),
-        ("one-position lookups as Slice + Squeeze", _single_lookups_as_slices),
-        ("LayerNormalization decomposed", lambda g: _decompose_layer_norm(g, opset)),
-        ("Gelu decomposed", _decompose_gelu),
-    ):
-        count = step(graph)
-        if count:
-            done.append(f"{what} ({count})")
-    drop_unused_initializers(graph)
+    done: list[str] = []
+    run_passes(proto, static_passes(done))
     log.info("static graph: %s", "; ".join(done) or "nothing to rewrite")
     return done
+
+
+def static_passes(done: list[str]) -> list[Pass[onnx.ModelProto]]:
+    """The passes of :func:`make_static`, in order; each that changes something adds a phrase
+    saying what, with how many nodes, to ``done``."""
+    def counted(what: str, step) -> Pass[onnx.ModelProto]:
+        return in_place(what, step, lambda count: done.append(f"{what} ({count})") if count else None)
+
+    return [
+        counted("ids as int32", lambda proto: _ids_as_int32(proto.graph)),
+        counted("Constant nodes as initializers", lambda proto: _constants_as_initializers(proto.graph)),
+        counted("shape arithmetic folded", _fold_shapes),
+        counted("positions as a slice of the table", lambda proto: _positions_as_slice(proto.graph)),
+        counted("one-position lookups as Slice + Squeeze", lambda proto: _single_lookups_as_slices(proto.graph)),
+        counted("LayerNormalization decomposed", lambda proto: _decompose_layer_norm(proto.graph, _opset(proto))),
+        counted("Gelu decomposed", lambda proto: _decompose_gelu(proto.graph)),
+        DROP_UNUSED_INITIALIZERS,
+    ]
+
+
+def _opset(proto: onnx.ModelProto) -> int:
+    return next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
 
 
 # -- the passes: each rewrites the graph in place and returns how many nodes it changed ----------

@@ -38,6 +38,8 @@ from albert_edge.formats.graph import INPUT_NAMES
 from albert_edge.runtime.onnx_text import (DOMAIN, EXTRA, IDS_OUTPUT, TEXT_INPUT, extensions_library,
                                            extensions_package, run_text, text_session)
 
+from .verify import TOLERANCES
+
 __all__ = ["export", "verify_file", "quantized_file", "SCHEMES", "TWIN_ATOL", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
            "IDS_OUTPUT", "EXTRA"]
 
@@ -242,7 +244,7 @@ def _checked_ids(path: Path, config, tokenizer, problems: list[str]):
 SCHEMES = ("int8-dynamic",)
 # The int8 text file against the int8 token-id .onnx it was made from, fed the ids the text file
 # computed: the same graph behind the tokenizer.
-TWIN_ATOL = 1e-5
+TWIN_ATOL = TOLERANCES["onnx-text"].twin_atol
 
 
 def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,

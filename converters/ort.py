@@ -37,8 +37,11 @@ import numpy as np
 
 from albert_edge.errors import ConversionError, first_line
 from albert_edge.files import staged
+from albert_edge.rewrite.passes import Pass, in_place, run_passes
 
 from albert_edge.formats.graph import GraphContents
+
+from .verify import TOLERANCES
 
 __all__ = ["export", "to_ort", "write_operator_configs", "read_contents", "verify_options", "quantized_file", "ort_twin", "OrtTwin",
            "OPTIMIZATION", "STATIC_OPTIMIZATION", "LEVELS", "SCHEMES", "TWIN_ATOL", "OPERATOR_CONFIGS"]
@@ -67,7 +70,7 @@ SCHEMES = ("int8-dynamic",)
 # (SkipLayerNormalization unfused in both): the same kernels run, only the order of float sums may
 # differ (measured: identical). A plain onnxruntime session of the .onnx fuses it, and an int8
 # step of some decoder input flips: up to 9e-3 on the builtin model's MLM logits at 128 tokens.
-TWIN_ATOL = 1e-5
+TWIN_ATOL = TOLERANCES["ort"].twin_atol
 _TWIN_LENGTHS = (1, 5, 16, 64, 128)
 
 
@@ -110,13 +113,21 @@ def to_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike, *, optimiz
     import onnx
 
     proto = onnx.load(str(onnx_path))
-    rewritten = gather_from_transposed(proto)
-    if not keep_shared_unfolded(proto) and not rewritten:
+    changed: list[str] = []
+    proto = run_passes(proto, keep_shared_passes(changed))
+    if not changed:
         return _serialize(Path(onnx_path), ort_path, optimization)
     with tempfile.TemporaryDirectory(prefix=".ort-source-", dir=ort_path.parent) as tmp:
         kept = Path(tmp) / "model.onnx"
         onnx.save_model(proto, str(kept))
         return _serialize(kept, ort_path, optimization)
+
+
+def keep_shared_passes(changed: list[str]) -> list[Pass]:
+    """The rewrites ``to_ort`` makes with ``keep_shared``, in order; each adds the weights it
+    rewrote or kept to ``changed``."""
+    return [in_place("tables read transposed stored once, transposed", gather_from_transposed, changed.extend),
+            in_place("shared weights kept from folding", keep_shared_unfolded, changed.extend)]
 
 
 def gather_from_transposed(proto) -> list[str]:

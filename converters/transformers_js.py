@@ -64,6 +64,7 @@ from albert_edge.files import link_or_copy, staged
 
 from .spiece_rules import checked_spiece
 from .tokenizer_json import TOKENIZER_FILES, load_tokenizer, tokenizer_json, write_tokenizer_files
+from .verify import TOLERANCES, failure, weights_problems
 
 __all__ = ["export", "verify_folder", "check", "folder_of", "file_model", "FOLDER", "ARCHITECTURES", "MODEL_FILES",
            "QUANTIZED_SCHEME"]
@@ -83,7 +84,7 @@ RENAMED = {"prediction_logits": "logits"}
 TOKENIZER_SAMPLE = 400
 # The int8 file against PyTorch on real text: the least cosine of each output (all its values in a
 # batch: a classifier's few logits per row are too few for a cosine of their own).
-MIN_COSINE = 0.98
+MIN_COSINE = TOLERANCES["transformers-js"].min_cosine
 
 
 def folder_of(path: str | os.PathLike) -> Path:
@@ -169,7 +170,7 @@ def verify_folder(model, folder: str | os.PathLike, seq_len: int, tokenizer,
     for dtype, name in MODEL_FILES.items():
         weights = analyze(read_file(folder / name), model)
         if not weights.ok:
-            raise ConversionError(f"{name}: {weights.problems()[0]}")
+            raise failure(weights_problems(weights), name, more=False)
         figures[dtype] = {}
         for batch in batches:
             got = _run(folder / name, batch, tuple(reference.output_names))
@@ -313,7 +314,7 @@ def _agreement(name: str, dtype: str, expected: dict[str, np.ndarray], got: dict
                mask: np.ndarray) -> dict[str, float]:
     """fp32: each output within verify's tolerances; int8: the cosine of each output's values
     (real tokens only) with PyTorch's at least MIN_COSINE."""
-    from .verify import ATOL, RTOL
+    from .verify import ATOL, RTOL, OutputMatchError
 
     figures = {}
     for output, want in expected.items():
@@ -326,14 +327,15 @@ def _agreement(name: str, dtype: str, expected: dict[str, np.ndarray], got: dict
             diff = float(np.max(np.abs(have - want) - RTOL * np.abs(want)))
             figures[output] = float(np.max(np.abs(have - want)))
             if not diff <= ATOL:
-                raise ConversionError(f"{name}: {output} differs from PyTorch by {figures[output]:.3g} "
-                                      f"(atol {ATOL:g}, rtol {RTOL:g})")
+                raise OutputMatchError(f"{name}: {output} differs from PyTorch by {figures[output]:.3g} "
+                                       f"(atol {ATOL:g}, rtol {RTOL:g})", output=output,
+                                       max_abs_diff=figures[output], atol=ATOL, rtol=RTOL)
         else:
             have, want = have.ravel(), want.ravel()
             figures[output] = float(have @ want / (np.linalg.norm(have) * np.linalg.norm(want) + 1e-30))
             if not figures[output] >= MIN_COSINE:
-                raise ConversionError(f"{name}: {output} has a cosine of {figures[output]:.4f} with PyTorch's "
-                                      f"(at least {MIN_COSINE} expected)")
+                raise OutputMatchError(f"{name}: {output} has a cosine of {figures[output]:.4f} with PyTorch's "
+                                       f"(at least {MIN_COSINE} expected)", output=output)
     return figures
 
 

@@ -6,13 +6,20 @@ A static-shape file (inputs ``[1, N]``) is compared at its one shape: one row of
 sentences padded to N. A static .tflite is also run on LiteRT's GPU accelerator (float32
 arithmetic) when this machine has a Vulkan device, and must agree with PyTorch there as on the
 CPU: the accelerator can take every operator and still compute wrong values. Where there is no
-Vulkan device the report says that the GPU check was not run, and why."""
+Vulkan device the report says that the GPU check was not run, and why.
+
+A file that fails is refused with a :class:`VerificationError` (a ConversionError: one line, exit
+code 2) of the kind of its first problem: :class:`SignatureError`, :class:`ShapeError`,
+:class:`OutputMatchError` (with the tolerance it broke), :class:`DuplicateWeightError`,
+:class:`WeightBoundError`. Every target's tolerances are in one table, :data:`TOLERANCES`."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,14 +34,41 @@ from albert_edge.formats.manifest import static_length
 from albert_edge.formats.weights import WeightsReport, analyze, read_file
 
 __all__ = ["verify", "VerifyReport", "ParityCase", "GpuCheck", "SENTENCES", "INPUT_NAMES", "ATOL", "RTOL",
-           "default_lengths"]
+           "default_lengths", "Tolerance", "TOLERANCES", "VerificationError", "SignatureError", "ShapeError",
+           "OutputMatchError", "WeightsError", "DuplicateWeightError", "WeightBoundError"]
 
 log = logging.getLogger(__name__)
 
-# fp32 tolerances. Hidden states are compared absolutely; logits, whose size grows with the
-# vocabulary and the checkpoint, may also differ by RTOL of their magnitude.
-ATOL = 1e-4
-RTOL = 1e-4
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How close a target's files must come. ``atol`` and ``rtol``: an fp32 file's outputs against
+    PyTorch's (hidden states are compared absolutely; logits, whose size grows with the vocabulary
+    and the checkpoint, may also differ by ``rtol`` of their magnitude). ``twin_atol``: a quantized
+    file against the int8 .onnx it was made from (the same kernels, so only the order of float sums
+    may differ). ``min_cosine``: the least cosine of an output the target's own check accepts (a
+    quantized file against its fp32 parent, or a task's embeddings)."""
+
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    twin_atol: float | None = None
+    min_cosine: float | None = None
+
+
+# Every target's tolerances (converters.targets.TARGETS' names).
+TOLERANCES: dict[str, Tolerance] = {
+    "onnx": Tolerance(),
+    "tflite": Tolerance(),
+    "executorch": Tolerance(min_cosine=0.999),  # an int8 .pte on real text, against the fp32 .pte
+    "ort": Tolerance(twin_atol=1e-5),
+    "mediapipe": Tolerance(min_cosine=0.9999),  # probabilities within atol, embeddings by their cosine
+    "onnx-text": Tolerance(twin_atol=1e-5),
+    "transformers-js": Tolerance(min_cosine=0.98),  # the folder's int8 model, against PyTorch
+}
+
+# What verify() compares with unless told otherwise: every fp32 file's tolerances.
+ATOL = TOLERANCES["onnx"].atol
+RTOL = TOLERANCES["onnx"].rtol
 HIDDEN_STATES = ("last_hidden_state", "pooler_output")
 
 # Real text for the tokenized cases: pairs, numbers, punctuation, a long one that gets truncated.
@@ -45,6 +79,73 @@ SENTENCES = (
     ("A short one.", None),
     (" ".join(["Phones, Raspberry Pis and Jetsons run the same small file."] * 12), None),
 )
+
+
+class VerificationError(ConversionError):
+    """A file that failed a check against PyTorch or the weights-once read-back; the message
+    names its first problem (and how many more). Each subclass is one kind of first problem."""
+
+
+class SignatureError(VerificationError):
+    """The file's inputs or outputs are not the ones albert-edge promises."""
+
+
+class ShapeError(VerificationError):
+    """An output of the file has another shape than PyTorch's."""
+
+    def __init__(self, message: str, output: str | None = None, shape: list[int] | None = None,
+                 expected: list[int] | None = None):
+        super().__init__(message)
+        self.output, self.shape, self.expected = output, shape, expected
+
+
+class OutputMatchError(VerificationError):
+    """An output of the file is further from the reference than its tolerance allows."""
+
+    def __init__(self, message: str, output: str | None = None, max_abs_diff: float | None = None,
+                 atol: float | None = None, rtol: float | None = None):
+        super().__init__(message)
+        self.output, self.max_abs_diff, self.atol, self.rtol = output, max_abs_diff, atol, rtol
+
+
+class WeightsError(VerificationError):
+    """The file's weights, read back, break weights-once."""
+
+
+class DuplicateWeightError(WeightsError):
+    """A weight is stored more than once in the file."""
+
+    def __init__(self, message: str, name: str | None = None, original: str | None = None):
+        super().__init__(message)
+        self.name, self.original = name, original
+
+
+class WeightBoundError(WeightsError):
+    """The file stores more weight bytes than the model's unique parameters (with the slack allowed)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a checked file: what it says, and the error it is when it comes first."""
+
+    text: str
+    error: Callable[[str], VerificationError]
+
+
+def failure(problems: list[Problem], lead: str, more: bool = True) -> VerificationError:
+    """The error of a file whose first problem is ``problems[0]``: ``lead: <its text>``, and with
+    ``more`` how many more problems there are."""
+    first = problems[0]
+    extra = f" (and {len(problems) - 1} more problems)" if more and len(problems) > 1 else ""
+    return first.error(f"{lead}: {first.text}{extra}")
+
+
+def weights_problems(weights: WeightsReport) -> list[Problem]:
+    """A weights read-back's problems (:meth:`WeightsReport.problems`: its duplicates, then the bound)."""
+    texts = weights.problems()
+    kinds = [functools.partial(DuplicateWeightError, name=d.name, original=d.original) for d in weights.duplicates]
+    kinds += [WeightBoundError] * (len(texts) - len(kinds))
+    return [Problem(text, kind) for text, kind in zip(texts, kinds)]
 
 
 @dataclass(frozen=True)
@@ -60,6 +161,19 @@ class ParityCase:
     rtol: float
     ok: bool
     note: str = ""
+    shapes: tuple[list[int], list[int]] | None = None  # the file's and PyTorch's, where they differ
+
+    def problem(self, where: str = "", note: bool = True) -> Problem:
+        """This failed case as a problem (``where``: on which engine, before the output's name;
+        ``note``: with the case's note)."""
+        text = (f"{where}{self.output} differs from PyTorch by {self.max_abs_diff:.3g} (atol {self.atol:g}, "
+                f"rtol {self.rtol:g}) on {self.source} input of length {self.seq_len}"
+                f"{' ' + self.note if note and self.note else ''}")
+        if self.shapes is not None:
+            return Problem(text, functools.partial(ShapeError, output=self.output, shape=self.shapes[0],
+                                                   expected=self.shapes[1]))
+        return Problem(text, functools.partial(OutputMatchError, output=self.output, max_abs_diff=self.max_abs_diff,
+                                               atol=self.atol, rtol=self.rtol))
 
 
 @dataclass
@@ -79,9 +193,10 @@ class GpuCheck:
         return not self.ran or (bool(self.cases) and all(c.ok for c in self.cases))
 
     def problems(self) -> list[str]:
-        return [f"on LiteRT's GPU accelerator {c.output} differs from PyTorch by {c.max_abs_diff:.3g} "
-                f"(atol {c.atol:g}, rtol {c.rtol:g}) on {c.source} input of length {c.seq_len}"
-                for c in self.cases if not c.ok]
+        return [p.text for p in self.typed_problems()]
+
+    def typed_problems(self) -> list[Problem]:
+        return [c.problem("on LiteRT's GPU accelerator ", note=False) for c in self.cases if not c.ok]
 
     def to_dict(self) -> dict[str, Any]:
         if not self.ran:
@@ -124,16 +239,22 @@ class VerifyReport:
         return sorted({c.seq_len for c in self.cases})
 
     def problems(self) -> list[str]:
-        out = list(self.io_problems)
-        for c in self.cases:
-            if not c.ok:
-                out.append(f"{c.output} differs from PyTorch by {c.max_abs_diff:.3g} (atol {c.atol:g}, "
-                           f"rtol {c.rtol:g}) on {c.source} input of length {c.seq_len}{' ' + c.note if c.note else ''}")
+        return [p.text for p in self.typed_problems()]
+
+    def typed_problems(self) -> list[Problem]:
+        """:meth:`problems`, each with the error it is when it comes first."""
+        out = [Problem(text, SignatureError) for text in self.io_problems]
+        out += [c.problem() for c in self.cases if not c.ok]
         if self.gpu is not None:
-            out.extend(self.gpu.problems())
+            out += self.gpu.typed_problems()
         if self.weights is not None:
-            out.extend(self.weights.problems())
+            out += weights_problems(self.weights)
         return out
+
+    def error(self, lead: str, more: bool = True) -> VerificationError:
+        """The error that refuses this file (which is not :attr:`ok`): ``lead: <first problem>``,
+        with ``more`` followed by how many more there are."""
+        return failure(self.typed_problems(), lead, more)
 
     def parity(self) -> dict[str, Any]:
         """The figures the manifest keeps."""
@@ -321,7 +442,8 @@ def _compare(source: str, feeds: dict[str, np.ndarray], name: str, expected: np.
     batch, T = feeds["input_ids"].shape
     if got.shape != expected.shape:
         return ParityCase(source, batch, T, name, float("inf"), atol, rtol, False,
-                          f"(shape {list(got.shape)}, PyTorch {list(expected.shape)})")
+                          f"(shape {list(got.shape)}, PyTorch {list(expected.shape)})",
+                          shapes=(list(got.shape), list(expected.shape)))
     diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
     ok = bool(np.all(diff <= atol + rtol * np.abs(expected)))
     return ParityCase(source, batch, T, name, float(diff.max()) if diff.size else 0.0, atol, rtol, ok)

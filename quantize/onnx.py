@@ -27,7 +27,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from albert_edge.rewrite.onnx_fuse import fuse_attention, residuals_as_sum
+from albert_edge.rewrite.onnx_fuse import RESIDUALS_AS_SUM, attention_pass
+from albert_edge.rewrite.passes import Pass, run_passes
 from albert_edge.errors import ConversionError
 
 from .calibration import Batch
@@ -54,11 +55,7 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
     model = onnx.load(str(source.path), load_external_data=True)
     variant = static_variant(recipe) if _static_inputs(model) else recipe  # a file for a phone's NPU
     builder = _BUILDERS[variant.method]
-    if recipe.method == "dynamic":
-        # One node per layer in place of ~35 (Reshape/Transpose/Softmax/shape arithmetic). Not
-        # for static QDQ, which quantizes the attention products themselves, nor fp16.
-        fuse_attention(model, source.config.num_attention_heads, inplace=True)
-        residuals_as_sum(model)  # so that a default onnxruntime session keeps LayerNorm unfused
+    model = run_passes(model, _PASSES[recipe.method](source.config.num_attention_heads))
     built = builder(model, out, config, calibration, tied_decoder=variant.tied_decoder)
     if variant is not recipe:
         built.notes.insert(0, variant.notes)
@@ -239,3 +236,14 @@ def _fp16(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibration
 
 
 _BUILDERS: dict[str, Callable[..., Built]] = {"dynamic": _dynamic, "static": _static, "fp16": _fp16}
+
+# The rewrites of the fp32 graph before each builder quantizes it, given the model's head count.
+# int8-dynamic: each self-attention one node in place of ~35 (Reshape/Transpose/Softmax/shape
+# arithmetic), then the residual sums that a default onnxruntime session keeps out of
+# SkipLayerNormalization, so LayerNorm stays unfused. Not for static QDQ, which quantizes the
+# attention products themselves, nor fp16.
+_PASSES: dict[str, Callable[[int], list[Pass[onnx.ModelProto]]]] = {
+    "dynamic": lambda num_heads: [attention_pass(num_heads), RESIDUALS_AS_SUM],
+    "static": lambda num_heads: [],
+    "fp16": lambda num_heads: [],
+}

@@ -31,6 +31,7 @@ from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST
 from albert_edge.formats.tflite_reader import layer_form
 from albert_edge.formats.weights import read_file
 from albert_edge.errors import ConversionError
+from albert_edge.rewrite.passes import Pass, in_place, run_passes
 
 from .calibration import Batch
 from .schemes import QuantizeConfig, Recipe
@@ -97,7 +98,8 @@ class Plan:
     def run(self, converter) -> bytes:
         """Configure ``converter`` (a TFLiteConverter of the model), convert, and rewrite the result."""
         _configure(converter, self.recipe, self.per_channel, self.calibration)
-        flatbuffer = _rewrite(converter.convert(), self.recipe, self.notes, self.originals, self.compat, self.form)
+        passes = _passes(self.recipe, self.notes, self.originals, self.compat, self.form)
+        flatbuffer = _rewrite(converter.convert(), passes)
         if self.static and self.recipe.weights == "float16":
             flatbuffer = _float32_tables(flatbuffer, self.originals, self.notes, self.kept_float)
         return flatbuffer
@@ -211,22 +213,35 @@ def _float32_tables(flatbuffer: bytes, originals: list[np.ndarray], notes: list[
     return pack(model) if kept else flatbuffer
 
 
-def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: list[np.ndarray],
-             compat: bool = False, form: Form = Form()) -> bytes:
-    if not recipe.rewrites:
+def _rewrite(flatbuffer: bytes, passes: Sequence[Pass[Model]]) -> bytes:
+    """The converter's ``flatbuffer`` rewritten by ``passes`` (as it is when there are none), then
+    without the tensors and buffers nothing reads any more."""
+    if not passes:
         return flatbuffer
-    model = load(flatbuffer)
-    if recipe.full_range_tables:
+    model = run_passes(load(flatbuffer), passes)
+    drop_unused(model)
+    return pack(model)
+
+
+def _passes(recipe: Recipe, notes: list[str], originals: list[np.ndarray], compat: bool = False,
+            form: Form = Form()) -> list[Pass[Model]]:
+    """The rewrites ``recipe`` asks for after conversion, in the order they run; each adds to
+    ``notes`` what it did. ``originals``: the parent's fp32 weights, which requantized constants
+    round from."""
+
+    def full_range(model: Model) -> None:
         fixed = full_range_tables(model, originals)
         if fixed:
             notes.append(f"embedding tables quantized over their whole range, not the calibrated one that "
                          f"clipped them: {', '.join(fixed)}")
-    if recipe.share_tied_table:
+
+    def tied_table(model: Model) -> None:
         dropped = share_tied_table(model, originals)
         if dropped:
             notes.append("the tied MLM decoder reads the embedding lookup's int8 table (per-tensor scale); "
                          f"the converter's second copy ({', '.join(dropped)}) was dropped")
-    if recipe.float_islands:
+
+    def islands(model: Model) -> None:
         missing = _missing_kernels(model) if compat else set()
         count = run_in_float(model, float_islands(model, form.attention_in_float, form.gelu_in_float) | missing, originals)
         notes.append(f"{count} ops run in float: LayerNorm statistics and the attention-mask path "
@@ -235,11 +250,18 @@ def _rewrite(flatbuffer: bytes, recipe: Recipe, notes: list[str], originals: lis
                      + (", GELU)" if form.gelu_in_float else ")")
                      + (f", and {len(missing)} int16 ops tflite-runtime 2.14 has no kernel for "
                         "(GELU, int16 x int16 FULLY_CONNECTED)" if missing else ""))
-    if recipe.share_input_ranges:
+
+    def input_ranges(model: Model) -> None:
         dropped = share_input_ranges(model, originals)
         notes.append("the layer applications of each shared weight read one input range and write one output "
                      "range (the unions of their calibrated ranges), so each integer bias is stored once "
                      f"({dropped} copies dropped) and a runtime that packs the weight once computes every "
                      "application right")
-    drop_unused(model)
-    return pack(model)
+
+    ordered = (
+        (recipe.full_range_tables, in_place("embedding tables over their whole range", full_range)),
+        (recipe.share_tied_table, in_place("tied MLM decoder reads the lookup's table", tied_table)),
+        (recipe.float_islands, in_place("float islands", islands)),
+        (recipe.share_input_ranges, in_place("one input range per shared weight", input_ranges)),
+    )
+    return [rewrite for wanted, rewrite in ordered if wanted]

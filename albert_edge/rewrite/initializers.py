@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["drop_unused_initializers", "remove_initializers", "graph_outputs"]
+from .passes import Pass, in_place
+
+__all__ = ["drop_unused_initializers", "remove_initializers", "graph_outputs", "DROP_UNUSED_INITIALIZERS"]
 
 
 def graph_outputs(graph) -> set[str]:
@@ -22,3 +24,6 @@ def remove_initializers(graph, names: set[str]) -> None:
     for field in (graph.initializer, graph.input):
         for i in reversed([i for i, v in enumerate(field) if v.name in names]):
             del field[i]
+
+
+DROP_UNUSED_INITIALIZERS: Pass = in_place("drop unused initializers", lambda model: drop_unused_initializers(model.graph))

@@ -25,8 +25,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from albert_edge.formats.graph import INPUT_NAMES
 from .initializers import drop_unused_initializers
+from .passes import Pass, in_place
 
-__all__ = ["fuse_attention", "residuals_as_sum", "GraphIndex", "MS_DOMAIN"]
+__all__ = ["fuse_attention", "residuals_as_sum", "GraphIndex", "MS_DOMAIN", "attention_pass", "RESIDUALS_AS_SUM"]
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,12 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int, inplace: bool = False
     return model, len(found)
 
 
+def attention_pass(num_heads: int) -> Pass[onnx.ModelProto]:
+    """:func:`fuse_attention` of a model with ``num_heads`` heads, as a pass (in place)."""
+    return in_place("self-attention as MultiHeadAttention",
+                    lambda model: fuse_attention(model, num_heads, inplace=True))
+
+
 def residuals_as_sum(model: onnx.ModelProto) -> int:
     """Write each residual Add that a LayerNormalization reads (two computed tensors, no
     constant) as a two-input ``Sum``, in place; returns how many. The same sum, but onnxruntime's
@@ -145,6 +152,9 @@ def residuals_as_sum(model: onnx.ModelProto) -> int:
             changed += 1
     log.info("%d residual Add(s) before LayerNormalization written as Sum", changed)
     return changed
+
+
+RESIDUALS_AS_SUM: Pass[onnx.ModelProto] = in_place("residual Add before LayerNormalization as Sum", residuals_as_sum)
 
 
 def _make_attention(a: _Attention, key_padding: str, num_heads: int, fill: float) -> onnx.NodeProto:

@@ -15,8 +15,10 @@ from albert_edge import checkpoints
 from albert_edge.formats import manifest
 from albert_edge.converters.export import convert
 from albert_edge.converters.onnx import export
-from albert_edge.converters.verify import ATOL, default_lengths, verify
-from albert_edge.errors import CheckpointError, ConversionError, OutputError
+from albert_edge.converters.verify import (ATOL, RTOL, TOLERANCES, DuplicateWeightError, OutputMatchError, ShapeError,
+                                           SignatureError, VerificationError, WeightBoundError, default_lengths,
+                                           verify)
+from albert_edge.errors import CheckpointError, ConversionError, OutputError, user_message
 from albert_edge.model import AlbertModel
 
 from .conftest import TINY, tiny_model
@@ -56,6 +58,12 @@ def test_other_weights_fail(exported):
     report = verify(other, path, seq_len=16)
     assert not report.ok
     assert "prediction_logits differs from PyTorch" in report.problems()[0]
+    error = report.error("model.onnx failed verification")
+    assert type(error) is OutputMatchError and isinstance(error, ConversionError)
+    assert str(error).startswith(f"model.onnx failed verification: {report.problems()[0]} (and ")
+    worst = next(c for c in report.cases if not c.ok)
+    assert (error.output, error.max_abs_diff, error.atol, error.rtol) == (worst.output, worst.max_abs_diff, ATOL, RTOL)
+    assert error.max_abs_diff > ATOL
 
 
 def test_a_small_weight_change_fails(exported, tmp_path):
@@ -82,6 +90,10 @@ def test_a_stored_copy_fails_even_when_outputs_agree(exported, tmp_path):
     assert not report.ok
     assert [d.kind for d in report.weights.duplicates] == ["transposed"]
     assert "extra_copy is a transposed copy of" in report.problems()[0]
+    error = report.error("copied.onnx failed verification", more=False)
+    assert type(error) is DuplicateWeightError and error.name == "extra_copy" and error.original
+    assert str(error) == f"copied.onnx failed verification: {report.problems()[0]}"
+    assert not isinstance(error, WeightBoundError)
 
 
 def test_wrong_outputs_are_reported(exported):
@@ -89,6 +101,50 @@ def test_wrong_outputs_are_reported(exported):
     report = verify(tiny_model(head="base"), path, seq_len=16)
     assert not report.ok and report.cases == []
     assert report.io_problems == ["outputs are prediction_logits, sop_logits; expected last_hidden_state, pooler_output"]
+    error = report.error("model.onnx failed verification")
+    assert type(error) is SignatureError
+    assert str(error).startswith("model.onnx failed verification: outputs are prediction_logits, sop_logits;")
+
+
+def test_an_output_of_another_shape_is_a_shape_error(exported):
+    model, path = exported
+
+    class Session:  # the file's session, its prediction logits one position short
+        input_names, output_names, format, backend_name = ["input_ids", "attention_mask", "token_type_ids"], \
+            list(model.output_names), "onnx", "onnxruntime"
+
+        def __init__(self):
+            from albert_edge.runtime import Session as Real
+
+            self.real = Real(path)
+
+        def run(self, feeds):
+            got = self.real.run(feeds)
+            return {**got, "prediction_logits": got["prediction_logits"][:, 1:]}
+
+    report = verify(model, path, seq_len=16, seq_lens=(4,), session=Session())
+    error = report.error("model.onnx failed verification")
+    assert type(error) is ShapeError and error.output == "prediction_logits"
+    assert error.shape == [2, 3, TINY.vocab_size] and error.expected == [2, 4, TINY.vocab_size]
+    assert f"(shape [2, 3, {TINY.vocab_size}], PyTorch [2, 4, {TINY.vocab_size}])" in str(error)
+
+
+def test_every_target_has_its_tolerances():
+    from albert_edge.converters import mediapipe_check, onnx_text, ort, transformers_js
+    from albert_edge.converters.targets import TARGETS
+
+    assert set(TOLERANCES) == set(TARGETS)
+    assert (ATOL, RTOL) == (1e-4, 1e-4) and all((t.atol, t.rtol) == (ATOL, RTOL) for t in TOLERANCES.values())
+    assert ort.TWIN_ATOL == onnx_text.TWIN_ATOL == 1e-5
+    assert (mediapipe_check.ATOL, mediapipe_check.MIN_COSINE) == (1e-4, 0.9999)
+    assert transformers_js.MIN_COSINE == 0.98 and TOLERANCES["executorch"].min_cosine == 0.999
+
+
+def test_a_verification_error_is_one_line_the_cli_shows():
+    for kind in (VerificationError, SignatureError, ShapeError, OutputMatchError, DuplicateWeightError,
+                 WeightBoundError):
+        assert issubclass(kind, ConversionError)
+        assert user_message(kind("model.onnx failed verification: x\ny")) == "model.onnx failed verification: x y"
 
 
 def test_tokenized_sentences(tmp_path, spiece_model):
@@ -154,8 +210,9 @@ def test_convert_from_a_checkpoint_uses_its_head_and_tokenizer(tmp_path, spiece_
 
 def test_convert_refuses_a_file_that_diverges(tmp_path):
     out = tmp_path / "out"
-    with pytest.raises(ConversionError, match="model.onnx failed verification: last_hidden_state differs"):
+    with pytest.raises(OutputMatchError, match="model.onnx failed verification: last_hidden_state differs") as caught:
         convert(Diverging(TINY).eval(), out, seq_len=16)
+    assert caught.value.output == "last_hidden_state" and caught.value.atol == ATOL and caught.value.rtol == 0.0
     assert not out.exists()
 
 
