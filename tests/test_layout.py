@@ -366,3 +366,33 @@ def test_a_hand_rolled_writer_is_found(tmp_path, statement, call):
     found["albert_edge.report.render"] = bad
     reached = hand_rolled_writers(found)
     assert len(reached) == 1 and reached[0].startswith("albert_edge.report.render:") and reached[0].endswith(f" {call}")
+
+
+# -- functions a reader takes in at once -------------------------------------------------------------
+
+LONG_FUNCTION = 60  # lines, signature to last line
+MAX_LONG_FUNCTIONS = 3  # there were 7 before the format table, the staged writer and the templates
+
+
+def long_functions(found: dict[str, Path]) -> list[str]:
+    """Each function or method of more than LONG_FUNCTION lines, as 'module:line name (lines)'."""
+    out = []
+    for name, path in sorted(found.items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > LONG_FUNCTION:
+                    out.append(f"{name}:{node.lineno} {node.name} ({lines})")
+    return out
+
+
+def test_few_functions_run_past_one_screen():
+    assert len(long_functions(modules())) <= MAX_LONG_FUNCTIONS, long_functions(modules())
+
+
+def test_a_long_function_is_found(tmp_path):
+    found = modules()
+    bad = tmp_path / "bad.py"
+    bad.write_text("def long():\n" + "    x = 1\n" * LONG_FUNCTION + "    return x\n")
+    assert long_functions({"albert_edge.bad": bad}) == [f"albert_edge.bad:1 long ({LONG_FUNCTION + 2})"]
+    assert found  # the walk found the package
