@@ -30,7 +30,7 @@ from ..runtime.onnx_text import TEXT_INPUT
 from . import ops as ops_mod
 from .inputs import (ModelLimits, fixed_feeds, ids_counter, model_limits, packed_counter, sentence_feeds, text_feeds,
                      text_of_length, token_stats)
-from .job import MEDIAPIPE, ProfileJob
+from .job import MEDIAPIPE, PASSES, ProfileJob
 from .record import APP, Latency, Memory, ProfileRecord
 from .settings import WEB_RUNTIMES
 from .stats import BLOCKS, judge, latency, spread, time_until
@@ -76,6 +76,8 @@ def measure(job: ProfileJob) -> ProfileRecord:
     memory.after_first_call_rss, memory.peak_after_first_call = _memory()
     if fed.text_in and job.seq_len is None:  # the token counts, as the file's own tokenizer gives them
         fed.text_stats.update(token_stats([fed.count(str(f[TEXT_INPUT][0])) for f in fed.feeds]))
+    if PASSES in getattr(session, "output_names", ()):  # an adaptive file: the passes each sentence ran
+        fed.text_stats["passes"] = pass_stats([_run(session, f, job)[PASSES] for f in fed.feeds])
 
     lat, during = _timed(session, fed, job)
     # The statistics and the second device reading come before the last memory reading, so that
@@ -218,6 +220,14 @@ def _run(session: Session, feeds, job: ProfileJob):
         shape = "x".join(str(d) for d in feeds["input_ids"].shape)
         raise AlbertEdgeError(f"{job.file_as_given}: the model fails on input {shape} (batch x sequence): "
                               f"{first_line(exc)}")
+
+
+def pass_stats(passes: list[np.ndarray]) -> dict[str, Any]:
+    """How many passes the sentences ran: mean, median, 90th percentile and the count of each."""
+    ran = np.concatenate([np.asarray(p).reshape(-1) for p in passes]).astype(int)
+    values, counts = np.unique(ran, return_counts=True)
+    return {"mean": float(ran.mean()), "p50": float(np.median(ran)), "p90": float(np.percentile(ran, 90)),
+            "counts": {str(v): int(c) for v, c in zip(values, counts)}, "sentences": int(ran.size)}
 
 
 def _text_of_length(count, job: ProfileJob):

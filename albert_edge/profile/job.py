@@ -19,9 +19,10 @@ from typing import Any
 from .record import ProfileRecord
 from .settings import ProfileSettings
 
-__all__ = ["ProfileJob", "MEDIAPIPE"]
+__all__ = ["ProfileJob", "MEDIAPIPE", "PASSES"]
 
 MEDIAPIPE = "mediapipe"  # ProfileJob.engine of a file run through MediaPipe Tasks, the text in
+PASSES = "passes"  # the output of an adaptive file (convert --adaptive): the passes each input ran
 # The readings of albert_edge.device.describe() taken again after the timed calls.
 _AFTER = ("temperatures", "throttled", "cpu_freq_khz", "governor")
 

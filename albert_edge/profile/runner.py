@@ -27,7 +27,7 @@ from ..formats.kinds import TFLITE, Format, by_name, of_file
 from ..runtime.engines import install_hint, packages
 from ..runtime.onnx_engine import file_takes_text, ort_providers
 from .inputs import model_limits
-from .job import MEDIAPIPE, ProfileJob
+from .job import MEDIAPIPE, PASSES, ProfileJob
 from .record import APP, ProfileRecord
 from .settings import NATIVE, ProfileError, ProfileSettings
 
@@ -88,6 +88,9 @@ def _file_jobs(path: Path, fmt: Format, settings: ProfileSettings) -> list[Profi
                            f"operators), which {PACKAGE[web[0]]} does not run: profile it with --runtime native")
     shapes = [(b, n) for b in settings.batches for n in settings.seq_lens] if settings.fixed else []
     shapes += [(1, None)] if settings.text is not None else []
+    if adaptive(path, fmt):  # its cost depends on the text: real sentences only
+        _check_adaptive(path, settings, web)
+        shapes = [(1, None)]
     opened = (None, *([APP] if settings.as_app else []))
     jobs = [ProfileJob(**facts, **acc, threads=threads, batch=b, seq_len=n, engine=engine)
             for acc in (engines if NATIVE in settings.runtimes else [])
@@ -101,6 +104,21 @@ def _file_jobs(path: Path, fmt: Format, settings: ProfileSettings) -> list[Profi
         jobs += [ProfileJob(**facts, **task, delegate="xnnpack", threads=settings.threads[0], batch=b, seq_len=n)
                  for b, n in shapes]
     return jobs
+
+
+def adaptive(path: Path, fmt: Format) -> bool:
+    """Whether ``path`` is an adaptive classifier (convert --adaptive): it outputs the passes it ran."""
+    return any(spec.name == PASSES for spec in fmt.read(path).outputs)
+
+
+def _check_adaptive(path: Path, settings: ProfileSettings, web: list[str]) -> None:
+    if settings.text is None:
+        raise ProfileError(f"{path}: an adaptive file runs as many passes as each text needs, so a time on token ids "
+                           f"of one length is not its speed: profile it on real sentences (--text builtin, or "
+                           f"--text FILE, with --tokenizer)")
+    if web:
+        raise ProfileError(f"{path}: an adaptive file is profiled on real sentences, which --runtime {web[0]} does not "
+                           f"feed: profile it with --runtime native")
 
 
 def _check_inputs(path: Path, fmt: Format, settings: ProfileSettings, text_in: bool) -> None:
