@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import sys
@@ -143,6 +144,12 @@ class AlbertConfig:
     def group_of_depth(self, depth: int) -> int:
         """Which of the G weight groups the layer application at ``depth`` uses."""
         return _group_of_depth(depth, self.num_hidden_layers, self.num_hidden_groups, self.layout)
+
+    def group_runs(self) -> list[tuple[int, int]]:
+        """The layer applications as (weight group, how many applications in a row), in order;
+        with partial sharing ("attention", "ffn") every depth is a group of its own."""
+        groups = [self.group_of_depth(d) if self.sharing == "all" else d for d in range(self.num_hidden_layers)]
+        return [(group, len(list(run))) for group, run in itertools.groupby(groups)]
 
     @property
     def has_embedding_projection(self) -> bool:

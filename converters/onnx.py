@@ -67,11 +67,16 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, opset: int
     out_path = Path(out_path)
     if not out_path.parent.is_dir():
         raise ConversionError(f"cannot write {out_path}: {out_path.parent} is not a directory")
-    with tempfile.TemporaryDirectory(prefix=".onnx-export-", dir=out_path.parent) as tmp:
-        traced = Path(tmp) / "traced.onnx"
-        _trace(model, traced, seq_len=seq_len, opset=opset, static=static)
-        proto = onnx.load(str(traced), load_external_data=True)
-    proto = run_passes(proto, STATIC_PASSES if static else PASSES)
+    if _is_adaptive(model):
+        # The passes in Loop nodes, put together from traced pieces whose weights are one
+        # initializer each by name: no copy for the passes to remove (verify() checks it).
+        proto = _adaptive_proto(model, opset)
+    else:
+        with tempfile.TemporaryDirectory(prefix=".onnx-export-", dir=out_path.parent) as tmp:
+            traced = Path(tmp) / "traced.onnx"
+            _trace(model, traced, seq_len=seq_len, opset=opset, static=static)
+            proto = onnx.load(str(traced), load_external_data=True)
+        proto = run_passes(proto, STATIC_PASSES if static else PASSES)
     proto.producer_name, proto.producer_version = "albert-edge", __version__
     _save(proto, out_path, external_data_threshold)
     try:
@@ -87,6 +92,18 @@ DEDUPLICATE_WEIGHTS: Pass[onnx.ModelProto] = Pass("deduplicate weights", lambda 
 STATIC_GRAPH: Pass[onnx.ModelProto] = in_place("static graph for an NPU", make_static)
 PASSES = (DEDUPLICATE_WEIGHTS,)
 STATIC_PASSES = (*PASSES, STATIC_GRAPH)
+
+
+def _is_adaptive(model) -> bool:
+    from .task_heads import AdaptiveClassifier
+
+    return isinstance(model, AdaptiveClassifier)
+
+
+def _adaptive_proto(model, opset: int) -> onnx.ModelProto:
+    from .onnx_adaptive import adaptive_proto
+
+    return adaptive_proto(model, opset, _linears_as_matmul)
 
 
 def _trace(model, path: Path, *, seq_len: int, opset: int, static: bool = False) -> None:

@@ -115,7 +115,7 @@ def adaptive_proto(adaptive: AdaptiveClassifier, opset: int, linears_as_matmul) 
     """The adaptive classifier as one ONNX model (weights not yet deduplicated by value)."""
     model = _Traced(adaptive).eval()
     config = adaptive.config
-    runs = _runs(config)
+    runs = config.group_runs()
     with tempfile.TemporaryDirectory(prefix=".onnx-adaptive-") as tmp, linears_as_matmul(model):
         start = _trace(_Start(model).eval(), _start_example(config), list(INPUT_NAMES),
                        ["hidden0", "mask_bias", *(f"{s}0" for s in _STATE if s != "hidden")], Path(tmp) / "start.onnx",
@@ -128,12 +128,6 @@ def adaptive_proto(adaptive: AdaptiveClassifier, opset: int, linears_as_matmul) 
                                  ["go_on", *(f"{s}_out" for s in _STATE)],
                                  Path(tmp) / f"step{k}.onnx", opset, _step_axes()), times))
     return _stitch(start, steps, config.num_labels, opset, adaptive.rule.setting)
-
-
-def _runs(config) -> list[tuple[int, int]]:
-    from .tf_albert import _runs as runs  # one definition of the runs of weight groups
-
-    return runs(config)
 
 
 def _start_example(config):

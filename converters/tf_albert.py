@@ -8,7 +8,6 @@ stores, so the converter never needs a transposed copy of a weight.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 
@@ -169,7 +168,7 @@ class TFAlbert(tf.Module):
 
     def _encode(self, albert: AlbertModel, input_ids, attention_mask, token_type_ids) -> tf.Tensor:
         x, mask_bias = self._embed(albert, input_ids, attention_mask, token_type_ids)
-        for group, times in _runs(self.config):
+        for group, times in self.config.group_runs():
             x = self._group(x, mask_bias, albert.encoder.albert_layer_groups[group].albert_layers, times)
         return x
 
@@ -232,12 +231,6 @@ class TFAlbert(tf.Module):
         function = self.serve.get_concrete_function()
         self.weights_once = self._w.all() + getattr(self, "extra_weights", [])
         return function
-
-
-def _runs(config: AlbertConfig) -> list[tuple[int, int]]:
-    """The layer applications as (weight group, how many applications in a row)."""
-    groups = [config.group_of_depth(d) if config.sharing == "all" else d for d in range(config.num_hidden_layers)]
-    return [(group, len(list(run))) for group, run in itertools.groupby(groups)]
 
 
 # -- heads: model -> the outputs in output_names order ---------------------------------------
@@ -326,7 +319,7 @@ def _adaptive_classification(m: TFAlbert, ids, mask, types):
     zeros = tf.zeros(tf.stack([B]), tf.int32)
     state = (tf.constant(0), x, tf.zeros(tf.stack([B, C])), zeros, tf.zeros(tf.stack([B]), tf.bool), zeros, zeros)
     end = 0
-    for group, times in _runs(config):
+    for group, times in config.group_runs():
         end += times
         layers = albert.encoder.albert_layer_groups[group].albert_layers
         state = tf.while_loop(lambda i, x, a, p, stopped, t, s, end=end: (i < end) & ~tf.reduce_all(stopped),

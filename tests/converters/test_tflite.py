@@ -118,11 +118,9 @@ def test_loop_form_writes_each_run_of_a_group_once(exported):
     """--layers loop: one WHILE per run of two or more applications of one weight group, and its
     operators once, so the file holds fewer FULLY_CONNECTEDs than the unrolled one; the unrolled
     form has no WHILE. Variants that share nothing across layers have no run to loop."""
-    from albert_edge.converters.tf_albert import _runs
-
     model, path = exported
     contents = read(path)
-    runs = _runs(model.config)
+    runs = model.config.group_runs()
     looped = [times for _, times in runs if times > 1]
     layers = layer_form(path)
     if layers == "unrolled":
