@@ -371,3 +371,17 @@ def test_a_deeply_nested_json_at_start_is_one_line_and_exit_2(own_copy, name, te
     r = CliRunner().invoke(main, ["demo", "classify", str(own_copy), "hello"])
     assert r.exit_code == 2, r.output
     assert "cannot be read" in r.output and "bug" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_the_load_test_sends_the_token(tiny_bundle):
+    from albert_edge.demo.loadtest import LoadTestOptions, run_load_test
+
+    options = ServerOptions(threads=1, model="onnx-int8", token=TOKEN)
+    srv = LiveServer(create_app(tiny_bundle, options, Access(host_allow_list("127.0.0.1"), TOKEN)), options)
+    try:
+        result = run_load_test(LoadTestOptions(url=f"http://127.0.0.1:{srv.port}", clients=2, seconds=1, warmup=2,
+                                               token=TOKEN))
+        assert result["errors"] == 0 and result["codes"].get("200", 0) > 0, result
+        assert TOKEN not in json.dumps(result)
+    finally:
+        srv.stop()
