@@ -168,9 +168,9 @@ def _b64sha256(text: str) -> str:
 
 class Guard:
     """ASGI middleware: refuses requests with both Content-Length and Transfer-Encoding (400,
-    connection closed), a Host outside the allow-list (403, against DNS rebinding), an Origin other
-    than the page's own (403), API calls without the token when one is set (401); adds the security
-    headers (and the page's CSP) to every answer."""
+    connection closed), a Host outside the allow-list (403, against DNS rebinding), API calls from
+    an Origin other than the page's own (403) or without the token when one is set (401); adds the
+    security headers (and the page's CSP) to every answer."""
 
     def __init__(self, app, access: Access, csp: str):
         self.app = app
@@ -204,15 +204,18 @@ class Guard:
         if self.access.allowed_hosts is not None and _host_name(host) not in self.access.allowed_hosts:
             return 403, (f"this server does not answer for the host {host!r}; start it with --allow-host "
                          f"{_host_name(host) or 'NAME'} to allow that name"), []
+        if not scope["path"].startswith("/api/"):
+            return None  # the page itself may be opened from a link anywhere (it is never framed: the CSP)
         origin = _one(headers, b"origin")
         if origin is not None and not _same_origin(origin, host):
             return 403, "requests from other web pages are refused; open the demo's own page", []
         if _one(headers, b"sec-fetch-site") == "cross-site":
             return 403, "requests from other web pages are refused; open the demo's own page", []
-        if self.access.token is not None and scope["path"].startswith("/api/"):
+        if self.access.token is not None:
             given = _one(headers, b"authorization") or ""
             scheme, _, value = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.access.token.encode()):
+            good = hmac.compare_digest(value.strip().encode(), self.access.token.encode())
+            if scheme.lower() != "bearer" or not good:
                 return 401, ("this demo wants its token: open the page as http://HOST:PORT/#token=TOKEN once "
                              "(the page keeps it), or send 'Authorization: Bearer TOKEN'"), \
                     [(b"www-authenticate", b'Bearer realm="albert-edge demo"')]

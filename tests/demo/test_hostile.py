@@ -133,7 +133,8 @@ def test_connections_past_the_limits_get_503_with_retry_after(live):
 def test_no_server_banner_and_security_headers_on_the_wire(live):
     status, headers, _, _ = live.request("GET", "/")
     assert status == 200 and "server" not in headers
-    assert headers["x-content-type-options"] == "nosniff" and "frame-ancestors 'none'" in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
 
 
 @pytest.mark.parametrize("size", [8 * 1024, 16 * 1024, 32 * 1024])
@@ -385,3 +386,8 @@ def test_the_load_test_sends_the_token(tiny_bundle):
         assert TOKEN not in json.dumps(result)
     finally:
         srv.stop()
+
+
+def test_the_page_opens_from_a_link_on_another_site(guarded):
+    r = guarded.get("/", headers={"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"})
+    assert r.status_code == 200 and "frame-ancestors 'none'" in r.headers["content-security-policy"]
