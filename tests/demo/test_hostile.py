@@ -391,3 +391,29 @@ def test_the_load_test_sends_the_token(tiny_bundle):
 def test_the_page_opens_from_a_link_on_another_site(guarded):
     r = guarded.get("/", headers={"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"})
     assert r.status_code == 200 and "frame-ancestors 'none'" in r.headers["content-security-policy"]
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_serve_on_ipv6_loopback_announces_the_address_in_brackets(tiny_bundle, monkeypatch):
+    import uvicorn
+
+    served = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, *a, **k: served.append(self.config))  # announce only
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        port = s.getsockname()[1]
+    r = CliRunner().invoke(main, ["demo", "serve", str(tiny_bundle), "--host", "::1", "--port", str(port),
+                                  "--token", TOKEN, "--threads", "1"])
+    assert r.exit_code == 0, r.output
+    assert f"albert-edge demo on http://[::1]:{port}/ " in r.output and "warning" not in r.output
+    assert "#token=<your token>" in r.output and TOKEN not in r.output
+    assert served and served[0].server_header is False
