@@ -417,3 +417,25 @@ def test_serve_on_ipv6_loopback_announces_the_address_in_brackets(tiny_bundle, m
     assert f"albert-edge demo on http://[::1]:{port}/ " in r.output and "warning" not in r.output
     assert "#token=<your token>" in r.output and TOKEN not in r.output
     assert served and served[0].server_header is False
+
+
+@pytest.mark.parametrize("extra, wants_token", [((), True), (("--no-auth",), False)])
+def test_off_loopback_a_token_is_made_unless_no_auth_is_said(tiny_bundle, monkeypatch, extra, wants_token):
+    """Nothing listens here: the address check and uvicorn's run are replaced, the app is asked in-process."""
+    import re
+
+    import uvicorn
+
+    served = []
+    monkeypatch.setattr(server_module, "_check_address", lambda host, port: None)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, *a, **k: served.append(self.config))
+    r = CliRunner().invoke(main, ["demo", "serve", str(tiny_bundle), "--host", "0.0.0.0", "--threads", "1", *extra])
+    assert r.exit_code == 0, r.output
+    assert "warning: listening on 0.0.0.0" in r.output and "/api/status" in r.output
+    made = re.search(r"albert-edge demo on http://0\.0\.0\.0:8000/#token=([A-Za-z0-9_-]{20,})\s", r.output)
+    assert bool(made) == wants_token, r.output
+    with TestClient(served[0].app, base_url="http://192.168.1.20:8000") as c:
+        assert c.get("/api/status").status_code == (401 if wants_token else 200)
+        if made:
+            assert c.get("/api/status", headers={"Authorization": f"Bearer {made.group(1)}"}).status_code == 200
+        assert c.get("/api/status", headers={"host": "attacker.example:8000"}).status_code == 403
