@@ -29,9 +29,6 @@ __all__ = ["Access", "Guard", "Limits", "guarded_protocol", "host_allow_list", "
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "ALBERT_EDGE_DEMO_TOKEN"
-
-
 @dataclass(frozen=True)
 class Limits:
     header_timeout_s: float = 5.0  # from connecting (or the last answer) to a request's complete headers

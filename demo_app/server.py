@@ -31,9 +31,8 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -45,8 +44,9 @@ from albert_edge import device
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.text import utf8_problem
 
-from .engine import ALL_VARIANTS, TASK_DIRS, Bundle, Engine, Variant
-from .guard import TOKEN_ENV, Access, Guard, Limits, guarded_protocol, host_allow_list, is_loopback, page_csp, url_of
+from .engine import Bundle, Engine
+from .faults import Fault, LoadedFiles
+from .guard import Access, Guard, Limits, guarded_protocol, host_allow_list, is_loopback, page_csp, url_of
 
 __all__ = ["ServerOptions", "create_app", "serve"]
 
@@ -93,10 +93,6 @@ _SHOWN_LIMITS = ("max_body_bytes", "queue", "timeout_s", "retry_after_s", "threa
 
 class _Busy(Exception):
     pass
-
-
-class _Fault(Exception):
-    """A fault of the server's own files (deleted, changed, unreadable): 503 with the reason."""
 
 
 class _Worker:
@@ -155,7 +151,7 @@ def create_app(bundle_dir: str | os.PathLike, options: ServerOptions = ServerOpt
     engine = Engine(Bundle(bundle_dir), options.model, num_threads=options.threads, mediapipe=options.mediapipe)
     worker = _Worker(options.queue)
     device_info = _Device(options.device_refresh_s)
-    files = _Files(engine)
+    files = LoadedFiles(engine)
     started = time.time()
     page = resources.files(__package__).joinpath("static/index.html").read_text(encoding="utf-8")
 
@@ -175,7 +171,7 @@ def create_app(bundle_dir: str | os.PathLike, options: ServerOptions = ServerOpt
             return _error(504, f"no answer within {options.timeout_s:g} s")
         except AlbertEdgeError as exc:
             return _error(400, str(exc))
-        except _Fault as exc:
+        except Fault as exc:
             return _error(503, str(exc))
         except Exception:  # a runtime failing on some input must not take the server down
             fault = files.fault()
@@ -189,7 +185,7 @@ def create_app(bundle_dir: str | os.PathLike, options: ServerOptions = ServerOpt
         def answer(body: dict) -> dict:
             fault = files.fault()
             if fault:
-                raise _Fault(fault)
+                raise Fault(fault)
             return ask(body)
 
         return answer
@@ -240,76 +236,6 @@ def _status(engine: Engine, worker: _Worker, device_info: _Device, options: Serv
         "limits": {**{k: getattr(options, k) for k in _SHOWN_LIMITS}, "max_tokens": engine.bundle.seq_len},
         "bundle": {k: engine.bundle.info.get(k) for k in ("preset", "trained_on", "held_out_accuracy")},
     }
-
-
-class _Files:
-    """The model files the engine has loaded, as they were when loaded (size, time, inode). One
-    deleted or changed under the server is a fault: said once in the log, and the reason of every
-    503 until a switch loads good files. Switches go only to variants whose files are all there."""
-
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self._tasks = {v.key: [t for t in TASK_DIRS if v in engine.bundle.variants(t)] for v in ALL_VARIANTS}
-        self._lock = threading.Lock()
-        self._said: str | None = None
-        self._seen = self._snapshot()
-
-    def _snapshot(self) -> dict[str, tuple[int, int, int] | None]:
-        variant = self.engine.variant
-        paths = [self.engine.bundle.file(t, variant) for t in self._tasks.get(variant.key, [])] if variant else []
-        return {str(p): _fingerprint(p) for p in paths}
-
-    def fault(self) -> str | None:
-        """Why the loaded files cannot be trusted any more (None: they can)."""
-        with self._lock:
-            problem = None
-            for path, seen in self._seen.items():
-                now = _fingerprint(Path(path))
-                if now != seen:
-                    name = os.path.relpath(path, self.engine.bundle.path)
-                    problem = (f"the model file {name} was deleted while the demo served it" if now is None else
-                               f"the model file {name} changed while the demo served it")
-                    problem += "; restart the demo, or switch to another model"
-                    break
-            if problem != self._said:
-                self._said = problem
-                if problem:
-                    log.error("%s", problem)
-            return problem
-
-    def switch(self, key: str) -> Variant:
-        """engine.select(key), refused (a fault) when a file of that variant is gone or cannot be loaded."""
-        variant = Variant.parse(key)
-        missing = [self.engine.bundle.file(t, variant) for t in self._tasks.get(variant.key, [])
-                   if not self.engine.bundle.file(t, variant).is_file()]
-        if missing:
-            name = os.path.relpath(missing[0], self.engine.bundle.path)
-            log.error("refused a switch to %s: %s is missing", variant.key, name)
-            raise _Fault(f"cannot switch to {variant.key}: {name} is missing; the loaded files keep serving")
-        try:
-            chosen = self.engine.select(variant)
-        except AlbertEdgeError:
-            raise
-        except Exception as exc:  # a damaged file: the runtime cannot load it
-            message = f"cannot switch to {variant.key}: its files cannot be loaded ({_one_line(exc)})"
-            log.error("%s", message)
-            raise _Fault(message) from None
-        with self._lock:
-            self._seen, self._said = self._snapshot(), None
-        return chosen
-
-
-def _fingerprint(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime_ns, st.st_ino
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _lifespan(worker: _Worker):

@@ -323,7 +323,7 @@ def own_copy(tiny_bundle, tmp_path):
 def test_a_model_file_deleted_under_the_server_is_503_and_one_log_line(own_copy, caplog):
     app = create_app(own_copy, ServerOptions(threads=1, model="onnx-int8"))
     engine = app.state.engine
-    with TestClient(app) as c, caplog.at_level(logging.ERROR, logger="albert_edge.demo.server"):
+    with TestClient(app) as c, caplog.at_level(logging.ERROR, logger="albert_edge.demo.faults"):
         assert c.get("/api/status").status_code == 200
         engine.bundle.file("classifier", engine.variant).unlink()
         for _ in range(3):  # the page polls every 3 s
