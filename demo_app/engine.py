@@ -169,7 +169,7 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BundleError(f"{path} is missing: not a demo bundle (make one with `albert-edge demo bundle`)") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json can read
         raise BundleError(f"{path} cannot be read: {exc}") from None
 
 

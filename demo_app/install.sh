@@ -3,7 +3,8 @@
 # a venv with the device side (no torch, no tensorflow) and a TFLite / ONNX interpreter, the
 # model bundle, a dedicated system user, and the unit albert-edge-demo.service.
 #
-#   sudo ./install.sh --bundle DIR [--source SPEC] [--runtime LIST] [--host H] [--port P] [--no-start] [--dry-run]
+#   sudo ./install.sh --bundle DIR [--source SPEC] [--runtime LIST] [--host H] [--port P] [--token T | --no-auth]
+#                     [--no-start] [--dry-run]
 #   sudo ./install.sh --uninstall
 #
 # Environment: PREFIX (/opt/albert-edge-demo), SERVICE_USER (albert-demo), PYTHON (python3),
@@ -26,6 +27,8 @@ SOURCE=""
 RUNTIME="litert,onnxruntime"
 HOST=127.0.0.1
 PORT=8000
+TOKEN=""
+NO_AUTH=0
 START=1
 CHECK=1
 DRY_RUN=0
@@ -44,6 +47,10 @@ Usage: sudo $0 --bundle DIR [options]      install (or update) the demo service
                     CPU with the ARMv8.2 dot-product extension), onnxruntime [default: $RUNTIME]
   --host H          address the page listens on [default: $HOST; 0.0.0.0 for the network]
   --port P          TCP port [default: $PORT]
+  --token T         the token the page and API ask for (16+ letters, digits or -._~+/=), kept in
+                    $PREFIX/demo.env for the service [default: on loopback none; on any other
+                    address the one already in demo.env, else a new random one, printed at the end]
+  --no-auth         ask for no token even off loopback (every machine on the network can use it)
   --no-start        install and enable nothing in systemd (same as SYSTEMCTL=)
   --no-check        skip the classify request made with the installed files
   --dry-run         run every check (bundle, Python, board, runtimes), print what would be
@@ -63,6 +70,8 @@ while [ $# -gt 0 ]; do
         --runtime) RUNTIME=${2:?--runtime needs a value}; shift 2 ;;
         --host) HOST=${2:?--host needs a value}; shift 2 ;;
         --port) PORT=${2:?--port needs a value}; shift 2 ;;
+        --token) TOKEN=${2:?--token needs a value}; shift 2 ;;
+        --no-auth) NO_AUTH=1; shift ;;
         --no-start) START=0; shift ;;
         --no-check) CHECK=0; shift ;;
         --dry-run) DRY_RUN=1; shift ;;
@@ -75,12 +84,17 @@ done
 [ -n "$SYSTEMCTL" ] || START=0
 [[ "$PORT" =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ] || die "--port must be 1..65535"
 [[ "$HOST" =~ ^[0-9A-Za-z.:-]+$ ]] || die "--host must be an address or a host name"
+[ -z "$TOKEN" ] || [[ "$TOKEN" =~ ^[A-Za-z0-9._~+/=-]{16,256}$ ]] \
+    || die "--token must be 16 to 256 letters, digits or -._~+/= (python3 -c 'import secrets; print(secrets.token_urlsafe())')"
+[ -z "$TOKEN" ] || [ "$NO_AUTH" -eq 0 ] || die "give --token or --no-auth, not both"
+case "$HOST" in 127.*|::1|localhost) LOOPBACK=1 ;; *) LOOPBACK=0 ;; esac
 
 # The unit with this install's paths, user, address and port in place of the defaults.
 render_unit() {
     sed -e "s#/opt/albert-edge-demo#$PREFIX#g" \
         -e "s#^User=albert-demo\$#User=$SERVICE_USER#" -e "s#^Group=albert-demo\$#Group=$SERVICE_USER#" \
-        -e "s#--host 127.0.0.1 --port 8000#--host $HOST --port $PORT#" \
+        -e "s#--host 127.0.0.1 --port 8000#--host $HOST --port $PORT$([ "$NO_AUTH" -eq 1 ] && echo ' --no-auth')#" \
+        -e "s#^Environment=\(.*\)#Environment=\1\n\# The token (ALBERT_EDGE_DEMO_TOKEN=...), when install.sh set one: root and the service read it.\nEnvironmentFile=-$PREFIX/demo.env#" \
         "$HERE/$UNIT"
 }
 if [ "$ACTION" = print-unit ]; then render_unit; exit 0; fi
@@ -190,6 +204,25 @@ mv "$PREFIX/bundle.new" "$PREFIX/bundle"
 chown -R root:"$SERVICE_USER" "$PREFIX"
 chmod -R u=rwX,g=rX,o= "$PREFIX"
 
+# -- the token ----------------------------------------------------------------------------------
+# Off loopback the service asks for a token (see 'albert-edge demo serve --help'): the one given,
+# else the one kept from an earlier install, else a new one. It lives in demo.env, which root and
+# the service's group can read, never in the unit (world-readable) or on a command line.
+ENV_FILE="$PREFIX/demo.env"
+if [ -z "$TOKEN" ] && [ "$NO_AUTH" -eq 0 ] && [ "$LOOPBACK" -eq 0 ]; then
+    if [ -f "$ENV_FILE" ]; then TOKEN=$(sed -n 's/^ALBERT_EDGE_DEMO_TOKEN=//p' "$ENV_FILE"); fi
+    [ -n "$TOKEN" ] || TOKEN=$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(24))')
+fi
+if [ -n "$TOKEN" ]; then
+    say "writing the token to $ENV_FILE"
+    (umask 077; printf 'ALBERT_EDGE_DEMO_TOKEN=%s\n' "$TOKEN" > "$ENV_FILE.tmp")
+    chown root:"$SERVICE_USER" "$ENV_FILE.tmp"
+    chmod 640 "$ENV_FILE.tmp"
+    mv "$ENV_FILE.tmp" "$ENV_FILE"
+else
+    rm -f "$ENV_FILE"
+fi
+
 # -- the unit -----------------------------------------------------------------------------------
 say "writing $UNIT_DIR/$UNIT"
 mkdir -p "$UNIT_DIR"
@@ -210,4 +243,8 @@ if [ "$START" -eq 1 ]; then
 else
     say "installed; systemd was not asked to start it (SYSTEMCTL empty or --no-start)."
     say "start it with: systemctl daemon-reload && systemctl enable --now $UNIT"
+fi
+if [ -n "$TOKEN" ]; then
+    say "the page wants its token: open it once as http://<this machine>:$PORT/#token=$TOKEN"
+    say "(the page keeps it; the token is in $ENV_FILE, change it with --token)"
 fi

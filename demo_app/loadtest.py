@@ -4,6 +4,8 @@ latency percentiles of the 200s, and the server's resident memory before and aft
 Standard library only (plus albert_edge.device for the memory), so it runs on the Pi too.
 
     python -m albert_edge.demo.loadtest --url http://127.0.0.1:8000 --clients 8 --seconds 60
+
+A server that asks for a token is given it with --token (or ALBERT_EDGE_DEMO_TOKEN).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -40,6 +43,7 @@ class LoadTestOptions:
     path: str = "/api/classify"
     warmup: int = 20  # requests before the "before" memory figure (the runtimes allocate on first use)
     timeout_s: float = 30.0
+    token: str | None = field(default=None, repr=False)  # sent as Authorization: Bearer (never reported)
 
 
 @dataclass
@@ -54,10 +58,10 @@ def run_load_test(opts: LoadTestOptions) -> dict[str, Any]:
     """Run the test; the server must be up. Returns counts, percentiles and memory figures."""
     parts = urlsplit(opts.url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    status = _get_json(host, port, "/api/status", opts.timeout_s)
+    status = _get_json(host, port, "/api/status", opts)
     pid = status["pid"]
     for i in range(opts.warmup):
-        _post(http.client.HTTPConnection(host, port, timeout=opts.timeout_s), opts.path, SENTENCES[i % len(SENTENCES)])
+        _post(http.client.HTTPConnection(host, port, timeout=opts.timeout_s), opts, SENTENCES[i % len(SENTENCES)])
     before = device.process_memory(pid)
     tally = _Tally()
     deadline = time.monotonic() + opts.seconds
@@ -71,9 +75,9 @@ def run_load_test(opts: LoadTestOptions) -> dict[str, Any]:
     elapsed = time.monotonic() - start
     after = device.process_memory(pid)
     ok = sorted(tally.latencies_ms)
-    status_after = _get_json(host, port, "/api/status", opts.timeout_s)
+    status_after = _get_json(host, port, "/api/status", opts)
     return {
-        "options": asdict(opts),
+        "options": {k: v for k, v in asdict(opts).items() if k != "token"},
         "model": status_after["model"],
         "seconds": round(elapsed, 2),
         "requests": sum(tally.codes.values()) + len(tally.errors),
@@ -95,7 +99,7 @@ def _client(host: str, port: int, opts: LoadTestOptions, deadline: float, index:
         i += 1
         start = time.perf_counter()
         try:
-            code = _post(conn, opts.path, SENTENCES[i % len(SENTENCES)])
+            code = _post(conn, opts, SENTENCES[i % len(SENTENCES)])
         except (OSError, http.client.HTTPException) as exc:
             with tally.lock:
                 tally.errors.append(f"{type(exc).__name__}: {exc}")
@@ -112,18 +116,22 @@ def _client(host: str, port: int, opts: LoadTestOptions, deadline: float, index:
     conn.close()
 
 
-def _post(conn: http.client.HTTPConnection, path: str, text: str) -> int:
-    body = json.dumps({"text": text if "fill" not in path else text + " [MASK]"})
-    conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+def _auth(opts: LoadTestOptions) -> dict[str, str]:
+    return {"Authorization": f"Bearer {opts.token}"} if opts.token else {}
+
+
+def _post(conn: http.client.HTTPConnection, opts: LoadTestOptions, text: str) -> int:
+    body = json.dumps({"text": text if "fill" not in opts.path else text + " [MASK]"})
+    conn.request("POST", opts.path, body=body, headers={"Content-Type": "application/json", **_auth(opts)})
     response = conn.getresponse()
     response.read()
     return response.status
 
 
-def _get_json(host: str, port: int, path: str, timeout: float) -> dict:
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+def _get_json(host: str, port: int, path: str, opts: LoadTestOptions) -> dict:
+    conn = http.client.HTTPConnection(host, port, timeout=opts.timeout_s)
     try:
-        conn.request("GET", path)
+        conn.request("GET", path, headers=_auth(opts))
         return json.loads(conn.getresponse().read())
     finally:
         conn.close()
@@ -143,8 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long they post")
     parser.add_argument("--path", default="/api/classify", help="/api/classify or /api/fill-mask")
     parser.add_argument("--warmup", type=int, default=20, help="requests before the 'before' memory figure")
+    parser.add_argument("--token", default=os.environ.get("ALBERT_EDGE_DEMO_TOKEN"),
+                        help="the server's token, when it asks for one [default: $ALBERT_EDGE_DEMO_TOKEN]")
     args = parser.parse_args(argv)
-    result = run_load_test(LoadTestOptions(args.url, args.clients, args.seconds, args.path, args.warmup))
+    result = run_load_test(LoadTestOptions(args.url, args.clients, args.seconds, args.path, args.warmup,
+                                           token=args.token))
     print(json.dumps(result, indent=2))
     return 1 if result["errors"] else 0
 

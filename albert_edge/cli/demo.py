@@ -137,18 +137,50 @@ def _show_note(result: dict) -> None:
               help="Answer with classifier/model.mediapipe.tflite through MediaPipe Tasks' TextClassifier (a string "
                    "in) where mediapipe is installed; without it, or without mediapipe, LiteRT runs that file "
                    "through albert-edge's Session. Each answer names its engine.")
+@click.option("--token", default=None, envvar="ALBERT_EDGE_DEMO_TOKEN", show_envvar=True, metavar="TOKEN",
+              help="Ask every /api/ call for this token (16+ letters, digits or -._~+/=); open the page once as "
+                   "http://HOST:PORT/#token=TOKEN and it keeps it. Off loopback without --token, a random one is "
+                   "made and printed.")
+@click.option("--no-auth", is_flag=True,
+              help="Ask for no token even off loopback: every machine that reaches this one can use the demo.")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="A host name the page may be opened by, besides localhost, this machine's name (and name.local), "
+                   "the --host address and any address in digits (repeatable).")
 def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | None, queue: int, timeout_s: float,
-          max_body_bytes: int, mediapipe: bool) -> None:
+          max_body_bytes: int, mediapipe: bool, token: str | None, no_auth: bool, allow_hosts: tuple[str, ...]) -> None:
     """Serve the demo page and its JSON API (/api/classify, /api/fill-mask, /api/status,
     /api/model) for BUNDLE until interrupted. Ctrl-C or SIGTERM (a service manager's stop) shut
     the server down cleanly with exit 0; a bad bundle or an address that cannot be listened on
-    is one line and exit 2 before anything is announced."""
-    from ..demo.server import ServerOptions, serve as run_server
+    is one line and exit 2 before anything is announced.
 
+    On loopback no token is asked unless given. On any other address the API wants a token:
+    --token (or ALBERT_EDGE_DEMO_TOKEN), or a random one printed at start; --no-auth turns that
+    off. Only the page's own origin may call the API, and a warning says what is exposed."""
+    from ..demo.guard import is_loopback
+    from ..demo.server import ServerOptions, exposure, serve as run_server
+    from ..errors import AlbertEdgeError
+
+    if token and no_auth:
+        raise AlbertEdgeError("give --token (or ALBERT_EDGE_DEMO_TOKEN) or --no-auth, not both")
+    made = not token and not no_auth and not is_loopback(host)
+    if made:
+        import secrets
+
+        token = secrets.token_urlsafe(18)
     options = ServerOptions(max_body_bytes=max_body_bytes, queue=queue, timeout_s=timeout_s, threads=threads,
-                            model=model, mediapipe=mediapipe)
-    run_server(bundle, host=host, port=port, options=options,
-               on_ready=lambda url: err_console.print(f"albert-edge demo on {url}  (Ctrl-C stops it)"))
+                            model=model, mediapipe=mediapipe, token=token or None, allow_hosts=allow_hosts)
+
+    def ready(url: str) -> None:
+        warning = exposure(host, options)
+        if warning:
+            err_console.print(f"[yellow]{escape(warning)}[/yellow]", markup=True)
+        shown = f"{url}#token={token}" if made else url
+        err_console.print(f"albert-edge demo on {shown}  (Ctrl-C stops it)", markup=False)
+        if token and not made:
+            err_console.print("open it once as that address followed by #token=<your token>; the page keeps it",
+                              markup=False)
+
+    run_server(bundle, host=host, port=port, options=options, on_ready=ready)
 
 
 @demo.command("bundle")

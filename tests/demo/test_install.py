@@ -172,3 +172,23 @@ def test_emulate_pi_usage():
         proc = subprocess.run(["bash", str(EMULATE), *args], capture_output=True, text=True, timeout=30)
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
     assert subprocess.run(["bash", "-n", str(EMULATE)]).returncode == 0
+
+
+def test_the_token_lives_in_an_environment_file_and_no_auth_is_on_the_command_line(tmp_path):
+    env = {"PREFIX": str(tmp_path / "opt"), "SERVICE_USER": "albert-demo"}
+    text = install("--print-unit", "--host", "0.0.0.0", env=env).stdout
+    assert f"EnvironmentFile=-{tmp_path / 'opt'}/demo.env" in text  # the token never in the world-readable unit
+    assert "--no-auth" not in text
+    text = install("--print-unit", "--host", "0.0.0.0", "--no-auth", env=env).stdout
+    assert "--host 0.0.0.0 --port 8000 --no-auth\n" in text
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--token", "short"), "--token must be 16 to 256"),
+    (("--token", "a" * 20 + "$(id)"), "--token must be 16 to 256"),
+    (("--token", "a" * 20, "--no-auth"), "not both"),
+])
+def test_a_bad_token_is_refused_before_anything_changes(tmp_path, args, words):
+    proc = install("--bundle", str(tmp_path), *args, env={"PREFIX": str(tmp_path / "opt")})
+    assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "opt").exists()
