@@ -20,7 +20,11 @@ from albert_edge.errors import ConversionError
 from albert_edge.files import check_not_input, check_output_dir, staged
 
 from albert_edge.formats import manifest as manifest_io
+from albert_edge.exits import ExitRule
+
 from . import app_files
+from .adaptive import adaptive_model
+from .adaptive import check_targets as check_adaptive
 from .outputs import head_of, select_outputs
 from .result import ConversionResult, ConvertedFile
 from . import targets as registry
@@ -37,15 +41,19 @@ Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps i
 def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[str] = ("onnx",),
             head: str | None = None, seq_len: int = 128, opset: int | None = None, force: bool = False, *,
             tokenizer=None, on_step: Step | None = None, outputs: Sequence[str] | None = None,
-            **export_options: Any) -> ConversionResult:
+            adaptive: bool | ExitRule = False, **export_options: Any) -> ConversionResult:
     """Convert ``checkpoint_or_model`` (a checkpoint path or an albert-edge nn.Module) to each of
     ``targets`` in ``out_dir``, verified. ``tokenizer`` (AlbertTokenizer or spiece path) adds
     real sentences to the verification; by default a checkpoint directory's own spiece.model is
     used. ``opset`` is the ONNX opset (None: the exporter's ``DEFAULT_OPSET``). ``export_options`` go to the exporters that take them (``external_data_threshold``
     for ONNX). ``outputs`` keeps only those of the head's outputs in the files (see
-    :func:`select_outputs`)."""
+    :func:`select_outputs`). ``adaptive`` writes a classifier trained with early exits as a file that
+    stops when its exit rule says so (True: the rule the checkpoint records; an ExitRule: that one;
+    :mod:`.adaptive`)."""
     start = time.perf_counter()
     wanted = _check_targets(targets)
+    if adaptive is not False:
+        check_adaptive([t.name for t in wanted], bool(export_options.get("static")))
     unknown = set(export_options) - {o for t in TARGETS.values() for o in t.options}
     if unknown:
         raise TypeError(f"convert() got unknown export options: {', '.join(sorted(unknown))}")
@@ -71,7 +79,7 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     with staged(out, directory=True) as tmp:
         result = _convert_into(tmp, checkpoint_or_model, out, wanted, head=head, seq_len=seq_len, opset=opset,
                                tokenizer=tokenizer, step=on_step or (lambda *_: None), export_options=export_options,
-                               outputs=outputs)
+                               outputs=outputs, adaptive=adaptive)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -93,7 +101,7 @@ def _check_lengths(wanted: list[Target], seq_len: int, max_seq_len: int | None) 
 
 def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target], *, head: str | None,
                   seq_len: int, opset: int | None, tokenizer, step: Step, export_options: dict[str, Any],
-                  outputs: Sequence[str] | None = None) -> ConversionResult:
+                  outputs: Sequence[str] | None = None, adaptive: bool | ExitRule = False) -> ConversionResult:
     """The conversion proper: load, export and verify each target in ``tmp``, then install."""
     steps = 1 + 2 * len(wanted) + 1
     step("load checkpoint", 0, steps)
@@ -107,6 +115,8 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
     if tokenizer is None and source.get("checkpoint"):
         tokenizer = _checkpoint_tokenizer(Path(source["checkpoint"]))
     app = app_files.plan(model, tokenizer, source, wanted)  # labels refused here, before any export
+    if adaptive is not False:  # the classifier's app files (labels) stay those of the model inside
+        model = adaptive_model(model, None if adaptive is True else adaptive)
     result = ConversionResult(out_dir=out, head=source["head"], notes=list(app.notes))
     for note in app.notes:  # the result and the manifest carry them; the CLI prints them
         log.info("%s", note)

@@ -324,7 +324,9 @@ def _adaptive_classification(m: TFAlbert, ids, mask, types):
         layers = albert.encoder.albert_layer_groups[group].albert_layers
         state = tf.while_loop(lambda i, x, a, p, stopped, t, s, end=end: (i < end) & ~tf.reduce_all(stopped),
                               step(layers), state, maximum_iterations=times)
-    return state[2], state[3]
+    # A WHILE's outputs are dynamic tensors, which LiteRT's CompiledModel cannot bind a model output
+    # to; a RESHAPE to the batch's shape puts an arena tensor in between (as _group does).
+    return tf.reshape(state[2], tf.stack([B, C])), tf.reshape(state[3], tf.stack([B]))
 
 
 def _settled(rule, logits, same):

@@ -71,18 +71,33 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
                    "those delegates take whole (positions as constants, 1-D gathers, no shrink-axis slices; TFLite "
                    "unrolled, as the GPU runs no WHILE). Apps pad every input to that length. The dynamic-shape "
                    "files stay the default: they run any length on the CPU.")
+@click.option("--adaptive", is_flag=True,
+              help="A classifier trained with early exits (finetune --exits): files that stop when the exit rule "
+                   "says the answer is settled, the rule inside the file's loop (tflite, onnx, ort). They output "
+                   "logits and passes, the passes each input ran; the ONNX file takes the rule's setting as an "
+                   "optional input, exit_setting. Default rule: the one fine-tuning chose on held-out text.")
+@click.option("--exit-rule", default=None, metavar="KIND=SETTING",
+              help="With --adaptive: patience=P (the answer unchanged for P passes), confidence=T (the top "
+                   "probability reaches T) or entropy=E (the probabilities' entropy falls to E nats).")
+@click.option("--min-passes", type=int, default=None, metavar="N",
+              help="With --adaptive: never stop before N passes (default: the rule's own, else 1).")
 @click.option("--force", is_flag=True, help="Write into an output directory that already holds files.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str | None, seq_len: int,
             opset: int | None, outputs: tuple[str, ...], scheme: str | None, max_seq_len: int | None,
-            layers: str | None, static: bool, force: bool, as_json: bool) -> None:
+            layers: str | None, static: bool, adaptive: bool, exit_rule: str | None, min_passes: int | None,
+            force: bool, as_json: bool) -> None:
     """Convert CHECKPOINT (a Hugging Face directory or model id such as albert/albert-base-v2 or
     org/name@revision, an original TF checkpoint, or albert-edge training output) to each --to
     format in --out (onnx, tflite, executorch, or ort: ONNX Runtime Mobile's format). Every file
     is verified against PyTorch and checked to store each shared weight once before it is moved
     in place; manifest.json is written last."""
+    from ..converters.adaptive import parse_rule
     from ..converters.export import convert as run_convert
 
+    if not adaptive and (exit_rule is not None or min_passes is not None):
+        raise click.UsageError(f"{'--exit-rule' if exit_rule is not None else '--min-passes'} goes with --adaptive")
+    rule = parse_rule(exit_rule, min_passes) if adaptive else None
     with progress() as bar:
         task = bar.add_task("convert", total=None)
 
@@ -92,7 +107,8 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
         extra = {k: v for k, v in (("scheme", scheme), ("max_seq_len", max_seq_len), ("layers", layers),
                                    ("static", static or None)) if v is not None}
         result = run_convert(checkpoint, out_dir, targets=targets or ("onnx",), head=head, seq_len=seq_len,
-                             opset=opset, force=force, on_step=on_step, outputs=outputs or None, **extra)
+                             opset=opset, force=force, on_step=on_step, outputs=outputs or None,
+                             adaptive=(rule or True) if adaptive else False, **extra)
     if as_json:
         print_json(result.to_dict())
         return

@@ -345,6 +345,11 @@ class CompiledTFLite:
         if signature is None:
             raise RuntimeUnavailable(f"{path}: no signature; CompiledModel runs signatures only")
         self._index, self._key, self.inputs, self.outputs = signature
+        if any(s.name == "passes" for s in self.outputs):
+            # An adaptive file (convert --adaptive): its outputs leave a loop that ends on the data as
+            # dynamic tensors, which CompiledModel cannot bind (it answered zeros, then failed).
+            raise RuntimeUnavailable(f"{path}: an adaptive file's outputs come out of its loop, which CompiledModel "
+                                     "cannot bind")
         if len({len(s.shape) for s in self.inputs}) != 1 or any(
                 output_shape(s, (1,) * len(self.inputs[0].shape)) is None for s in self.outputs):
             raise RuntimeUnavailable(f"{path}: output shapes do not follow from the input shapes")
