@@ -33,7 +33,6 @@ import numpy as np
 
 from albert_edge.children import child_env, python
 from albert_edge.errors import ConversionError, RuntimeUnavailable
-from albert_edge.files import staged
 from albert_edge.formats.graph import INPUT_NAMES
 from albert_edge.runtime.onnx_text import (DOMAIN, EXTRA, IDS_OUTPUT, TEXT_INPUT, extensions_library,
                                            extensions_package, run_text, text_session)
@@ -47,7 +46,7 @@ log = logging.getLogger(__name__)
 def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=None, opset: int | None = None) -> Path:
     """Write ``model`` to ``out_path`` as ONNX whose input is one string, ``tokenizer``'s
     spiece.model inside (see the module notes). ``seq_len`` is the length the inner export traces
-    with. Written under a temporary name and renamed into place once complete."""
+    with. Written at ``out_path`` itself (``convert`` writes it in the folder it stages)."""
     from . import onnx as onnx_export
     from .spiece_rules import checked_spiece
 
@@ -69,8 +68,7 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
 
 
 def _with_tokenizer(inner: Path, spiece: Path, model, out_path: Path) -> None:
-    """Write ``inner`` (a token-id .onnx of ``model``) with the tokenizer in front to ``out_path``,
-    under a temporary name put in place once complete (:func:`albert_edge.files.staged`)."""
+    """Write ``inner`` (a token-id .onnx of ``model``) with the tokenizer in front to ``out_path``."""
     import onnx
     from onnx import compose
 
@@ -92,8 +90,7 @@ def _with_tokenizer(inner: Path, spiece: Path, model, out_path: Path) -> None:
     outputs = sorted(merged.graph.output, key=lambda o: order.index(o.name))
     del merged.graph.output[:]
     merged.graph.output.extend(outputs)
-    with staged(out_path) as tmp:
-        onnx.save(merged, str(tmp))
+    onnx.save(merged, str(out_path))
 
 
 def _tokenizer_graph(spiece: bytes, cls_id: int, sep_id: int, max_len: int, inner):

@@ -30,13 +30,14 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from albert_edge.errors import ConversionError, first_line
-from albert_edge.files import staged
+from albert_edge.files import staged_files
 
 from albert_edge.formats.graph import GraphContents
 
@@ -245,31 +246,29 @@ def _serialize(onnx_path: Path, ort_path: Path, optimization: str) -> Path:
     return ort_path
 
 
-def write_operator_configs(directory: str | os.PathLike) -> list[Path]:
-    """Write OPERATOR_CONFIGS in ``directory`` from every .ort in it (onnxruntime's own reader
-    of .ort files makes them); the files are named, not their paths, in the comment lines."""
+def write_operator_configs(directory: str | os.PathLike, paths: Sequence[Path] | None = None) -> list[Path]:
+    """Write OPERATOR_CONFIGS in ``directory`` (or at ``paths``, one for each, in their order) from
+    every .ort in it (onnxruntime's own reader of .ort files makes them); the files are named, not
+    their paths, in the comment lines."""
     from onnxruntime.tools.ort_format_model import create_config_from_models
 
     directory = Path(directory)
     models = sorted(directory.glob("*.ort"))
-    written = []
+    paths = list(paths) if paths is not None else [directory / name for name in OPERATOR_CONFIGS.values()]
     chatter = logging.getLogger("ort_format_model.utils")  # says INFO on stderr for each file it writes
-    for with_types, name in OPERATOR_CONFIGS.items():
-        path = directory / name
+    for with_types, path in zip(OPERATOR_CONFIGS, paths):
         level = chatter.level
         chatter.setLevel(logging.WARNING)
-        with staged(path) as tmp:  # a full disk or an interrupt leaves the old file, never half of one
-            try:
-                create_config_from_models(models, tmp, with_types)
-            finally:
-                chatter.setLevel(level)
-            lines = tmp.read_text(encoding="utf-8").splitlines()
-            for i, line in enumerate(lines):
-                if line.startswith("# - "):
-                    lines[i] = "# - " + Path(line[4:]).name
-            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        written.append(path)
-    return written
+        try:
+            create_config_from_models(models, path, with_types)
+        finally:
+            chatter.setLevel(level)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("# - "):
+                lines[i] = "# - " + Path(line[4:]).name
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return paths
 
 
 def read_contents(path: str | os.PathLike) -> GraphContents:
@@ -368,7 +367,9 @@ class OrtTwin:
 
     @staticmethod
     def after(directory: Path) -> None:
-        write_operator_configs(directory)
+        configs = [directory / name for name in OPERATOR_CONFIGS.values()]
+        with staged_files(configs) as tmps:  # a full disk or an interrupt leaves the old files, never half of one
+            write_operator_configs(directory, tmps)
 
 
 def ort_twin(int8_onnx: Path, path: Path, fp32_parent: Path, config, figures: dict[str, Any], *,

@@ -52,6 +52,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ import numpy as np
 from torch import Tensor, nn
 
 from albert_edge.errors import ConversionError
-from albert_edge.files import link_or_copy, staged
+from albert_edge.files import link_or_copy
 
 from .spiece_rules import checked_spiece
 from .tokenizer_json import TOKENIZER_FILES, load_tokenizer, tokenizer_json, write_tokenizer_files
@@ -107,16 +108,16 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     checked_spiece(tokenizer, model, "transformers-js")  # one piece per embedding row
     hf_config = _hf_config(model, head)
     folder = folder_of(out_path)
-    with staged(folder, directory=True, keep=False) as tmp:
-        (tmp / "config.json").write_text(json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        write_tokenizer_files(tok, tmp, config.max_position_embeddings)
-        (tmp / "onnx").mkdir()
-        with tempfile.TemporaryDirectory(prefix=".transformers-js-", dir=tmp.parent) as scratch:
-            fp32, int8 = _model_files(model, Path(scratch), seq_len, tok, opset)
-            _with_output_names(fp32, tmp / MODEL_FILES["fp32"])
-            _with_output_names(int8, tmp / MODEL_FILES["q8"])
-    with staged(out_path) as file_tmp:
-        link_or_copy(folder / MODEL_FILES["fp32"], file_tmp)
+    shutil.rmtree(folder, ignore_errors=True)  # replaced whole: nothing of an earlier folder stays in it
+    (folder / "onnx").mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_tokenizer_files(tok, folder, config.max_position_embeddings)
+    with tempfile.TemporaryDirectory(prefix=".transformers-js-", dir=out_path.parent) as scratch:
+        fp32, int8 = _model_files(model, Path(scratch), seq_len, tok, opset)
+        _with_output_names(fp32, folder / MODEL_FILES["fp32"])
+        _with_output_names(int8, folder / MODEL_FILES["q8"])
+    out_path.unlink(missing_ok=True)
+    link_or_copy(folder / MODEL_FILES["fp32"], out_path)
     return out_path
 
 
