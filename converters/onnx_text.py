@@ -250,8 +250,6 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     text), and the tokenizer is put in front. The file must store each weight once, compute the
     tokenizer's ids (as its parent does) and give the int8 .onnx's outputs for them within
     :data:`TWIN_ATOL`. Returns its ConvertedFile."""
-    import onnxruntime
-
     from albert_edge.formats import manifest as manifest_io
     from albert_edge.formats.copies import weight_copies
     from albert_edge.formats.weights import analyze, read_file
@@ -267,7 +265,6 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     path = tmp / f"model.{scheme}.text.onnx"
     t0 = time.perf_counter()
     problems: list[str] = []
-    twin: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix=".onnx-text-quantize-", dir=tmp) as scratch:
         scratch = Path(scratch)
         fp32 = verified_onnx(model, scratch, seq_len, tokenizer, opset)
@@ -276,19 +273,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
         quantized_entry = manifest_io.read(scratch).file(result.out_path.name)
         _with_tokenizer(result.out_path, spiece, model, path)
         t1 = time.perf_counter()
-        # onnxruntime's defaults on both sides, as run_texts opens the text file: a session set up
-        # otherwise may run another graph (a fusion on, or off), sum the float parts in another
-        # order, and an int8 activation quantized from them round to the next step (measured up to
-        # 0.015 in a logit against Session's options, before the residuals were written as Sum).
-        plain = onnxruntime.InferenceSession(str(result.out_path), providers=["CPUExecutionProvider"])
-        names = [o.name for o in plain.get_outputs()]
-        for _, ids, got in _checked_ids(path, model.config, spiece, problems):
-            want = dict(zip(names, plain.run(names, {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                                     "token_type_ids": np.zeros_like(ids)})))
-            for name, value in want.items():
-                diff = float(np.abs(value.astype(np.float64) - got[name].astype(np.float64)).max())
-                twin[name] = max(twin.get(name, 0.0), diff)
-        del plain
+        twin = _twin_diff(result.out_path, path, model.config, spiece, problems)
     contents = read_file(path)
     weights = analyze(contents, model)
     copies = weight_copies(read_file(parent.path), contents)
@@ -303,3 +288,25 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     entry = manifest_io.file_entry(path, report)
     entry.precision = scheme
     return ConvertedFile(path.name, path, "onnx-text", t1 - t0, time.perf_counter() - t1, report, entry)
+
+
+def _twin_diff(int8_onnx: Path, path: Path, config, spiece: Path, problems: list[str]) -> dict[str, float]:
+    """The largest difference of each output between the text file ``path`` and the int8 token-id
+    .onnx it was made from, fed the ids the text file computed for each of :func:`_texts` (a text
+    whose ids differ in no known way is added to ``problems``)."""
+    import onnxruntime
+
+    # onnxruntime's defaults on both sides, as run_texts opens the text file: a session set up
+    # otherwise may run another graph (a fusion on, or off), sum the float parts in another
+    # order, and an int8 activation quantized from them round to the next step (measured up to
+    # 0.015 in a logit against Session's options, before the residuals were written as Sum).
+    plain = onnxruntime.InferenceSession(str(int8_onnx), providers=["CPUExecutionProvider"])
+    names = [o.name for o in plain.get_outputs()]
+    twin: dict[str, float] = {}
+    for _, ids, got in _checked_ids(path, config, spiece, problems):
+        want = dict(zip(names, plain.run(names, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                                 "token_type_ids": np.zeros_like(ids)})))
+        for name, value in want.items():
+            diff = float(np.abs(value.astype(np.float64) - got[name].astype(np.float64)).max())
+            twin[name] = max(twin.get(name, 0.0), diff)
+    return twin
