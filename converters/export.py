@@ -123,8 +123,8 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
         if scheme is not None:  # a quantized file beside the fp32 one, measured against it
             step(f"quantize {target.name} {scheme}", done, steps)
             options.pop("tokenizer", None)
-            result.files.append(target.exporter().quantized(model, converted, tmp, scheme, tokenizer=tokenizer,
-                                                            seq_len=seq_len, **options))
+            result.files.append(target.exporter().quantized(model, converted, tmp / target.quantized_name(scheme),
+                                                            scheme, tokenizer=tokenizer, seq_len=seq_len, **options))
     step("write manifest", done, steps)
     result.app_files = app_files.write(tmp, app)
     result.manifest_path = _write_manifest(tmp, out, result, source, config, seq_len)
@@ -143,9 +143,7 @@ def _check_scheme(scheme: str, wanted: list[Target]) -> None:
     """A scheme a target does not make fails here, before anything is exported."""
     for each in wanted:
         if "scheme" in each.options:
-            known = each.exporter().schemes
-            if scheme not in known:
-                raise ConversionError(f"unknown {each.name} scheme {scheme!r}; choose from {', '.join(known)}")
+            each.quantized_name(scheme)
 
 
 def _check_head(head: str | None) -> None:

@@ -37,7 +37,7 @@ from albert_edge.formats.graph import INPUT_NAMES
 from albert_edge.runtime.onnx_text import (DOMAIN, EXTRA, IDS_OUTPUT, TEXT_INPUT, extensions_library,
                                            extensions_package, run_text, text_session)
 
-__all__ = ["export", "verify_file", "quantized_file", "SCHEMES", "TWIN_ATOL", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
+__all__ = ["export", "verify_file", "quantized_file", "TWIN_ATOL", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
            "IDS_OUTPUT", "EXTRA"]
 
 log = logging.getLogger(__name__)
@@ -234,18 +234,15 @@ def _checked_ids(path: Path, config, tokenizer, problems: list[str]):
 
 # -- the quantized twin ----------------------------------------------------------------------
 
-# Schemes of the text file's quantized twin (``convert --to onnx-text --scheme``): the token-id
-# .onnx quantized by albert_edge.quantize, with the tokenizer in front.
-SCHEMES = ("int8-dynamic",)
 # The int8 text file against the int8 token-id .onnx it was made from, fed the ids the text file
 # computed: the same graph behind the tokenizer.
 TWIN_ATOL = 1e-5
 
 
-def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
+def quantized_file(model, parent, path: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
                    opset: int | None = None):
     """Write the ``scheme`` twin of the verified fp32 text file ``parent`` (a
-    converters.result.ConvertedFile) in ``tmp``: the fp32 token-id .onnx is quantized by
+    converters.result.ConvertedFile) at ``path``, beside it: the fp32 token-id .onnx is quantized by
     albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
     text), and the tokenizer is put in front. The file must store each weight once, compute the
     tokenizer's ids (as its parent does) and give the int8 .onnx's outputs for them within
@@ -259,13 +256,10 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     from .result import ConvertedFile
     from .twin import TwinReport, check_twin, verified_onnx
 
-    if scheme not in SCHEMES:
-        raise ConversionError(f"unknown onnx-text scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
     spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
-    path = tmp / f"model.{scheme}.text.onnx"
     t0 = time.perf_counter()
     problems: list[str] = []
-    with tempfile.TemporaryDirectory(prefix=".onnx-text-quantize-", dir=tmp) as scratch:
+    with tempfile.TemporaryDirectory(prefix=".onnx-text-quantize-", dir=path.parent) as scratch:
         scratch = Path(scratch)
         fp32 = verified_onnx(model, scratch, seq_len, tokenizer, opset)
         result = quantize(fp32, QuantizeConfig(scheme=scheme, tokenizer=spiece, seq_len=seq_len),

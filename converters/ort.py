@@ -40,9 +40,10 @@ from albert_edge.errors import ConversionError, first_line
 from albert_edge.files import staged_files
 
 from albert_edge.formats.graph import GraphContents
+from albert_edge.quantize.schemes import AT_CONVERSION
 
 __all__ = ["export", "to_ort", "write_operator_configs", "read_contents", "verify_options", "quantized_file", "ort_twin", "OrtTwin",
-           "OPTIMIZATION", "STATIC_OPTIMIZATION", "LEVELS", "SCHEMES", "TWIN_ATOL", "OPERATOR_CONFIGS"]
+           "OPTIMIZATION", "STATIC_OPTIMIZATION", "LEVELS", "TWIN_ATOL", "OPERATOR_CONFIGS"]
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,6 @@ _LEFT_OUT = ("NchwcTransformer",)
 # The configurations of a reduced build, written from every .ort of a conversion.
 OPERATOR_CONFIGS = {False: "required_operators.config", True: "required_operators_and_types.config"}
 
-# Schemes of the .ort's int8 twin: made by albert_edge.quantize from the fp32 .onnx.
-SCHEMES = ("int8-dynamic",)
 # The int8 .ort against the int8 .onnx it was converted from, both run by albert_edge.runtime.Session
 # (SkipLayerNormalization unfused in both): the same kernels run, only the order of float sums may
 # differ (measured: identical). A plain onnxruntime session of the .onnx fuses it, and an int8
@@ -301,10 +300,10 @@ def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
 
 # -- the int8 twin ---------------------------------------------------------------------------
 
-def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
+def quantized_file(model, parent, path: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
                    opset: int | None = None, static: bool = False):
     """Write the ``scheme`` twin of the verified fp32 .ort ``parent`` (a
-    converters.result.ConvertedFile) in ``tmp``: the fp32 .onnx (in ``opset``) is quantized by
+    converters.result.ConvertedFile) at ``path``, beside it: the fp32 .onnx (in ``opset``) is quantized by
     albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
     text, with ``tokenizer``; random ids without one), then converted and checked
     (:func:`ort_twin`). Returns its ConvertedFile."""
@@ -315,15 +314,12 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     from .result import ConvertedFile
     from .twin import verified_onnx
 
-    if scheme not in SCHEMES:
-        raise ConversionError(f"unknown .ort scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
     if static:
         raise ConversionError(f"--scheme {scheme} makes a CPU-only file (its activations are quantized at run time), "
                               "not one for a static file's NPU: quantize the static model.onnx with "
                               "`albert-edge quantize --scheme int8-static`")
-    path = tmp / f"model.{scheme}.ort"
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix=".ort-quantize-", dir=tmp) as scratch:
+    with tempfile.TemporaryDirectory(prefix=".ort-quantize-", dir=path.parent) as scratch:
         scratch = Path(scratch)
         fp32 = verified_onnx(model, scratch, seq_len, tokenizer, opset)
         spiece = getattr(tokenizer, "path", tokenizer)  # an AlbertTokenizer, or the path of its model
@@ -338,7 +334,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
         report, entry = ort_twin(result.out_path, path, parent.path, model.config, figures,
                                  param_bytes=model_param_bytes(model))
     entry.precision = scheme
-    write_operator_configs(tmp)
+    write_operator_configs(path.parent)
     return ConvertedFile(path.name, path, "ort", t1 - t0, time.perf_counter() - t1, report, entry)
 
 
@@ -349,8 +345,9 @@ class OrtTwin:
 
     @staticmethod
     def check(recipe) -> None:
-        if recipe.format != "onnx" or recipe.scheme.value not in SCHEMES:
-            raise ConversionError(f"--ort makes the .ort twin of an {' or '.join(SCHEMES)} .onnx (what ONNX Runtime "
+        schemes = AT_CONVERSION["ort"]
+        if recipe.format != "onnx" or recipe.scheme not in schemes:
+            raise ConversionError(f"--ort makes the .ort twin of an {' or '.join(schemes)} .onnx (what ONNX Runtime "
                                   f"Mobile runs), not of {recipe.format} {recipe.scheme.value}")
 
     @staticmethod

@@ -61,6 +61,7 @@ import numpy as np
 from torch import Tensor, nn
 
 from albert_edge.errors import ConversionError
+from albert_edge.quantize.schemes import Scheme
 from albert_edge.files import link_or_copy
 
 from .spiece_rules import checked_spiece
@@ -77,7 +78,7 @@ ARCHITECTURES = {"base": "AlbertModel", "mlm": "AlbertForMaskedLM", "classificat
                  "qa": "AlbertForQuestionAnswering"}
 # dtype -> the file transformers.js loads for it.
 MODEL_FILES = {"fp32": "onnx/model.onnx", "q8": "onnx/model_quantized.onnx"}
-QUANTIZED_SCHEME = "int8-dynamic"
+QUANTIZED_SCHEME = Scheme.INT8_DYNAMIC
 # Our output name -> the one transformers.js's output class reads.
 RENAMED = {"prediction_logits": "logits"}
 # Strings the tokenizer.json is checked on at conversion (the tests check 2,400).

@@ -29,6 +29,7 @@ from ..converters.targets import TARGETS, of_file
 from ..errors import AlbertEdgeError
 from ..files import atomic_write, check_not_input, missing_root, staged_dir
 from ..hub import is_hub_id, repo_name, resolve
+from ..quantize.schemes import Scheme
 from .state import PipelineError, State, digest
 from .static import (STATIC_DIR, STATIC_SCHEMES, quantize_static, static_fp32_files, static_model_files, static_of,
                      static_setting)
@@ -41,14 +42,15 @@ log = logging.getLogger(__name__)
 STEPS = ("checkpoint", "convert", "quantize", "profile", "report")
 # Schemes worth making for each format on a phone-class CPU: the fast int8 path and half the bytes.
 # Static/full-integer int8 and int16x8 are for integer-only hardware (see the README).
-DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "ort": (), "tflite": ("int8-dynamic", "fp16"), "executorch": (),
-                   "mediapipe": ("int8-dynamic", "fp16"), "onnx-text": (),
+_FAST_AND_SMALL = (Scheme.INT8_DYNAMIC, Scheme.FP16)
+DEFAULT_SCHEMES = {"onnx": _FAST_AND_SMALL, "ort": (), "tflite": _FAST_AND_SMALL, "executorch": (),
+                   "mediapipe": _FAST_AND_SMALL, "onnx-text": (),
                    "transformers-js": ()}  # its folder holds its int8 file (onnx/model_quantized.onnx) already
 # A target whose files are quantized with another format's schemes (a MediaPipe file is a .tflite).
 QUANTIZED_AS = {"mediapipe": "tflite"}
 # Formats whose int8 file the conversion makes (the PyTorch model, or for .ort the int8 .onnx it
-# converts): scheme -> convert option.
-CONVERT_SCHEMES = {"ort": "int8-dynamic", "executorch": "int8-dynamic", "onnx-text": "int8-dynamic"}
+# converts): target -> its convert --scheme, from the target's entry.
+CONVERT_SCHEMES = {t.name: t.schemes[0] for t in TARGETS.values() if t.schemes}
 # Targets whose file or folder carries the tokenizer: left out, with the reason, for a checkpoint
 # without a spiece.model (the built-in default's random ALBERT-base has none).
 TOKENIZER_TARGETS = ("mediapipe", "onnx-text", "transformers-js")
