@@ -84,6 +84,9 @@ class Target:
     options: tuple[str, ...] = ()  # convert() options the exporter takes, besides seq_len
     labels: bool = False  # the file packs a classifier's label names (a classifier without them is refused)
     schemes: tuple[Scheme, ...] = ()  # the quantized forms convert --scheme writes beside the file
+    # What quantizes a file of this target afterwards (``albert-edge quantize``), with quantize()'s
+    # arguments; None: albert_edge.quantize.quantize, which says why a file it cannot take is refused.
+    quantizer: Lazy[Callable[..., Any]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def file_name(self) -> str:
@@ -160,9 +163,25 @@ def _transformers_js() -> Exporter:
     return Exporter(transformers_js.export, transformers_js.check)
 
 
+# -- the quantizers of converted files, imported only when a file is quantized ------------------
+
+def _quantize_onnx() -> Callable[..., Any]:
+    from albert_edge.quantize import quantize
+
+    return quantize
+
+
+def _quantize_tflite() -> Callable[..., Any]:
+    from . import tflite_quantized  # a .tflite is converted again from its model
+
+    return tflite_quantized.quantize
+
+
 TARGETS: dict[str, Target] = {t.name: t for t in (
-    Target("onnx", ".onnx", "onnx", "convert", Lazy(_onnx), options=("opset", "external_data_threshold", "static")),
-    Target("tflite", ".tflite", "tflite", "convert", Lazy(_tflite), options=("layers", "static")),
+    Target("onnx", ".onnx", "onnx", "convert", Lazy(_onnx), options=("opset", "external_data_threshold", "static"),
+           quantizer=Lazy(_quantize_onnx)),
+    Target("tflite", ".tflite", "tflite", "convert", Lazy(_tflite), options=("layers", "static"),
+           quantizer=Lazy(_quantize_tflite)),
     Target("executorch", ".pte", "executorch", "convert-executorch", Lazy(_executorch),
            options=("scheme", "max_seq_len"), schemes=AT_CONVERSION["executorch"]),
     # ONNX Runtime's own format, what ONNX Runtime Mobile loads.
@@ -170,7 +189,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            schemes=AT_CONVERSION["ort"]),
     # A .tflite with TFLite metadata and the tokenizer inside, for MediaPipe Tasks (albert-edge[mobile]).
     Target("mediapipe", ".mediapipe.tflite", "tflite", "mobile", Lazy(_mediapipe), options=("tokenizer",),
-           labels=True),
+           labels=True, quantizer=Lazy(_quantize_tflite)),
     # An .onnx whose input is the text: the tokenizer is a node (onnxruntime-extensions, albert-edge[onnx-text]).
     Target("onnx-text", ".text.onnx", "onnx", "onnx-text", Lazy(_onnx_text), options=("tokenizer", "opset", "scheme"),
            schemes=AT_CONVERSION["onnx-text"]),

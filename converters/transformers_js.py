@@ -235,14 +235,13 @@ def _model_files(model, scratch: Path, seq_len: int, tok, opset: int | None) -> 
     """The fp32 .onnx (the onnx target's exporter, verified) and its int8-dynamic twin (the
     quantizer's checks: each weight once, no float weight left, measured against the fp32 file on
     held-out text), in ``scratch``."""
-    from albert_edge.quantize import QuantizeConfig
+    from albert_edge.quantize import QuantizeConfig, quantize
 
-    from .quantized import quantize_file
     from .twin import verified_onnx
 
     fp32 = verified_onnx(model, scratch, seq_len, tok, opset)
-    result = quantize_file(fp32, QuantizeConfig(scheme=QUANTIZED_SCHEME, tokenizer=tok.path, seq_len=seq_len),
-                           scratch / f"model.{QUANTIZED_SCHEME}.onnx")
+    result = quantize(fp32, QuantizeConfig(scheme=QUANTIZED_SCHEME, tokenizer=tok.path, seq_len=seq_len),
+                      scratch / f"model.{QUANTIZED_SCHEME}.onnx")
     if not result.kept:  # a max_drop is never set here; a guard
         raise ConversionError(f"the {QUANTIZED_SCHEME} file was not kept")
     return fp32, result.out_path
