@@ -12,7 +12,7 @@ from .checks import QuantCheck
 if TYPE_CHECKING:
     from albert_edge.formats.manifest import FileEntry
 
-    from .schemes import QuantizeConfig, Recipe
+    from .schemes import Recipe
     from .source import ModelFile
 
 __all__ = ["Built", "Companion", "QuantizeResult"]
