@@ -337,12 +337,11 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
     # are its masked-LM part (the sentence-order head is for training; no app reads it).
     head = "mlm" if "transformers-js" in targets and _pretraining(model.checkpoint) else None
     # Ours, re-made whole because its inputs or outputs changed; the old files stay until then.
-    with staged_dir(model.files, keep=False) as staging:
-        schemes = {CONVERT_SCHEMES[t] for t in targets if t in CONVERT_SCHEMES
-                   and (options.schemes is None or CONVERT_SCHEMES[t] in options.schemes)}
-        result = convert(model.checkpoint, staging, targets=targets, head=head, seq_len=options.seq_len,
-                         on_step=lambda what, done, total: progress(f"convert: {what}"),
-                         **({"scheme": schemes.pop()} if schemes else {}))
+    schemes = {CONVERT_SCHEMES[t] for t in targets if t in CONVERT_SCHEMES
+               and (options.schemes is None or CONVERT_SCHEMES[t] in options.schemes)}
+    result = convert(model.checkpoint, model.files, targets=targets, head=head, seq_len=options.seq_len, force=True,
+                     keep=False, on_step=lambda what, done, total: progress(f"convert: {what}"),
+                     **({"scheme": schemes.pop()} if schemes else {}))
     made = _made(model.files, result)
     detail = f"{len(result.files)} files"
     if head:
@@ -353,9 +352,8 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
     static = static_of(model, options)
     if not static:
         return made, detail, {}
-    with staged_dir(model.static_files, keep=False) as staging:
-        result = convert(model.checkpoint, staging, targets=static, seq_len=options.seq_len, static=True,
-                         on_step=lambda what, done, total: progress(f"convert --static: {what}"))
+    result = convert(model.checkpoint, model.static_files, targets=static, seq_len=options.seq_len, static=True,
+                     force=True, keep=False, on_step=lambda what, done, total: progress(f"convert --static: {what}"))
     made_static = _made(model.static_files, result)
     return made + made_static, f"{detail}; {len(result.files)} static in {STATIC_DIR}/", {}
 
