@@ -51,8 +51,8 @@ from pathlib import Path
 from .errors import AlbertEdgeError, OutputError, user_message
 
 __all__ = ["staged", "staged_files", "atomic_write", "cache_root", "check_new_file", "check_output_dir",
-           "check_not_input", "interrupt_note", "completed_outputs",
-           "staged_dir", "install", "link_or_copy", "write_failure", "missing_root", "STAGING_MARK"]
+           "check_not_input", "interrupt_note", "staged_dir", "install", "link_or_copy", "missing_root",
+           "STAGING_MARK"]
 
 # Temporary names carry this mark, so a test (or a person) can tell leftovers from outputs.
 STAGING_MARK = ".albert-edge-tmp"
@@ -98,7 +98,7 @@ def missing_root(path: str | os.PathLike) -> Path | None:
     return path
 
 
-def write_failure(exc: BaseException, directory: str | os.PathLike,
+def _write_failure(exc: BaseException, directory: str | os.PathLike,
                   staged: Sequence[str | os.PathLike] = ()) -> str | None:
     """What to tell the user when writing failed for a reason of theirs (a full disk, a
     read-only file system); None for anything else. Writers other than Python's own (torch,
@@ -246,55 +246,27 @@ def staged(out: str | os.PathLike, *, directory: bool = False, keep: bool = True
     When it raises (an interrupt or ``verify`` too), the temporary file or directory and any parent
     directory made for it are removed and ``out`` is as it was. A full disk or a read-only file
     system becomes one OutputError ("cannot write OUT: the disk is full: ... (OUT was left as it
-    was)"), whoever was writing (:func:`write_failure`); an error raised inside names ``out``, not
+    was)"), whoever was writing (:func:`_write_failure`); an error raised inside names ``out``, not
     the temporary name. Once ``out`` is in place it stays: an interrupt that lands after that
     (while the old version is removed, or later in the command) finds it complete, and
     :func:`interrupt_note` says so."""
     out = Path(out)
-    tmp: Path | None = None
-    made = None
-    placed: list = []
-    try:
-        _recover(out)
-        made = missing_root(out.parent)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=STAGING_MARK, dir=out.parent)) if directory \
-            else _temporary_name(out)
-    except BaseException as exc:
-        what = (f"cannot create {out.parent}: " if not out.parent.is_dir()
-                else f"cannot create a temporary directory in {out.parent}: " if directory else "")
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
-        _raise_named(exc, [(None, out)], write_failure(exc, out.parent), what)
-    try:
-        yield tmp
-        if directory:
-            os.chmod(tmp, 0o777 & ~_umask())
-            if keep and out.is_dir():
-                for item in out.iterdir():
-                    if STAGING_MARK not in item.name and not os.path.lexists(tmp / item.name):
-                        link_or_copy(item, tmp / item.name)
-        elif not os.path.lexists(tmp):
+
+    def finish(tmp: Path) -> None:
+        if not directory and not os.path.lexists(tmp):
             raise RuntimeError(f"the writer of {out} wrote nothing at {tmp}")
+        if directory and keep and out.is_dir():
+            for item in out.iterdir():
+                if STAGING_MARK not in item.name and not os.path.lexists(tmp / item.name):
+                    link_or_copy(item, tmp / item.name)
         if verify is not None:
             verify(tmp)
-        if not directory:
-            os.chmod(tmp, (0o777 if tmp.is_dir() else 0o666) & ~_umask())  # a writer that made a directory
-        placed = _put_in_place([(tmp, out)])
-    except BaseException as exc:
-        reason = write_failure(exc, out.parent, [tmp])  # before the temporary's bytes are freed
-        _remove(tmp)
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
-        _raise_named(exc, [(tmp, out)], reason)
-    finally:  # in place: the old version goes, even when an interrupt lands now
-        _drop_old(placed)
-    if os.path.lexists(tmp):  # the old version was removed; this is only in case
-        _remove(tmp)
+
+    with _staging([out], directory, finish) as (tmp,):
+        yield tmp
 
 
-@contextlib.contextmanager
-def staged_files(outs: Sequence[str | os.PathLike]) -> Iterator[list[Path]]:
+def staged_files(outs: Sequence[str | os.PathLike]) -> contextlib.AbstractContextManager[list[Path]]:
     """Several files that go in place together or not at all (a quantized file, its .ort twin and
     the manifest that lists both): yields a temporary name beside each (not created; in its file's
     directory, ending in its suffixes). When the block ends normally, every temporary that was
@@ -304,25 +276,48 @@ def staged_files(outs: Sequence[str | os.PathLike]) -> Iterator[list[Path]]:
     OutputError naming the file being written (the first, when that cannot be told), as
     :func:`staged` says. Once in place the files stay: an interrupt after that finds them complete
     (:func:`interrupt_note`)."""
-    paths = [Path(o) for o in outs]
-    tmps = [_temporary_name(p) for p in paths]
+    return _staging([Path(o) for o in outs], False, None)
+
+
+@contextlib.contextmanager
+def _staging(outs: list[Path], directory: bool, finish: Callable[[Path], None] | None) -> Iterator[list[Path]]:
+    """What :func:`staged` and :func:`staged_files` share: temporaries beside ``outs`` (directories
+    with ``directory``), ``finish`` run on each when the block ends normally, then those written
+    put in place together; on a raise, everything made removed and one error naming the outputs."""
+    made = missing_root(outs[0].parent)
+    try:
+        for out in outs:
+            _recover(out)
+        outs[0].parent.mkdir(parents=True, exist_ok=True)
+        tmps = [Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=STAGING_MARK, dir=out.parent)) if directory
+                else _temporary_name(out) for out in outs]
+    except BaseException as exc:
+        parent = outs[0].parent
+        what = (f"cannot create {parent}: " if not parent.is_dir()
+                else f"cannot create a temporary directory in {parent}: " if directory else "")
+        _remove(made)
+        _raise_named(exc, [(None, outs[0])], _write_failure(exc, parent), what)
+    pairs = list(zip(tmps, outs))
     placed: list = []
     try:
         yield tmps
-        written = [(t, p) for t, p in zip(tmps, paths) if os.path.lexists(t)]
-        for t, _ in written:
-            os.chmod(t, 0o666 & ~_umask())
-        placed = _put_in_place(written)
+        for tmp in tmps:
+            if finish is not None:
+                finish(tmp)
+            if os.path.lexists(tmp):
+                os.chmod(tmp, (0o777 if tmp.is_dir() else 0o666) & ~_umask())
+        placed = _put_in_place([(t, o) for t, o in pairs if os.path.lexists(t)])
     except BaseException as exc:
-        reason = write_failure(exc, paths[0].parent, tmps)  # before the temporaries' bytes are freed
-        for t in tmps:
-            _remove(t)
-        _raise_named(exc, list(zip(tmps, paths)), reason)
+        reason = _write_failure(exc, outs[0].parent, tmps)  # before the temporaries' bytes are freed
+        for tmp in tmps:
+            _remove(tmp)
+        _remove(made)
+        _raise_named(exc, pairs, reason)
     finally:  # in place: the old versions go, even when an interrupt lands now
         _drop_old(placed)
-    for t in tmps:  # the old versions were removed; this is only in case
-        if os.path.lexists(t):
-            _remove(t)
+    for tmp in tmps:  # the old versions were removed; this is only in case
+        if os.path.lexists(tmp):
+            _remove(tmp)
 
 
 def _temporary_name(out: Path) -> Path:
@@ -335,28 +330,29 @@ def _raise_named(exc: BaseException, staged: Sequence[tuple[Path | None, Path]],
                  what: str = "") -> None:
     """Raise what :func:`staged` raises for ``exc`` (the exception being handled) while it wrote the
     (temporary, output) pairs ``staged``: one OutputError naming the output for an error the user
-    can fix (``reason``, from :func:`write_failure`), ``exc`` itself for anything else (an
-    interrupt, a bug), its message naming outputs instead of temporary names. The output named is
-    the one whose temporary the error names, else the first. An output inside another one's
-    staging directory leaves "was left as it was" to the outer one, which names the final path."""
+    can fix (``reason``, from :func:`_write_failure`), ``exc`` itself for anything else (an
+    interrupt, a bug), an error of ours naming outputs instead of temporary names. The output named
+    is the one whose temporary the error names, else the first. An output inside another one's
+    staging directory (a file a staged directory's writer stages) leaves "was left as it was" to the
+    outer one, which names the final path."""
     text = str(exc)
+    named = _named(text, staged)
     out = next((o for t, o in staged if t is not None and (str(t) in text or t.name in text)), staged[0][1])
     outs = [o for _, o in staged if not any(STAGING_MARK in part for part in o.parent.parts)]
     left = "" if not outs else f" ({outs[0]} was left as it was)" if len(outs) == 1 else \
         f" ({', '.join(map(str, outs[:-1]))} and {outs[-1]} were left as they were)"
     if isinstance(exc, OutputError):
-        message = _named(text, staged)
-        raise OutputError(message if message.endswith((" was left as it was)", " were left as they were)"))
-                          else message + left) from exc
-    if reason is None:
-        if isinstance(exc, AlbertEdgeError) and _named(text, staged) != text:
-            try:
-                renamed = type(exc)(_named(text, staged))
-            except TypeError:  # an error class with other arguments: raised as it is
-                raise exc from None
-            raise renamed from exc
-        raise exc
-    raise OutputError(f"cannot write {out}: {what}{_named(reason, staged)}{left}") from exc
+        raise OutputError(named if named.endswith((" was left as it was)", " were left as they were)"))
+                          else named + left) from exc
+    if reason is not None:
+        raise OutputError(f"cannot write {out}: {what}{_named(reason, staged)}{left}") from exc
+    if isinstance(exc, AlbertEdgeError) and named != text:
+        try:
+            renamed = type(exc)(named)
+        except TypeError:  # an error class with other arguments: raised as it is
+            raise exc from None
+        raise renamed from exc
+    raise exc
 
 
 def _named(text: str, staged: Sequence[tuple[Path | None, Path]]) -> str:
@@ -377,7 +373,7 @@ def _placing_now(pairs: Sequence[tuple[Path, Path]], marks: Sequence[tuple[int, 
             _placing.append((dst, mark))
 
 
-def completed_outputs() -> list[Path]:
+def _completed_outputs() -> list[Path]:
     """The outputs this process has put in place (once each, in order) whose new version is there
     now: looked at, so an interrupt at any step of :func:`install` is told right."""
     done: dict[Path, None] = {}
@@ -392,7 +388,7 @@ def interrupt_note() -> str:
     """What a command stopped by Ctrl-C or SIGTERM left behind, for its one line: the outputs put
     in place before the interrupt, each complete (an interrupt that lands just after an install
     finds them whole), and nothing half-written (every output being written was left as it was)."""
-    done = completed_outputs()
+    done = _completed_outputs()
     nothing = "nothing half-written was left behind"
     if not done:
         return nothing

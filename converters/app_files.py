@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from albert_edge.errors import ConversionError
-from albert_edge.files import staged_files
 from albert_edge.formats import manifest as manifest_io
 from albert_edge.labels import CONFIG_FIX, LABELS_FILE, check_labels, labels_json
 from albert_edge.tokenizer import SPIECE_NAME
@@ -71,13 +70,12 @@ def plan(model, tokenizer, source: dict, targets: Sequence) -> AppFiles:
 
 def write(directory: Path, app: AppFiles) -> list[manifest_io.AppFile]:
     """Copy the tokenizer and write the labels into ``directory`` (the conversion's staging
-    directory), together or not at all; their manifest entries."""
+    directory, put in place whole); their manifest entries."""
     spiece_path, labels_path = directory / TOKENIZER_FILE, directory / LABELS_FILE
-    with staged_files([spiece_path, labels_path]) as (spiece_tmp, labels_tmp):
-        if app.spiece is not None:
-            shutil.copyfile(app.spiece, spiece_tmp)  # as it is: the app's tokenizer is the checkpoint's
-        if app.labels is not None:
-            labels_tmp.write_text(labels_json(app.labels), encoding="utf-8")
+    if app.spiece is not None:
+        shutil.copyfile(app.spiece, spiece_path)  # as it is: the app's tokenizer is the checkpoint's
+    if app.labels is not None:
+        labels_path.write_text(labels_json(app.labels), encoding="utf-8")
     entries = []
     if app.spiece is not None:
         entries.append(manifest_io.app_file_entry(spiece_path, "tokenizer"))

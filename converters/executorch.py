@@ -40,6 +40,7 @@ from typing import Any
 from albert_edge.errors import ConversionError, optional_import
 
 from albert_edge.formats.graph import INPUT_NAMES, GraphContents
+from albert_edge.quantize.schemes import Scheme
 
 from .native_logs import quiet_native
 from .pte_check import VERIFY_LENGTHS, PteSession, check_lengths, read_contents, verify_options
@@ -67,11 +68,11 @@ class PteScheme:
     int8_embeddings: bool = False  # the word-embedding table as int8 rows with one scale each
 
 
-# The one table of .pte precisions; names as quantize.Scheme spells them.
-SCHEMES: dict[str | None, PteScheme] = {
+# How each of the target's schemes (and fp32, None) is lowered; names from albert_edge.quantize.Scheme.
+SCHEMES: dict[Scheme | None, PteScheme] = {
     None: PteScheme(".pte", "float32", "float32"),
-    "int8-dynamic": PteScheme(
-        ".int8-dynamic.pte", "int8 per channel", "int8, quantized at run time per token row (dynamic)",
+    Scheme.INT8_DYNAMIC: PteScheme(
+        Scheme.INT8_DYNAMIC.file_suffix(".pte"), "int8 per channel", "int8, quantized at run time per token row (dynamic)",
         quantizer={"is_per_channel": True, "is_dynamic": True}, int8_embeddings=True,
     ),
 }
@@ -398,10 +399,10 @@ class _QuantizedReport:
         return self._figures
 
 
-def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
+def quantized_file(model, parent, path: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
                    max_seq_len: int | None = None):
-    """Write ``model`` with ``scheme`` beside its verified fp32 .pte ``parent`` (a
-    converters.result.ConvertedFile) in ``tmp``, check that it stores each weight once, and
+    """Write ``model`` with ``scheme`` at ``path``, beside its verified fp32 .pte ``parent`` (a
+    converters.result.ConvertedFile), check that it stores each weight once, and
     measure it against the parent, both run in ExecuTorch, on held-out real text (the builtin
     corpus, with ``tokenizer``; random ids without one). Raises ConversionError when the mean
     cosine of an output is under MIN_COSINE. Returns its ConvertedFile."""
@@ -413,7 +414,6 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     recipe = SCHEMES.get(scheme)
     if scheme is None or recipe is None:
         raise ConversionError(f"unknown ExecuTorch scheme {scheme!r}; choose from {', '.join(s for s in SCHEMES if s)}")
-    path = tmp / ("model" + recipe.suffix)
     t0 = time.perf_counter()
     export(model, path, seq_len=seq_len, scheme=scheme, max_seq_len=max_seq_len)
     t1 = time.perf_counter()

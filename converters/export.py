@@ -1,6 +1,8 @@
-"""Convert a checkpoint (or a model) to every asked target: export each file under a temporary
-name, verify it against PyTorch, and only when all passed move them in place and write
-``manifest.json`` last. An interrupted or failed conversion leaves nothing that looks finished.
+"""Convert a checkpoint (or a model) to every asked target: each exporter writes its file in a
+folder staged beside the output (:func:`albert_edge.files.staged`, the one staging of a
+conversion), each file is verified against PyTorch, ``manifest.json`` is written last, and only
+then does the folder take the output's place. An interrupted or failed conversion leaves nothing
+that looks finished.
 
 Beside the model files go the files an app reads with them (:mod:`.app_files`): the tokenizer
 (spiece.model, the checkpoint's own) and a classifier's labels (labels.json), whose names are
@@ -40,15 +42,17 @@ Step = Callable[[str, int, int], None]  # (what is starting, steps done, steps i
 
 def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[str] = ("onnx",),
             head: str | None = None, seq_len: int = 128, opset: int | None = None, force: bool = False, *,
-            tokenizer=None, on_step: Step | None = None, outputs: Sequence[str] | None = None,
+            tokenizer=None, on_step: Step | None = None, outputs: Sequence[str] | None = None, keep: bool = True,
             adaptive: bool | ExitRule = False, **export_options: Any) -> ConversionResult:
     """Convert ``checkpoint_or_model`` (a checkpoint path or an albert-edge nn.Module) to each of
     ``targets`` in ``out_dir``, verified. ``tokenizer`` (AlbertTokenizer or spiece path) adds
     real sentences to the verification; by default a checkpoint directory's own spiece.model is
     used. ``opset`` is the ONNX opset (None: the exporter's ``DEFAULT_OPSET``). ``export_options`` go to the exporters that take them (``external_data_threshold``
     for ONNX). ``outputs`` keeps only those of the head's outputs in the files (see
-    :func:`select_outputs`). ``adaptive`` writes a classifier trained with early exits as a file that
-    stops when its exit rule says so (True: the rule the checkpoint records; an ExitRule: that one;
+    :func:`select_outputs`). ``keep``: what ``out_dir`` held that this conversion did not write
+    again stays (and keeps its manifest entry, see :func:`_kept_entries`); False replaces the
+    folder whole. ``adaptive`` writes a classifier trained with early exits as a file that stops
+    when its exit rule says so (True: the rule the checkpoint records; an ExitRule: that one;
     :mod:`.adaptive`)."""
     start = time.perf_counter()
     wanted = _check_targets(targets)
@@ -76,10 +80,10 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
     check_output_dir(out, force)
     # The whole directory is assembled beside it and replaces it in one step, with what it held and
     # this conversion did not write again carried over: on a failure or an interrupt it is as it was.
-    with staged(out, directory=True) as tmp:
+    with staged(out, directory=True, keep=keep) as tmp:
         result = _convert_into(tmp, checkpoint_or_model, out, wanted, head=head, seq_len=seq_len, opset=opset,
                                tokenizer=tokenizer, step=on_step or (lambda *_: None), export_options=export_options,
-                               outputs=outputs, adaptive=adaptive)
+                               outputs=outputs, keep=keep, adaptive=adaptive)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -101,7 +105,8 @@ def _check_lengths(wanted: list[Target], seq_len: int, max_seq_len: int | None) 
 
 def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target], *, head: str | None,
                   seq_len: int, opset: int | None, tokenizer, step: Step, export_options: dict[str, Any],
-                  outputs: Sequence[str] | None = None, adaptive: bool | ExitRule = False) -> ConversionResult:
+                  outputs: Sequence[str] | None = None, keep: bool = True,
+                  adaptive: bool | ExitRule = False) -> ConversionResult:
     """The conversion proper: load, export and verify each target in ``tmp``, then install."""
     steps = 1 + 2 * len(wanted) + 1
     step("load checkpoint", 0, steps)
@@ -133,11 +138,11 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
         if scheme is not None:  # a quantized file beside the fp32 one, measured against it
             step(f"quantize {target.name} {scheme}", done, steps)
             options.pop("tokenizer", None)
-            result.files.append(target.exporter().quantized(model, converted, tmp, scheme, tokenizer=tokenizer,
-                                                            seq_len=seq_len, **options))
+            result.files.append(target.exporter().quantized(model, converted, tmp / target.quantized_name(scheme),
+                                                            scheme, tokenizer=tokenizer, seq_len=seq_len, **options))
     step("write manifest", done, steps)
     result.app_files = app_files.write(tmp, app)
-    result.manifest_path = _write_manifest(tmp, out, result, source, config, seq_len)
+    result.manifest_path = _write_manifest(tmp, out, result, source, config, seq_len, keep)
     step("done", steps, steps)
     return result
 
@@ -153,9 +158,7 @@ def _check_scheme(scheme: str, wanted: list[Target]) -> None:
     """A scheme a target does not make fails here, before anything is exported."""
     for each in wanted:
         if "scheme" in each.options:
-            known = each.exporter().schemes
-            if scheme not in known:
-                raise ConversionError(f"unknown {each.name} scheme {scheme!r}; choose from {', '.join(known)}")
+            each.quantized_name(scheme)
 
 
 def _check_head(head: str | None) -> None:
@@ -237,11 +240,11 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
 
 
 def _write_manifest(tmp: Path, out: Path, result: ConversionResult, source: dict[str, Any], config,
-                    seq_len: int) -> Path:
-    """The manifest of the verified files in ``tmp``, which becomes ``out``. Entries of an earlier
-    manifest of the same model are kept for the files not replaced (see _kept_entries)."""
+                    seq_len: int, keep: bool = True) -> Path:
+    """The manifest of the verified files in ``tmp``, which becomes ``out``. With ``keep``, entries
+    of an earlier manifest of the same model are kept for the files not replaced (see _kept_entries)."""
     manifest_path = out / manifest_io.MANIFEST_NAME
-    previous = _previous_manifest(manifest_path)
+    previous = _previous_manifest(manifest_path) if keep else None
     for f in result.files:
         f.path = out / f.name
     manifest = manifest_io.Manifest(source=source, config=config.to_hf_dict(), seq_len=seq_len,

@@ -23,16 +23,13 @@ must agree with albert_edge.runtime on the same file fed albert-edge's tokenizer
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from albert_edge.errors import ConversionError, optional_import
-from albert_edge.files import staged
+from albert_edge.errors import ConversionError, optional_import, user_message
 from albert_edge.labels import CONFIG_FIX, check_labels
 
 from .mediapipe_check import MOBILE_EXTRA
@@ -105,7 +102,8 @@ def writers():
 def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=None) -> Path:
     """Write ``model`` (a labelled classifier or the base model) to ``out_path`` as a MediaPipe
     text task file with ``tokenizer``'s spiece.model inside, checked through MediaPipe itself.
-    The file is written under a temporary name and renamed into place once checked."""
+    The file is written at ``out_path`` (``convert`` writes it in the folder it stages) and removed
+    when the check fails."""
     from . import tflite
     from .mediapipe_check import check_task
     from .spiece_rules import checked_spiece, with_albert_normalizer
@@ -120,20 +118,22 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     writer = writers()
     inner = file_model(model)
     try:
-        # (the temporary name ends in .tflite, as Session and MediaPipe open files by their suffix)
-        with _named_as(out_path), staged(out_path, verify=lambda path: check_task(path, task, spiece, seq_len)) as tmp:
-            # the plain graph first, at the same name; the file with its metadata replaces it
-            tflite.export(inner, tmp, seq_len=seq_len, layers="unrolled")  # the text tasks take one subgraph
-            buffer = _fixed_length(bytearray(tmp.read_bytes()), seq_len)
-            with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as scratch:
-                embedded = Path(scratch) / _SPIECE_NAME
-                embedded.write_bytes(with_albert_normalizer(spiece))
-                populated = _with_metadata(buffer, task, embedded, writer, inner)
-            del buffer
-            tmp.write_bytes(populated)
-            del populated
-    except OSError as exc:  # not a full disk or a read-only file system: staged says those
-        raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+        # the plain graph first, at the same name; the file with its metadata replaces it
+        tflite.export(inner, out_path, seq_len=seq_len, layers="unrolled")  # the text tasks take one subgraph
+        buffer = _fixed_length(bytearray(out_path.read_bytes()), seq_len)
+        with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as scratch:
+            embedded = Path(scratch) / _SPIECE_NAME
+            embedded.write_bytes(with_albert_normalizer(spiece))
+            populated = _with_metadata(buffer, task, embedded, writer, inner)
+        del buffer
+        out_path.write_bytes(populated)
+        del populated
+        check_task(out_path, task, spiece, seq_len)
+    except BaseException as exc:  # a file MediaPipe refuses is not left as if it were good
+        out_path.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and user_message(exc) is None:
+            raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+        raise
     log.info("wrote %s (%s, %d bytes)", out_path.name, task.task, out_path.stat().st_size)
     return out_path
 
@@ -145,23 +145,6 @@ def check_seq_len(seq_len: int) -> None:
         raise ConversionError(f"--seq-len {seq_len} is too short for the mediapipe target: the file reads [CLS], "
                               f"the text and [SEP] at that fixed length (MediaPipe refuses a length under 2, and 2 "
                               f"leaves no room for text); give --seq-len {MIN_SEQ_LEN} or more")
-
-
-@contextlib.contextmanager
-def _named_as(out_path: Path):
-    """An error raised while the file is made and checked under its temporary name names the
-    output the user asked for instead (MediaPipe's messages name the file it opened)."""
-    from albert_edge.files import STAGING_MARK
-
-    temporary = re.compile(rf"[^\s'\"]*\.{re.escape(out_path.name)}\.[0-9]+-[0-9a-f]+"
-                           rf"{re.escape(STAGING_MARK + ''.join(out_path.suffixes))}")
-    try:
-        yield
-    except ConversionError as exc:
-        message = temporary.sub(lambda _: str(out_path), str(exc))
-        if message == str(exc):
-            raise
-        raise ConversionError(message) from None
 
 
 def with_parent_metadata(flatbuffer: bytes, parent: str | os.PathLike, seq_len: int) -> bytes:

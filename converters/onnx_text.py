@@ -33,14 +33,13 @@ import numpy as np
 
 from albert_edge.children import child_env, python
 from albert_edge.errors import ConversionError, RuntimeUnavailable
-from albert_edge.files import staged
 from albert_edge.formats.graph import INPUT_NAMES
 from albert_edge.runtime.onnx_text import (DOMAIN, EXTRA, IDS_OUTPUT, TEXT_INPUT, extensions_library,
                                            extensions_package, run_text, text_session)
 
 from .verify import TOLERANCES
 
-__all__ = ["export", "verify_file", "quantized_file", "SCHEMES", "TWIN_ATOL", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
+__all__ = ["export", "verify_file", "quantized_file", "TWIN_ATOL", "text_session", "run_text", "run_texts", "extensions_library", "TEXT_INPUT",
            "IDS_OUTPUT", "EXTRA"]
 
 log = logging.getLogger(__name__)
@@ -49,7 +48,7 @@ log = logging.getLogger(__name__)
 def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=None, opset: int | None = None) -> Path:
     """Write ``model`` to ``out_path`` as ONNX whose input is one string, ``tokenizer``'s
     spiece.model inside (see the module notes). ``seq_len`` is the length the inner export traces
-    with. Written under a temporary name and renamed into place once complete."""
+    with. Written at ``out_path`` itself (``convert`` writes it in the folder it stages)."""
     from . import onnx as onnx_export
     from .spiece_rules import checked_spiece
 
@@ -71,8 +70,7 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
 
 
 def _with_tokenizer(inner: Path, spiece: Path, model, out_path: Path) -> None:
-    """Write ``inner`` (a token-id .onnx of ``model``) with the tokenizer in front to ``out_path``,
-    under a temporary name put in place once complete (:func:`albert_edge.files.staged`)."""
+    """Write ``inner`` (a token-id .onnx of ``model``) with the tokenizer in front to ``out_path``."""
     import onnx
     from onnx import compose
 
@@ -94,8 +92,7 @@ def _with_tokenizer(inner: Path, spiece: Path, model, out_path: Path) -> None:
     outputs = sorted(merged.graph.output, key=lambda o: order.index(o.name))
     del merged.graph.output[:]
     merged.graph.output.extend(outputs)
-    with staged(out_path) as tmp:
-        onnx.save(merged, str(tmp))
+    onnx.save(merged, str(out_path))
 
 
 def _tokenizer_graph(spiece: bytes, cls_id: int, sep_id: int, max_len: int, inner):
@@ -239,24 +236,19 @@ def _checked_ids(path: Path, config, tokenizer, problems: list[str]):
 
 # -- the quantized twin ----------------------------------------------------------------------
 
-# Schemes of the text file's quantized twin (``convert --to onnx-text --scheme``): the token-id
-# .onnx quantized by albert_edge.quantize, with the tokenizer in front.
-SCHEMES = ("int8-dynamic",)
 # The int8 text file against the int8 token-id .onnx it was made from, fed the ids the text file
 # computed: the same graph behind the tokenizer.
 TWIN_ATOL = TOLERANCES["onnx-text"].twin_atol
 
 
-def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
+def quantized_file(model, parent, path: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
                    opset: int | None = None):
     """Write the ``scheme`` twin of the verified fp32 text file ``parent`` (a
-    converters.result.ConvertedFile) in ``tmp``: the fp32 token-id .onnx is quantized by
+    converters.result.ConvertedFile) at ``path``, beside it: the fp32 token-id .onnx is quantized by
     albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
     text), and the tokenizer is put in front. The file must store each weight once, compute the
     tokenizer's ids (as its parent does) and give the int8 .onnx's outputs for them within
     :data:`TWIN_ATOL`. Returns its ConvertedFile."""
-    import onnxruntime
-
     from albert_edge.formats import manifest as manifest_io
     from albert_edge.formats.copies import weight_copies
     from albert_edge.formats.weights import analyze, read_file
@@ -266,14 +258,10 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     from .result import ConvertedFile
     from .twin import TwinReport, check_twin, verified_onnx
 
-    if scheme not in SCHEMES:
-        raise ConversionError(f"unknown onnx-text scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
     spiece = find_spiece(getattr(tokenizer, "path", tokenizer))
-    path = tmp / f"model.{scheme}.text.onnx"
     t0 = time.perf_counter()
     problems: list[str] = []
-    twin: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix=".onnx-text-quantize-", dir=tmp) as scratch:
+    with tempfile.TemporaryDirectory(prefix=".onnx-text-quantize-", dir=path.parent) as scratch:
         scratch = Path(scratch)
         fp32 = verified_onnx(model, scratch, seq_len, tokenizer, opset)
         result = quantize(fp32, QuantizeConfig(scheme=scheme, tokenizer=spiece, seq_len=seq_len),
@@ -281,19 +269,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
         quantized_entry = manifest_io.read(scratch).file(result.out_path.name)
         _with_tokenizer(result.out_path, spiece, model, path)
         t1 = time.perf_counter()
-        # onnxruntime's defaults on both sides, as run_texts opens the text file: a session set up
-        # otherwise may run another graph (a fusion on, or off), sum the float parts in another
-        # order, and an int8 activation quantized from them round to the next step (measured up to
-        # 0.015 in a logit against Session's options, before the residuals were written as Sum).
-        plain = onnxruntime.InferenceSession(str(result.out_path), providers=["CPUExecutionProvider"])
-        names = [o.name for o in plain.get_outputs()]
-        for _, ids, got in _checked_ids(path, model.config, spiece, problems):
-            want = dict(zip(names, plain.run(names, {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                                     "token_type_ids": np.zeros_like(ids)})))
-            for name, value in want.items():
-                diff = float(np.abs(value.astype(np.float64) - got[name].astype(np.float64)).max())
-                twin[name] = max(twin.get(name, 0.0), diff)
-        del plain
+        twin = _twin_diff(result.out_path, path, model.config, spiece, problems)
     contents = read_file(path)
     weights = analyze(contents, model)
     copies = weight_copies(read_file(parent.path), contents)
@@ -308,3 +284,25 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     entry = manifest_io.file_entry(path, report)
     entry.precision = scheme
     return ConvertedFile(path.name, path, "onnx-text", t1 - t0, time.perf_counter() - t1, report, entry)
+
+
+def _twin_diff(int8_onnx: Path, path: Path, config, spiece: Path, problems: list[str]) -> dict[str, float]:
+    """The largest difference of each output between the text file ``path`` and the int8 token-id
+    .onnx it was made from, fed the ids the text file computed for each of :func:`_texts` (a text
+    whose ids differ in no known way is added to ``problems``)."""
+    import onnxruntime
+
+    # onnxruntime's defaults on both sides, as run_texts opens the text file: a session set up
+    # otherwise may run another graph (a fusion on, or off), sum the float parts in another
+    # order, and an int8 activation quantized from them round to the next step (measured up to
+    # 0.015 in a logit against Session's options, before the residuals were written as Sum).
+    plain = onnxruntime.InferenceSession(str(int8_onnx), providers=["CPUExecutionProvider"])
+    names = [o.name for o in plain.get_outputs()]
+    twin: dict[str, float] = {}
+    for _, ids, got in _checked_ids(path, config, spiece, problems):
+        want = dict(zip(names, plain.run(names, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                                 "token_type_ids": np.zeros_like(ids)})))
+        for name, value in want.items():
+            diff = float(np.abs(value.astype(np.float64) - got[name].astype(np.float64)).max())
+            twin[name] = max(twin.get(name, 0.0), diff)
+    return twin

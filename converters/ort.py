@@ -30,21 +30,23 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from albert_edge.errors import ConversionError, first_line
-from albert_edge.files import staged
+from albert_edge.files import staged_files
 from albert_edge.rewrite.passes import Pass, in_place, run_passes
 
 from albert_edge.formats.graph import GraphContents
+from albert_edge.quantize.schemes import AT_CONVERSION
 
 from .verify import TOLERANCES
 
 __all__ = ["export", "to_ort", "write_operator_configs", "read_contents", "verify_options", "quantized_file", "ort_twin", "OrtTwin",
-           "OPTIMIZATION", "STATIC_OPTIMIZATION", "LEVELS", "SCHEMES", "TWIN_ATOL", "OPERATOR_CONFIGS"]
+           "OPTIMIZATION", "STATIC_OPTIMIZATION", "LEVELS", "TWIN_ATOL", "OPERATOR_CONFIGS"]
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +66,6 @@ _LEFT_OUT = ("NchwcTransformer",)
 # The configurations of a reduced build, written from every .ort of a conversion.
 OPERATOR_CONFIGS = {False: "required_operators.config", True: "required_operators_and_types.config"}
 
-# Schemes of the .ort's int8 twin: made by albert_edge.quantize from the fp32 .onnx.
-SCHEMES = ("int8-dynamic",)
 # The int8 .ort against the int8 .onnx it was converted from, both run by albert_edge.runtime.Session
 # (SkipLayerNormalization unfused in both): the same kernels run, only the order of float sums may
 # differ (measured: identical). A plain onnxruntime session of the .onnx fuses it, and an int8
@@ -256,31 +256,29 @@ def _serialize(onnx_path: Path, ort_path: Path, optimization: str) -> Path:
     return ort_path
 
 
-def write_operator_configs(directory: str | os.PathLike) -> list[Path]:
-    """Write OPERATOR_CONFIGS in ``directory`` from every .ort in it (onnxruntime's own reader
-    of .ort files makes them); the files are named, not their paths, in the comment lines."""
+def write_operator_configs(directory: str | os.PathLike, paths: Sequence[Path] | None = None) -> list[Path]:
+    """Write OPERATOR_CONFIGS in ``directory`` (or at ``paths``, one for each, in their order) from
+    every .ort in it (onnxruntime's own reader of .ort files makes them); the files are named, not
+    their paths, in the comment lines."""
     from onnxruntime.tools.ort_format_model import create_config_from_models
 
     directory = Path(directory)
     models = sorted(directory.glob("*.ort"))
-    written = []
+    paths = list(paths) if paths is not None else [directory / name for name in OPERATOR_CONFIGS.values()]
     chatter = logging.getLogger("ort_format_model.utils")  # says INFO on stderr for each file it writes
-    for with_types, name in OPERATOR_CONFIGS.items():
-        path = directory / name
+    for with_types, path in zip(OPERATOR_CONFIGS, paths):
         level = chatter.level
         chatter.setLevel(logging.WARNING)
-        with staged(path) as tmp:  # a full disk or an interrupt leaves the old file, never half of one
-            try:
-                create_config_from_models(models, tmp, with_types)
-            finally:
-                chatter.setLevel(level)
-            lines = tmp.read_text(encoding="utf-8").splitlines()
-            for i, line in enumerate(lines):
-                if line.startswith("# - "):
-                    lines[i] = "# - " + Path(line[4:]).name
-            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        written.append(path)
-    return written
+        try:
+            create_config_from_models(models, path, with_types)
+        finally:
+            chatter.setLevel(level)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("# - "):
+                lines[i] = "# - " + Path(line[4:]).name
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return paths
 
 
 def read_contents(path: str | os.PathLike) -> GraphContents:
@@ -313,10 +311,10 @@ def verify_options(model, path: Path, seq_len: int) -> dict[str, Any]:
 
 # -- the int8 twin ---------------------------------------------------------------------------
 
-def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
+def quantized_file(model, parent, path: Path, scheme: str, *, tokenizer=None, seq_len: int = 128,
                    opset: int | None = None, static: bool = False):
     """Write the ``scheme`` twin of the verified fp32 .ort ``parent`` (a
-    converters.result.ConvertedFile) in ``tmp``: the fp32 .onnx (in ``opset``) is quantized by
+    converters.result.ConvertedFile) at ``path``, beside it: the fp32 .onnx (in ``opset``) is quantized by
     albert_edge.quantize (which checks it and measures it against the fp32 .onnx on held-out
     text, with ``tokenizer``; random ids without one), then converted and checked
     (:func:`ort_twin`). Returns its ConvertedFile."""
@@ -327,15 +325,12 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
     from .result import ConvertedFile
     from .twin import verified_onnx
 
-    if scheme not in SCHEMES:
-        raise ConversionError(f"unknown .ort scheme {scheme!r}; choose from {', '.join(SCHEMES)}")
     if static:
         raise ConversionError(f"--scheme {scheme} makes a CPU-only file (its activations are quantized at run time), "
                               "not one for a static file's NPU: quantize the static model.onnx with "
                               "`albert-edge quantize --scheme int8-static`")
-    path = tmp / f"model.{scheme}.ort"
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix=".ort-quantize-", dir=tmp) as scratch:
+    with tempfile.TemporaryDirectory(prefix=".ort-quantize-", dir=path.parent) as scratch:
         scratch = Path(scratch)
         fp32 = verified_onnx(model, scratch, seq_len, tokenizer, opset)
         spiece = getattr(tokenizer, "path", tokenizer)  # an AlbertTokenizer, or the path of its model
@@ -350,7 +345,7 @@ def quantized_file(model, parent, tmp: Path, scheme: str, *, tokenizer=None, seq
         report, entry = ort_twin(result.out_path, path, parent.path, model.config, figures,
                                  param_bytes=model_param_bytes(model))
     entry.precision = scheme
-    write_operator_configs(tmp)
+    write_operator_configs(path.parent)
     return ConvertedFile(path.name, path, "ort", t1 - t0, time.perf_counter() - t1, report, entry)
 
 
@@ -361,8 +356,9 @@ class OrtTwin:
 
     @staticmethod
     def check(recipe) -> None:
-        if recipe.format != "onnx" or recipe.scheme.value not in SCHEMES:
-            raise ConversionError(f"--ort makes the .ort twin of an {' or '.join(SCHEMES)} .onnx (what ONNX Runtime "
+        schemes = AT_CONVERSION["ort"]
+        if recipe.format != "onnx" or recipe.scheme not in schemes:
+            raise ConversionError(f"--ort makes the .ort twin of an {' or '.join(schemes)} .onnx (what ONNX Runtime "
                                   f"Mobile runs), not of {recipe.format} {recipe.scheme.value}")
 
     @staticmethod
@@ -379,7 +375,9 @@ class OrtTwin:
 
     @staticmethod
     def after(directory: Path) -> None:
-        write_operator_configs(directory)
+        configs = [directory / name for name in OPERATOR_CONFIGS.values()]
+        with staged_files(configs) as tmps:  # a full disk or an interrupt leaves the old files, never half of one
+            write_operator_configs(directory, tmps)
 
 
 def ort_twin(int8_onnx: Path, path: Path, fp32_parent: Path, config, figures: dict[str, Any], *,

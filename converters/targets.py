@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from albert_edge.errors import ConversionError
+from albert_edge.quantize.schemes import AT_CONVERSION, Scheme
 
 from .verify import VerifyReport, verify
 
@@ -62,13 +63,12 @@ class Exporter:
     """A target's build-side functions.
 
     ``export(model, path, *, seq_len, **options)`` writes the file; ``verify(model, path, seq_len,
-    tokenizer)`` checks it; ``quantized(model, converted, tmp, scheme, *, tokenizer, seq_len,
-    **options)`` writes the ``scheme`` twin of the verified fp32 file (a ConvertedFile) in ``tmp``,
-    for each of ``schemes``."""
+    tokenizer)`` checks it; ``quantized(model, converted, path, scheme, *, tokenizer, seq_len,
+    **options)`` writes the ``scheme`` twin of the verified fp32 file (a ConvertedFile) at ``path``
+    (:meth:`Target.quantized_name`, beside it), for each of the target's ``schemes``."""
 
     export: Callable[..., Path]
     verify: Callable[[Any, Path, int, Any], VerifyReport] = plain_verify
-    schemes: tuple[str, ...] = ()
     quantized: Callable[..., Any] | None = None
 
 
@@ -83,10 +83,21 @@ class Target:
     load: Lazy[Exporter] = field(compare=False, repr=False)
     options: tuple[str, ...] = ()  # convert() options the exporter takes, besides seq_len
     labels: bool = False  # the file packs a classifier's label names (a classifier without them is refused)
+    schemes: tuple[Scheme, ...] = ()  # the quantized forms convert --scheme writes beside the file
+    # What quantizes a file of this target afterwards (``albert-edge quantize``), with quantize()'s
+    # arguments; None: albert_edge.quantize.quantize, which says why a file it cannot take is refused.
+    quantizer: Lazy[Callable[..., Any]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def file_name(self) -> str:
         return "model" + self.suffix
+
+    def quantized_name(self, scheme: Scheme | str) -> str:
+        """The file of the ``scheme`` form: model.int8-dynamic.ort beside model.ort."""
+        if scheme not in self.schemes:
+            raise ConversionError(f"unknown {self.name} scheme {scheme!r}; choose from "
+                                  f"{', '.join(map(str, self.schemes))}")
+        return "model" + Scheme(scheme).file_suffix(self.suffix)
 
     def exporter(self) -> Exporter:
         """The exporter, imported now; one line naming the extra when it is not installed."""
@@ -117,7 +128,7 @@ def _executorch() -> Exporter:
         return verify(model, path, seq_len=seq_len, tokenizer=tokenizer,
                       **executorch.verify_options(model, path, seq_len))
 
-    return Exporter(executorch.export, check, tuple(s for s in executorch.SCHEMES if s), executorch.quantized_file)
+    return Exporter(executorch.export, check, executorch.quantized_file)
 
 
 def _ort() -> Exporter:
@@ -126,7 +137,7 @@ def _ort() -> Exporter:
     def check(model, path: Path, seq_len: int, tokenizer) -> VerifyReport:  # its contents from our .ort reader
         return verify(model, path, seq_len=seq_len, tokenizer=tokenizer, **ort.verify_options(model, path, seq_len))
 
-    return Exporter(ort.export, check, ort.SCHEMES, ort.quantized_file)
+    return Exporter(ort.export, check, ort.quantized_file)
 
 
 def _mediapipe() -> Exporter:
@@ -142,7 +153,7 @@ def _onnx_text() -> Exporter:
     from . import onnx_text
 
     # The file takes text, not ids: it checks itself against the model on real sentences.
-    return Exporter(onnx_text.export, onnx_text.verify_file, onnx_text.SCHEMES, onnx_text.quantized_file)
+    return Exporter(onnx_text.export, onnx_text.verify_file, onnx_text.quantized_file)
 
 
 def _transformers_js() -> Exporter:
@@ -152,18 +163,36 @@ def _transformers_js() -> Exporter:
     return Exporter(transformers_js.export, transformers_js.check)
 
 
+# -- the quantizers of converted files, imported only when a file is quantized ------------------
+
+def _quantize_onnx() -> Callable[..., Any]:
+    from albert_edge.quantize import quantize
+
+    return quantize
+
+
+def _quantize_tflite() -> Callable[..., Any]:
+    from . import tflite_quantized  # a .tflite is converted again from its model
+
+    return tflite_quantized.quantize
+
+
 TARGETS: dict[str, Target] = {t.name: t for t in (
-    Target("onnx", ".onnx", "onnx", "convert", Lazy(_onnx), options=("opset", "external_data_threshold", "static")),
-    Target("tflite", ".tflite", "tflite", "convert", Lazy(_tflite), options=("layers", "static")),
+    Target("onnx", ".onnx", "onnx", "convert", Lazy(_onnx), options=("opset", "external_data_threshold", "static"),
+           quantizer=Lazy(_quantize_onnx)),
+    Target("tflite", ".tflite", "tflite", "convert", Lazy(_tflite), options=("layers", "static"),
+           quantizer=Lazy(_quantize_tflite)),
     Target("executorch", ".pte", "executorch", "convert-executorch", Lazy(_executorch),
-           options=("scheme", "max_seq_len")),
+           options=("scheme", "max_seq_len"), schemes=AT_CONVERSION["executorch"]),
     # ONNX Runtime's own format, what ONNX Runtime Mobile loads.
-    Target("ort", ".ort", "ort", "convert", Lazy(_ort), options=("opset", "scheme", "static")),
+    Target("ort", ".ort", "ort", "convert", Lazy(_ort), options=("opset", "scheme", "static"),
+           schemes=AT_CONVERSION["ort"]),
     # A .tflite with TFLite metadata and the tokenizer inside, for MediaPipe Tasks (albert-edge[mobile]).
     Target("mediapipe", ".mediapipe.tflite", "tflite", "mobile", Lazy(_mediapipe), options=("tokenizer",),
-           labels=True),
+           labels=True, quantizer=Lazy(_quantize_tflite)),
     # An .onnx whose input is the text: the tokenizer is a node (onnxruntime-extensions, albert-edge[onnx-text]).
-    Target("onnx-text", ".text.onnx", "onnx", "onnx-text", Lazy(_onnx_text), options=("tokenizer", "opset", "scheme")),
+    Target("onnx-text", ".text.onnx", "onnx", "onnx-text", Lazy(_onnx_text), options=("tokenizer", "opset", "scheme"),
+           schemes=AT_CONVERSION["onnx-text"]),
     # A folder for transformers.js (config.json, tokenizer.json, onnx/model.onnx and model_quantized.onnx)
     # beside its fp32 file, which the manifest lists (converters.transformers_js).
     Target("transformers-js", ".transformers-js.onnx", "onnx", "convert", Lazy(_transformers_js),

@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from albert_edge.children import child_env, python
-from albert_edge.errors import ConversionError, optional_import
-from albert_edge.files import staged
+from albert_edge.errors import ConversionError, optional_import, user_message
 
 from albert_edge.formats.graph import DEFAULT_LAYER_FORM, INPUT_NAMES, LAYER_FORMS
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
@@ -89,8 +88,8 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128,
     "unrolled" for a static file). ``static`` writes a static-shape file, inputs ``[1, seq_len]``,
     for LiteRT's GPU accelerator.
 
-    The file is written under a temporary name in the same directory and renamed into place
-    only once complete. Raises ConversionError (one line) when the model cannot be converted.
+    The file is written at ``out_path`` itself (``convert`` writes it in the folder it stages).
+    Raises ConversionError (one line) when the model cannot be converted.
     """
     out_path = Path(out_path)
     config = model.config
@@ -108,13 +107,16 @@ def export(model: nn.Module, out_path: str | os.PathLike, *, seq_len: int = 128,
     start = time.perf_counter()
     try:
         # TensorFlow's start-up lines (absl, CUDA probing) from this process and its children
-        with staged(out_path) as tmp, quiet_native(tensorflow=True):
+        with quiet_native(tensorflow=True):
             if _converts_in_child():
-                _convert_in_children(model, tmp, seq_len, layers, static_len)
+                _convert_in_children(model, out_path, seq_len, layers, static_len)
             else:
-                tmp.write_bytes(convert(model, seq_len=seq_len, layers=layers, **({"static": True} if static else {})))
-            log.info("converted to TFLite in %.1f s (%d bytes)", time.perf_counter() - start, tmp.stat().st_size)
-    except OSError as exc:  # not a full disk or a read-only file system: staged says those
+                out_path.write_bytes(convert(model, seq_len=seq_len, layers=layers,
+                                             **({"static": True} if static else {})))
+            log.info("converted to TFLite in %.1f s (%d bytes)", time.perf_counter() - start, out_path.stat().st_size)
+    except OSError as exc:
+        if user_message(exc) is not None:  # a full disk, a read-only file system: the staging writer says those
+            raise
         raise ConversionError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     return out_path
 

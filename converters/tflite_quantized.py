@@ -2,15 +2,18 @@
 so the model is loaded from the checkpoint its manifest names (the head and outputs it was
 converted with) and the TFLite exporter runs with the scheme's converter settings and rewrites
 (:func:`albert_edge.quantize.tflite.plan`); a static-shape parent gives a static-shape file of
-its length. :func:`build` is the builder ``quantize()`` is given
-for .tflite files (:func:`albert_edge.converters.quantized.quantize_file`)."""
+its length. :func:`quantize` is the TFLite targets' quantizer (their entry in :mod:`.targets`, what
+:func:`albert_edge.converters.quantized.quantize_file` runs for a .tflite): quantize's checks,
+measurements and manifest around :func:`build`."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from albert_edge.errors import ConversionError
+from albert_edge.quantize import Companion, QuantizeResult, quantizing
 from albert_edge.quantize.calibration import Batch
 from albert_edge.quantize.result import Built
 from albert_edge.quantize.schemes import QuantizeConfig, Recipe
@@ -21,7 +24,16 @@ from . import tflite as exporter
 from .mediapipe import file_model, with_parent_metadata
 from .outputs import select_outputs
 
-__all__ = ["build", "rebuild_model"]
+__all__ = ["quantize", "build", "rebuild_model"]
+
+
+def quantize(model_path: str | os.PathLike, config: QuantizeConfig, out_path: str | os.PathLike | None = None,
+             *, force: bool = False, beside: Companion | None = None) -> QuantizeResult:
+    """:func:`albert_edge.quantize.quantize` for the fp32 .tflite ``model_path``: the file is
+    converted again from its model (:func:`build`), then checked, measured and recorded."""
+    with quantizing(model_path, config, out_path, force=force, beside=beside) as job:
+        job.built = build(job.source, job.tmp, job.recipe, job.config, job.text.calibration)
+    return job.result
 
 
 def rebuild_model(source: ModelFile, task: dict | None = None):

@@ -52,6 +52,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,8 @@ import numpy as np
 from torch import Tensor, nn
 
 from albert_edge.errors import ConversionError
-from albert_edge.files import link_or_copy, staged
+from albert_edge.quantize.schemes import Scheme
+from albert_edge.files import link_or_copy
 
 from .spiece_rules import checked_spiece
 from .tokenizer_json import TOKENIZER_FILES, load_tokenizer, tokenizer_json, write_tokenizer_files
@@ -77,7 +79,7 @@ ARCHITECTURES = {"base": "AlbertModel", "mlm": "AlbertForMaskedLM", "classificat
                  "qa": "AlbertForQuestionAnswering"}
 # dtype -> the file transformers.js loads for it.
 MODEL_FILES = {"fp32": "onnx/model.onnx", "q8": "onnx/model_quantized.onnx"}
-QUANTIZED_SCHEME = "int8-dynamic"
+QUANTIZED_SCHEME = Scheme.INT8_DYNAMIC
 # Our output name -> the one transformers.js's output class reads.
 RENAMED = {"prediction_logits": "logits"}
 # Strings the tokenizer.json is checked on at conversion (the tests check 2,400).
@@ -108,16 +110,16 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     checked_spiece(tokenizer, model, "transformers-js")  # one piece per embedding row
     hf_config = _hf_config(model, head)
     folder = folder_of(out_path)
-    with staged(folder, directory=True, keep=False) as tmp:
-        (tmp / "config.json").write_text(json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        write_tokenizer_files(tok, tmp, config.max_position_embeddings)
-        (tmp / "onnx").mkdir()
-        with tempfile.TemporaryDirectory(prefix=".transformers-js-", dir=tmp.parent) as scratch:
-            fp32, int8 = _model_files(model, Path(scratch), seq_len, tok, opset)
-            _with_output_names(fp32, tmp / MODEL_FILES["fp32"])
-            _with_output_names(int8, tmp / MODEL_FILES["q8"])
-    with staged(out_path) as file_tmp:
-        link_or_copy(folder / MODEL_FILES["fp32"], file_tmp)
+    shutil.rmtree(folder, ignore_errors=True)  # replaced whole: nothing of an earlier folder stays in it
+    (folder / "onnx").mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_tokenizer_files(tok, folder, config.max_position_embeddings)
+    with tempfile.TemporaryDirectory(prefix=".transformers-js-", dir=out_path.parent) as scratch:
+        fp32, int8 = _model_files(model, Path(scratch), seq_len, tok, opset)
+        _with_output_names(fp32, folder / MODEL_FILES["fp32"])
+        _with_output_names(int8, folder / MODEL_FILES["q8"])
+    out_path.unlink(missing_ok=True)
+    link_or_copy(folder / MODEL_FILES["fp32"], out_path)
     return out_path
 
 
@@ -234,14 +236,13 @@ def _model_files(model, scratch: Path, seq_len: int, tok, opset: int | None) -> 
     """The fp32 .onnx (the onnx target's exporter, verified) and its int8-dynamic twin (the
     quantizer's checks: each weight once, no float weight left, measured against the fp32 file on
     held-out text), in ``scratch``."""
-    from albert_edge.quantize import QuantizeConfig
+    from albert_edge.quantize import QuantizeConfig, quantize
 
-    from .quantized import quantize_file
     from .twin import verified_onnx
 
     fp32 = verified_onnx(model, scratch, seq_len, tok, opset)
-    result = quantize_file(fp32, QuantizeConfig(scheme=QUANTIZED_SCHEME, tokenizer=tok.path, seq_len=seq_len),
-                           scratch / f"model.{QUANTIZED_SCHEME}.onnx")
+    result = quantize(fp32, QuantizeConfig(scheme=QUANTIZED_SCHEME, tokenizer=tok.path, seq_len=seq_len),
+                      scratch / f"model.{QUANTIZED_SCHEME}.onnx")
     if not result.kept:  # a max_drop is never set here; a guard
         raise ConversionError(f"the {QUANTIZED_SCHEME} file was not kept")
     return fp32, result.out_path

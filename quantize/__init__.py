@@ -7,9 +7,10 @@ One entry point::
     result = quantize("out/model.onnx", QuantizeConfig("int8-dynamic", tokenizer="spiece.model"))
 
 A .tflite file cannot be quantized in place: its graph is converted again from the model, which
-the converters own. ``quantize()`` takes that builder as ``build=``;
-:func:`albert_edge.converters.quantized.quantize_file` (what ``albert-edge quantize`` runs) passes
-it, and is the one call for any format.
+the converters own. They write it inside :func:`quantizing` (the steps of ``quantize()`` around
+the one that writes the file), and quantize never calls back into them;
+:func:`albert_edge.converters.quantized.quantize_file` (what ``albert-edge quantize`` runs) is the
+one call for any format.
 
 The schemes and their recipes are in :mod:`.schemes`; ``describe`` (for ``albert-edge
 inspect``) says which weights a file keeps in float and why.
@@ -17,9 +18,11 @@ inspect``) says which weights a file keeps in float and why.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,27 +39,16 @@ from .gpu import gpu_run
 from .record import check_destination, parity, record
 from .source import ModelFile, open_model_file
 from .static_text import for_static
-from .result import Builder, Companion, QuantizeResult
+from .result import Built, Companion, QuantizeResult
 from .schemes import RECIPES, CalibrationMethod, QuantizeConfig, Recipe, Scheme, recipe_for, schemes_for
 
 __all__ = [
-    "quantize", "QuantizeConfig", "QuantizeResult", "Scheme", "CalibrationMethod", "Recipe", "RECIPES",
-    "recipe_for", "schemes_for", "describe", "float_weights", "AccuracyReport", "default_out_path", "Builder",
-    "Companion",
+    "quantize", "quantizing", "QuantizeJob", "QuantizeConfig", "QuantizeResult", "Scheme", "CalibrationMethod",
+    "Recipe", "RECIPES", "recipe_for", "schemes_for", "describe", "float_weights", "AccuracyReport",
+    "default_out_path", "Built", "Companion",
 ]
 
 log = logging.getLogger(__name__)
-
-
-
-def _build_onnx(*args, **kwargs):
-    from .onnx import build  # onnx is imported only when an ONNX file is quantized
-
-    return build(*args, **kwargs)
-
-
-# The builders quantize() has of its own, by format; a .tflite's comes from the converters (build=).
-_BUILDERS: dict[str, Builder] = {"onnx": _build_onnx}
 
 
 def default_out_path(model_path: str | os.PathLike, recipe: Recipe) -> Path:
@@ -66,10 +58,10 @@ def default_out_path(model_path: str | os.PathLike, recipe: Recipe) -> Path:
 
 
 def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
-             out_path: str | os.PathLike | None = None, *, force: bool = False, build: Builder | None = None,
+             out_path: str | os.PathLike | None = None, *, force: bool = False,
              beside: Companion | None = None) -> QuantizeResult:
-    """Quantize the fp32 file ``model_path`` (an .onnx or .tflite albert-edge converted) with
-    ``config.scheme`` into ``out_path`` (default: beside it, named by the scheme).
+    """Quantize the fp32 .onnx ``model_path`` (a file albert-edge converted) with ``config.scheme``
+    into ``out_path`` (default: beside it, named by the scheme).
 
     The file is written under a temporary name, loaded in its real runtime, checked to store
     each weight once and to keep no unintended float weight, measured against its parent, and
@@ -77,19 +69,75 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     is replaced only with ``force`` (and only once the new file passed). When ``config.max_drop``
     is exceeded the file is not kept and ``result.kept`` is False. Bad input (not one of our
     files, a scheme the format lacks, text or tokenizer that do not fit) raises an
-    AlbertEdgeError before anything is written.
+    AlbertEdgeError before anything is written; so does a .tflite, which the converters write
+    (:func:`albert_edge.converters.quantized.quantize_file`).
 
-    ``build`` writes the quantized file (:class:`Builder`); by default quantize's own builder for the
-    format (ONNX). A .tflite needs the converters' (:func:`albert_edge.converters.quantized.quantize_file`
-    passes it). ``beside`` (a :class:`Companion`) makes one more file from the checked one before
-    anything is put in place (the CLI's ``--ort``: albert_edge.converters.ort.OrtTwin); its file and
-    entry are installed with the quantized file's, or neither (``result.beside_path``).
+    ``beside`` (a :class:`Companion`) makes one more file from the checked one before anything is
+    put in place (the CLI's ``--ort``: albert_edge.converters.ort.OrtTwin); its file and entry are
+    installed with the quantized file's, or neither (``result.beside_path``).
     """
+    with _quantizing(model_path, config, out_path, force, beside, own=True) as job:
+        from .onnx import build  # onnx is imported only when an ONNX file is quantized
+
+        job.built = build(job.source, job.tmp, job.recipe, job.config, job.text.calibration)
+    return job.result
+
+
+def quantizing(model_path: str | os.PathLike, config: QuantizeConfig, out_path: str | os.PathLike | None = None,
+               *, force: bool = False, beside: Companion | None = None) -> contextlib.AbstractContextManager[QuantizeJob]:
+    """What :func:`quantize` does, around a file the caller writes (a .tflite, converted again from
+    its model by the converters)::
+
+        with quantizing(path, config, out) as job:
+            job.built = write(job.source, job.tmp, job.recipe, job.config, job.text.calibration)
+        result = job.result
+
+    Every check of the input and the output runs before the block; the block writes the file at
+    ``job.tmp`` and sets ``job.built`` (a :class:`Built`); when it ends, the file is checked,
+    measured, recorded and put in place as :func:`quantize` says, and ``job.result`` is set."""
+    return _quantizing(model_path, config, out_path, force, beside, own=False)
+
+
+@dataclass
+class QuantizeJob:
+    """What :func:`quantizing` was asked, checked: the parent, the recipe, the output and the text;
+    ``tmp`` (the temporary name the quantized file is written at) and ``built`` while it is made,
+    ``result`` once it is done."""
+
+    source: ModelFile
+    config: QuantizeConfig
+    recipe: Recipe
+    out: Path
+    text: Prepared
+    tmp: Path | None = None
+    built: Built | None = None
+    result: QuantizeResult | None = None
+
+
+@dataclass
+class _Made:
+    """The quantized file's checks and figures against its parent."""
+
+    check: QuantCheck
+    accuracy: AccuracyReport
+    figures: dict[str, Any]
+    notes: list[str]
+    size: int
+    kept: bool
+
+
+@contextlib.contextmanager
+def _quantizing(model_path: str | os.PathLike, config: QuantizeConfig, out_path: str | os.PathLike | None,
+                force: bool, beside: Companion | None, own: bool) -> Iterator[QuantizeJob]:
     start = time.perf_counter()
-    job = _prepare(model_path, config, out_path, force, build, beside)
+    job = _prepare(model_path, config, out_path, force, beside, own)
     out = job.out
     staged = [out, out.parent / MANIFEST_NAME, *([beside.target(out)] if beside is not None else [])]
     with staged_files(staged) as (tmp, manifest_tmp, *beside_tmp):  # all put in place together, or none
+        job.tmp = tmp
+        yield job
+        if job.built is None:
+            raise RuntimeError(f"the writer of {out.name} set no job.built")
         made = _make(job, tmp)
         manifest_path = None
         if made.kept:
@@ -105,7 +153,7 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
                         accuracy.headline[1], accuracy.headline[0], accuracy.drop, config.max_drop)
     if made.kept and beside is not None:
         beside.after(out.parent)
-    return QuantizeResult(
+    job.result = QuantizeResult(
         out_path=out, kept=made.kept, format=job.recipe.format, scheme=job.recipe.scheme.value, parent=job.source.path,
         parent_size=job.source.path.stat().st_size, size=made.size, accuracy=made.accuracy, check=made.check,
         notes=made.notes, calibration=job.text.described, max_drop=config.max_drop, manifest_path=manifest_path,
@@ -114,40 +162,15 @@ def quantize(model_path: str | os.PathLike, config: QuantizeConfig,
     )
 
 
-@dataclass
-class _Job:
-    """What quantize() was asked, checked: the parent, the recipe, the builder, the output and the text."""
-
-    source: ModelFile
-    config: QuantizeConfig
-    recipe: Recipe
-    build: Builder
-    out: Path
-    text: Prepared
-
-
-@dataclass
-class _Made:
-    """The quantized file's checks and figures against its parent."""
-
-    check: QuantCheck
-    accuracy: AccuracyReport
-    figures: dict[str, Any]
-    notes: list[str]
-    size: int
-    kept: bool
-
-
 def _prepare(model_path: str | os.PathLike, config: QuantizeConfig, out_path: str | os.PathLike | None,
-             force: bool, build: Builder | None, beside: Companion | None) -> _Job:
+             force: bool, beside: Companion | None, own: bool) -> QuantizeJob:
     """Every check of the input and the output, before any work: bad input raises here."""
     if not isinstance(config, QuantizeConfig):
         raise ConfigError("config must be a QuantizeConfig")
     source = open_model_file(model_path)
     recipe = recipe_for(source.format, config.scheme)
     config.check_against(recipe)
-    build = build or _BUILDERS.get(recipe.format)
-    if build is None:
+    if own and not recipe.method:  # the ONNX quantizer's builders are quantize's own; a .tflite's are not
         raise ConfigError(f"{source.path.name}: a {recipe.format} file is converted again from its model to quantize "
                           "it: use albert_edge.converters.quantized.quantize_file (what `albert-edge quantize` runs)")
     out = Path(out_path) if out_path is not None else default_out_path(source.path, recipe)
@@ -168,14 +191,13 @@ def _prepare(model_path: str | os.PathLike, config: QuantizeConfig, out_path: st
             raise ConfigError(f"--seq-len {seq_len} is above the {source.entry.static_len} tokens the static file "
                               f"{source.path.name} takes; give at most {source.entry.static_len}")
         text = for_static(text, source.entry.static_len)
-    return _Job(source, config, recipe, build, out, text)
+    return QuantizeJob(source, config, recipe, out, text)
 
 
-def _make(job: _Job, tmp: Path) -> _Made:
-    """Build the file at ``tmp``, check it (weights once, no unintended float weight) and measure it
+def _make(job: QuantizeJob, tmp: Path) -> _Made:
+    """Check the file built at ``tmp`` (weights once, no unintended float weight) and measure it
     against its parent on the held-out text."""
-    source, config, recipe, text = job.source, job.config, job.recipe, job.text
-    built = job.build(source, tmp, recipe, config, text.calibration)
+    source, config, recipe, text, built = job.source, job.config, job.recipe, job.text, job.built
     notes = ([recipe.notes] if recipe.notes and recipe.notes not in built.notes else []) + built.notes
     sample = {k: v[:1] for k, v in text.evaluation[0].feeds.items()}
     check = check_quantized(tmp, source.path, built.kept_float, sample, float16=recipe.weights == "float16",

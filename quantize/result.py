@@ -1,8 +1,7 @@
-"""What a builder hands back, and what ``quantize()`` returns."""
+"""What the writer of a quantized file hands back, and what ``quantize()`` returns."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -13,11 +12,10 @@ from .checks import QuantCheck
 if TYPE_CHECKING:
     from albert_edge.formats.manifest import FileEntry
 
-    from .calibration import Batch
-    from .schemes import QuantizeConfig, Recipe
+    from .schemes import Recipe
     from .source import ModelFile
 
-__all__ = ["Built", "Builder", "Companion", "QuantizeResult"]
+__all__ = ["Built", "Companion", "QuantizeResult"]
 
 
 @dataclass
@@ -28,14 +26,6 @@ class Built:
     path: Path
     kept_float: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-
-class Builder(Protocol):
-    """Writes ``recipe``'s quantized file of the fp32 file ``source`` at ``out`` (calibrated on
-    ``calibration``): quantize.onnx.build, converters.tflite_quantized.build."""
-
-    def __call__(self, source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
-                 calibration: Sequence[Batch]) -> Built: ...
 
 
 class Companion(Protocol):

@@ -1,6 +1,9 @@
 """Quantization schemes: their names (one ``str`` Enum), the one table that maps each
 (format, scheme) to its recipe and file suffix, and the configuration dataclass.
 
+Quantized forms a target makes at conversion (``convert --scheme``) are named in its entry of
+:data:`albert_edge.converters.targets.TARGETS` by these names, their files by :meth:`Scheme.file_suffix`.
+
 A recipe is data. The ONNX quantizer reads ``method`` (which of its three builders runs), the
 TFLite quantizer reads the converter settings (``optimizations``, ``supported_ops``,
 ``supported_types``, ``representative``) and the post-conversion steps (``float_islands``,
@@ -17,7 +20,7 @@ from albert_edge.errors import ConfigError
 
 __all__ = [
     "Scheme", "CalibrationMethod", "Recipe", "RECIPES", "QuantizeConfig", "recipe_for", "schemes_for",
-    "FORMATS", "TFLITE_COMPAT", "STATIC_VARIANTS", "static_variant",
+    "FORMATS", "TFLITE_COMPAT", "STATIC_VARIANTS", "static_variant", "AT_CONVERSION",
 ]
 
 FORMATS = ("onnx", "tflite")
@@ -39,6 +42,11 @@ class Scheme(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    def file_suffix(self, suffix: str) -> str:
+        """The suffix of this scheme's file of a file ending in ``suffix``: .onnx -> .int8-dynamic.onnx
+        (model.onnx -> model.int8-dynamic.onnx; model.text.onnx -> model.int8-dynamic.text.onnx)."""
+        return f".{self.value}{suffix}"
 
 
 class CalibrationMethod(str, Enum):
@@ -151,6 +159,16 @@ STATIC_VARIANTS: dict[tuple[str, Scheme], Recipe] = {
         RECIPES[("onnx", Scheme.INT8_STATIC)], tied_decoder="dequantized",
         notes="static file for NNAPI: QDQ around every MatMul/Gemm with calibrated ranges; the tied MLM decoder "
               "is a float Gemm over the dequantized int8 word table (no run-time quantization)"),
+}
+
+
+# The quantized forms a target writes at conversion (``convert --scheme``), by target: the .pte
+# quantized as it is lowered, the .ort converted from the int8 .onnx RECIPES makes, and the text
+# file that .onnx behind the tokenizer. Each target's entry (albert_edge.converters.targets) names them.
+AT_CONVERSION: dict[str, tuple[Scheme, ...]] = {
+    "executorch": (Scheme.INT8_DYNAMIC,),
+    "ort": (Scheme.INT8_DYNAMIC,),
+    "onnx-text": (Scheme.INT8_DYNAMIC,),
 }
 
 

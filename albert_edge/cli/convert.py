@@ -12,7 +12,7 @@ from ..formats.graph import LAYER_FORMS
 from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
 
 TARGET_NAMES = tuple(TARGETS)
-SCHEMES = ("int8-dynamic",)  # what --scheme adds: ort, executorch and onnx-text targets
+SCHEMES = tuple(dict.fromkeys(str(s) for t in TARGETS.values() for s in t.schemes))  # what --scheme adds
 HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classification", "qa")
 
 

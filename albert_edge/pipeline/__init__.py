@@ -29,6 +29,7 @@ from ..converters.targets import TARGETS, of_file
 from ..errors import AlbertEdgeError
 from ..files import atomic_write, check_not_input, missing_root, staged_dir
 from ..hub import is_hub_id, repo_name, resolve
+from ..quantize.schemes import Scheme
 from .state import PipelineError, State, digest
 from .static import (STATIC_DIR, STATIC_SCHEMES, quantize_static, static_fp32_files, static_model_files, static_of,
                      static_setting)
@@ -41,14 +42,15 @@ log = logging.getLogger(__name__)
 STEPS = ("checkpoint", "convert", "quantize", "profile", "report")
 # Schemes worth making for each format on a phone-class CPU: the fast int8 path and half the bytes.
 # Static/full-integer int8 and int16x8 are for integer-only hardware (see the README).
-DEFAULT_SCHEMES = {"onnx": ("int8-dynamic", "fp16"), "ort": (), "tflite": ("int8-dynamic", "fp16"), "executorch": (),
-                   "mediapipe": ("int8-dynamic", "fp16"), "onnx-text": (),
+_FAST_AND_SMALL = (Scheme.INT8_DYNAMIC, Scheme.FP16)
+DEFAULT_SCHEMES = {"onnx": _FAST_AND_SMALL, "ort": (), "tflite": _FAST_AND_SMALL, "executorch": (),
+                   "mediapipe": _FAST_AND_SMALL, "onnx-text": (),
                    "transformers-js": ()}  # its folder holds its int8 file (onnx/model_quantized.onnx) already
 # A target whose files are quantized with another format's schemes (a MediaPipe file is a .tflite).
 QUANTIZED_AS = {"mediapipe": "tflite"}
 # Formats whose int8 file the conversion makes (the PyTorch model, or for .ort the int8 .onnx it
-# converts): scheme -> convert option.
-CONVERT_SCHEMES = {"ort": "int8-dynamic", "executorch": "int8-dynamic", "onnx-text": "int8-dynamic"}
+# converts): target -> its convert --scheme, from the target's entry.
+CONVERT_SCHEMES = {t.name: t.schemes[0] for t in TARGETS.values() if t.schemes}
 # Targets whose file or folder carries the tokenizer: left out, with the reason, for a checkpoint
 # without a spiece.model (the built-in default's random ALBERT-base has none).
 TOKENIZER_TARGETS = ("mediapipe", "onnx-text", "transformers-js")
@@ -335,12 +337,11 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
     # are its masked-LM part (the sentence-order head is for training; no app reads it).
     head = "mlm" if "transformers-js" in targets and _pretraining(model.checkpoint) else None
     # Ours, re-made whole because its inputs or outputs changed; the old files stay until then.
-    with staged_dir(model.files, keep=False) as staging:
-        schemes = {CONVERT_SCHEMES[t] for t in targets if t in CONVERT_SCHEMES
-                   and (options.schemes is None or CONVERT_SCHEMES[t] in options.schemes)}
-        result = convert(model.checkpoint, staging, targets=targets, head=head, seq_len=options.seq_len,
-                         on_step=lambda what, done, total: progress(f"convert: {what}"),
-                         **({"scheme": schemes.pop()} if schemes else {}))
+    schemes = {CONVERT_SCHEMES[t] for t in targets if t in CONVERT_SCHEMES
+               and (options.schemes is None or CONVERT_SCHEMES[t] in options.schemes)}
+    result = convert(model.checkpoint, model.files, targets=targets, head=head, seq_len=options.seq_len, force=True,
+                     keep=False, on_step=lambda what, done, total: progress(f"convert: {what}"),
+                     **({"scheme": schemes.pop()} if schemes else {}))
     made = _made(model.files, result)
     detail = f"{len(result.files)} files"
     if head:
@@ -351,9 +352,8 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
     static = static_of(model, options)
     if not static:
         return made, detail, {}
-    with staged_dir(model.static_files, keep=False) as staging:
-        result = convert(model.checkpoint, staging, targets=static, seq_len=options.seq_len, static=True,
-                         on_step=lambda what, done, total: progress(f"convert --static: {what}"))
+    result = convert(model.checkpoint, model.static_files, targets=static, seq_len=options.seq_len, static=True,
+                     force=True, keep=False, on_step=lambda what, done, total: progress(f"convert --static: {what}"))
     made_static = _made(model.static_files, result)
     return made + made_static, f"{detail}; {len(result.files)} static in {STATIC_DIR}/", {}
 

@@ -37,6 +37,7 @@ from typing import Any
 from albert_edge.demo.engine import BUNDLE_FILE, LABELS_FILE, TASK_DIRS, Bundle, Engine
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.files import atomic_write, check_output_dir, link_or_copy, missing_root, staged
+from albert_edge.quantize.schemes import Scheme
 
 from .small import SmallRecipe, pretrained
 from .state import STATE_NAME, State, digest
@@ -62,7 +63,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         finetune_epochs=1, finetune_lr=1e-3, seq_len=32, max_train_examples=64, max_eval_examples=32,
     ),
 }
-SCHEME = {"onnx": "int8-dynamic", "tflite": "int8-dynamic"}  # the int8 file made for each format
+SCHEME = {"onnx": Scheme.INT8_DYNAMIC, "tflite": Scheme.INT8_DYNAMIC}  # the int8 file made for each format
 STEPS = ("tokenizer and pretraining", "labelled data", "fine-tuning", "converting the MLM",
          "converting the classifier", "quantizing", "held-out accuracy", "writing the bundle")
 

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from ..converters.targets import TARGETS
+from ..quantize.schemes import Scheme
 
 __all__ = ["STATIC_SCHEMES", "STATIC_DIR", "static_of", "static_setting", "static_fp32_files", "static_model_files",
            "quantize_static"]
 
 # fp16 for LiteRT's GPU accelerator (it computes in float16), int8-static (QDQ) for an NPU through NNAPI.
-STATIC_SCHEMES = {"onnx": ("int8-static",), "tflite": ("fp16",)}
+STATIC_SCHEMES = {"onnx": (Scheme.INT8_STATIC,), "tflite": (Scheme.FP16,)}
 STATIC_DIR = "files-static"
 _SUFFIXES = tuple(t.suffix for t in TARGETS.values())
 
@@ -59,7 +60,7 @@ def quantize_static(model: Any, options: Any, progress) -> tuple[list[Path], lis
     made, left_out = [], []
     for parent in static_fp32_files(model, options):
         for scheme in STATIC_SCHEMES[of_file(parent).name]:
-            if scheme == "int8-static" and not tokenizer.is_file():
+            if scheme == Scheme.INT8_STATIC and not tokenizer.is_file():
                 left_out.append(f"{STATIC_DIR}/{parent.name} {scheme} (its calibration text needs the checkpoint's "
                                 "spiece.model)")
                 continue

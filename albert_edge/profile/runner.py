@@ -107,8 +107,12 @@ def _file_jobs(path: Path, fmt: Format, settings: ProfileSettings) -> list[Profi
 
 
 def adaptive(path: Path, fmt: Format) -> bool:
-    """Whether ``path`` is an adaptive classifier (convert --adaptive): it outputs the passes it ran."""
-    return any(spec.name == PASSES for spec in fmt.read(path).outputs)
+    """Whether ``path`` is an adaptive classifier (convert --adaptive): it outputs the passes it ran.
+    A file that cannot be read is not called one here: the run says what is wrong with it."""
+    try:
+        return any(spec.name == PASSES for spec in fmt.read(path).outputs)
+    except Exception:  # each reader fails its own way on a damaged file
+        return False
 
 
 def _check_adaptive(path: Path, settings: ProfileSettings, web: list[str]) -> None:

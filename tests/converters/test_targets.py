@@ -35,7 +35,7 @@ def test_each_entry_is_complete(name):
     for option in entry.options:
         assert option == "scheme" or option in params, f"{name}: export() takes no {option}"
     # A target that makes quantized forms at conversion takes --scheme, and only then.
-    assert ("scheme" in entry.options) == bool(exporter.schemes) == (exporter.quantized is not None)
+    assert ("scheme" in entry.options) == bool(entry.schemes) == (exporter.quantized is not None)
     if exporter.quantized is not None:
         assert {"tokenizer", "seq_len"} <= set(inspect.signature(exporter.quantized).parameters)
 

@@ -196,16 +196,23 @@ def flatbuffer_only(exported, monkeypatch):
 
 
 @pytest.mark.parametrize("exported", [("base", "unrolled")], indirect=True, ids=["base"])
-def test_failed_write_leaves_neither_file_nor_temporary(flatbuffer_only, tmp_path, monkeypatch):
+def test_failed_write_leaves_neither_file_nor_temporary(exported, flatbuffer_only, tmp_path, monkeypatch):
+    """The exporter writes in the folder convert stages: a write that fails leaves nothing."""
     from albert_edge import files
+    from albert_edge.converters.export import convert
+
+    out, real = tmp_path / "out", files._put_in_place
 
     def full_disk(moves):
-        raise OSError(28, "No space left on device")
+        if any(dst == out for _, dst in moves):
+            raise OSError(28, "No space left on device")
+        return real(moves)
 
-    # the file written, then putting it in place fails (the step of files.install that staged takes)
+    # the file written and verified, then putting the folder in place fails (the step of files.install
+    # that staged takes)
     monkeypatch.setattr(files, "_put_in_place", full_disk)
-    with pytest.raises(OutputError, match="model.tflite: the disk is full"):
-        tflite.export(build_model(TINY, "base"), tmp_path / "model.tflite", seq_len=8)
+    with pytest.raises(OutputError, match=f"cannot write {out}: the disk is full"):
+        convert(exported[0], out, targets=("tflite",), seq_len=BUILT)
     assert list(tmp_path.iterdir()) == []
 
 
