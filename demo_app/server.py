@@ -324,7 +324,10 @@ def serve(bundle_dir: str | os.PathLike, host: str = "127.0.0.1", port: int = 80
     log.info("serving %s on %s", bundle_dir, url)
     if on_ready is not None:
         on_ready(url)
-    uvicorn.Server(uvicorn_config(app, host, port, options)).run()
+    try:
+        uvicorn.Server(uvicorn_config(app, host, port, options)).run()
+    except KeyboardInterrupt:  # uvicorn raises the signal it stopped on again once it has shut down
+        pass  # Ctrl-C and a service manager's SIGTERM end the demo cleanly, exit 0 (as uvicorn.run does)
 
 
 def uvicorn_config(app, host: str, port: int, options: ServerOptions):
