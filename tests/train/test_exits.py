@@ -5,7 +5,6 @@ transformers still loads."""
 from __future__ import annotations
 
 import json
-import random
 import re
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from albert_edge.model import build_model
 from albert_edge.text import split_sentences
 from albert_edge.train.finetune import FinetuneOptions, finetune
 from albert_edge.train.state import export_model
+
+from .conftest import weather_task
 
 
 # -- the rules ----------------------------------------------------------------------------------
@@ -106,19 +107,9 @@ def test_pass_logits_end_in_forward_and_exits_are_small(tiny_config):
 @pytest.fixture(scope="module")
 def weather_files(tmp_path_factory, corpus_file):
     """A two-label task only the inserted cue words (rain, wind, storm) decide."""
-    rng = random.Random(0)
     sentences = [s for line in corpus_file.read_text().splitlines() for s in split_sentences(line)]
-    plain = [s for s in sentences if not re.search(r"rain|wind|storm", s, re.I)]
-
-    def weather(sentence):
-        words = sentence.split()
-        for cue in ("rain", "wind", "storm"):
-            words.insert(rng.randrange(len(words) + 1), cue)
-        return {"text": " ".join(words), "label": "weather"}
-
+    train, evaluation = weather_task(sentences)
     folder = tmp_path_factory.mktemp("weather")
-    train = [row for s in plain[:50] for row in (weather(s), {"text": s, "label": "none"})]
-    evaluation = [weather(s) if rng.random() < 0.5 else {"text": s, "label": "none"} for s in plain]
     for name, rows in (("train", train), ("eval", evaluation)):
         (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder / "train.jsonl", folder / "eval.jsonl"

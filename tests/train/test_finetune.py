@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import random
-import re
 
 import pytest
 import torch
@@ -18,6 +17,8 @@ from albert_edge.train.finetune import FinetuneOptions, finetune
 from albert_edge.train.finetune_data import Columns, build_features, label_names, read_records
 from albert_edge.train.metrics import macro_f1, squad_scores, tag_f1
 from albert_edge.train.state import export_model
+
+from .conftest import weather_task
 
 
 @pytest.fixture(scope="module")
@@ -46,19 +47,7 @@ def _opts(tmp_path, base, task, train, eval_, **changes):
 
 
 def test_classification_learns(tmp_path, base_checkpoint, sentences):
-    # Label "weather" when the cue words rain, wind and storm were inserted at random places.
-    # Each training sentence comes in both versions, so only the cue words can tell them apart.
-    rng = random.Random(0)
-    plain = [s for s in sentences if not re.search(r"rain|wind|storm", s, re.I)]
-
-    def weather(sentence):
-        words = sentence.split()
-        for cue in ("rain", "wind", "storm"):
-            words.insert(rng.randrange(len(words) + 1), cue)
-        return {"text": " ".join(words), "label": "weather"}
-
-    train = [row for s in plain[:50] for row in (weather(s), {"text": s, "label": "none"})]
-    evaluation = [weather(s) if rng.random() < 0.5 else {"text": s, "label": "none"} for s in plain]
+    train, evaluation = weather_task(sentences)
     result = finetune(_opts(tmp_path, base_checkpoint, "classification", _write_jsonl(tmp_path / "train.jsonl", train),
                             _write_jsonl(tmp_path / "eval.jsonl", evaluation), epochs=10, lr=1e-3))
     m = result.metrics
