@@ -43,7 +43,8 @@ has_backports() {
 
 # installed_mesa: the installed mesa-vulkan-drivers version, empty when none.
 installed_mesa() {
-    dpkg-query -W -f '${Status} ${Version}\n' mesa-vulkan-drivers 2>/dev/null \
+    # Nothing (not an error) when the package is unknown to dpkg: this script runs under pipefail.
+    { dpkg-query -W -f '${Status} ${Version}\n' mesa-vulkan-drivers 2>/dev/null || true; } \
         | awk '$3 == "installed" { print $4 }'
 }
 
