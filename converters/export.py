@@ -122,6 +122,7 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
     app = app_files.plan(model, tokenizer, source, wanted)  # labels refused here, before any export
     if adaptive is not False:  # the classifier's app files (labels) stay those of the model inside
         model = adaptive_model(model, None if adaptive is True else adaptive)
+        source = {**source, "adaptive": model.rule.to_dict()}  # what quantize rebuilds it with
     result = ConversionResult(out_dir=out, head=source["head"], notes=list(app.notes))
     for note in app.notes:  # the result and the manifest carry them; the CLI prints them
         log.info("%s", note)

@@ -14,6 +14,10 @@ def head_of(model) -> str:
     """The --head name of a model object."""
     from albert_edge.model import CHOICE_HEADS, HEADS
 
+    from .task_heads import AdaptiveClassifier
+
+    if isinstance(model, AdaptiveClassifier):  # convert --adaptive: the classifier that stops early
+        model = model.classifier
     for name, cls in HEADS.items():
         if isinstance(model, cls):
             return name

@@ -52,6 +52,13 @@ def rebuild_model(source: ModelFile, task: dict | None = None):
                               f"of {source.path.name}")
     if task is not None:  # a MediaPipe task file: its one output is the task's
         return file_model(model)
+    rule = source.adaptive
+    if rule is not None:  # convert --adaptive: the same loop and exit rule
+        from albert_edge.exits import ExitRule
+
+        from .adaptive import adaptive_model
+
+        return adaptive_model(model, ExitRule.from_dict(rule))
     return select_outputs(model, source.output_names)  # the outputs the parent was converted with
 
 

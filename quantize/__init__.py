@@ -40,7 +40,7 @@ from .record import check_destination, parity, record
 from .source import ModelFile, open_model_file
 from .static_text import for_static
 from .result import Built, Companion, QuantizeResult
-from .schemes import RECIPES, CalibrationMethod, QuantizeConfig, Recipe, Scheme, recipe_for, schemes_for
+from .schemes import ADAPTIVE_SCHEMES, RECIPES, CalibrationMethod, QuantizeConfig, Recipe, Scheme, recipe_for, schemes_for
 
 __all__ = [
     "quantize", "quantizing", "QuantizeJob", "QuantizeConfig", "QuantizeResult", "Scheme", "CalibrationMethod",
@@ -170,6 +170,10 @@ def _prepare(model_path: str | os.PathLike, config: QuantizeConfig, out_path: st
     source = open_model_file(model_path)
     recipe = recipe_for(source.format, config.scheme)
     config.check_against(recipe)
+    if source.adaptive and recipe.scheme not in ADAPTIVE_SCHEMES:
+        raise ConfigError(f"{source.path.name} is adaptive (convert --adaptive): {recipe.scheme} is for integer-only "
+                          "accelerators, which take static files, and a file that stops early cannot be static; "
+                          f"use --scheme {' or '.join(s.value for s in ADAPTIVE_SCHEMES)}")
     if own and not recipe.method:  # the ONNX quantizer's builders are quantize's own; a .tflite's are not
         raise ConfigError(f"{source.path.name}: a {recipe.format} file is converted again from its model to quantize "
                           "it: use albert_edge.converters.quantized.quantize_file (what `albert-edge quantize` runs)")

@@ -27,13 +27,17 @@ log = logging.getLogger(__name__)
 #   label       (B, L) one row per example; argmax agreement
 #   token-label (B, T, L) one row per real token; argmax agreement
 #   span        (B, T) one row per example over its real tokens; argmax (start/end) agreement
+#   passes      (B,) an adaptive file's pass count per example; agreement = the same count
 _KINDS = {
     "last_hidden_state": "tokens", "pooler_output": "examples", "prediction_logits": "mlm",
     "sop_logits": "label", "start_logits": "span", "end_logits": "span",
     # A MediaPipe task file's one output (converters/task_heads.py).
     "probabilities": "label", "embedding": "examples",
+    # An adaptive file's (convert --adaptive) pass counts.
+    "passes": "passes",
 }
-_AGREEMENT = {"mlm": "MLM top-1", "label": "label", "token-label": "label", "span": "label"}
+_AGREEMENT = {"mlm": "MLM top-1", "label": "label", "token-label": "label", "span": "label",
+              "passes": "same passes"}
 COLUMNS = ("output", "rows", "cosine mean", "cosine min", "max |diff|", "agreement", "of")
 
 
@@ -58,6 +62,8 @@ class OutputAccuracy:
     def row(self) -> tuple:
         agreement = "" if self.agreement is None else f"{100 * self.agreement:.2f}%"
         of = "" if self.agreement is None else f"{self.agreement_of} ({self.agreement_count})"
+        if self.kind == "passes":  # counts: no cosine, the largest difference in passes
+            return (self.name, self.rows, "", "", f"{self.max_abs_diff:.4g}", agreement, of)
         return (self.name, self.rows, f"{self.cosine_mean:.5f}", f"{self.cosine_min:.5f}",
                 f"{self.max_abs_diff:.4g}", agreement, of)
 
@@ -71,12 +77,13 @@ class AccuracyReport:
     @property
     def headline(self) -> tuple[float, str]:
         """(value, what): the lowest agreement when the head has labels, else the lowest mean
-        cosine over the outputs."""
+        cosine over the outputs. An adaptive file's pass counts are reported beside the answers,
+        not as the headline: a pass more or less that gives the same answer costs no accuracy."""
         agreements = [(o.agreement, f"{o.name} {o.agreement_of} agreement")
-                      for o in self.outputs if o.agreement is not None]
+                      for o in self.outputs if o.agreement is not None and o.kind != "passes"]
         if agreements:
             return min(agreements)
-        cosines = [(o.cosine_mean, f"{o.name} mean cosine") for o in self.outputs]
+        cosines = [(o.cosine_mean, f"{o.name} mean cosine") for o in self.outputs if o.kind != "passes"]
         return min(cosines) if cosines else (0.0, "nothing measured")
 
     @property
@@ -109,6 +116,10 @@ class _Running:
     def add(self, ref: np.ndarray, got: np.ndarray, batch: Batch) -> None:
         ref, got = ref.astype(np.float64), got.astype(np.float64)
         valid = batch.valid
+        if self.kind == "passes":
+            self.max_abs = max(self.max_abs, float(np.abs(ref - got).max(initial=0.0)))
+            self._agree(ref, got)
+            return
         if self.kind in ("tokens", "mlm", "token-label"):
             a, b = ref[valid], got[valid]  # (N, D)
         elif self.kind == "span":
@@ -135,7 +146,7 @@ class _Running:
         cos = np.concatenate(self.cosines) if self.cosines else np.zeros(0)
         of = _AGREEMENT.get(self.kind)
         return OutputAccuracy(
-            name=self.name, kind=self.kind, rows=int(cos.size),
+            name=self.name, kind=self.kind, rows=self.count if self.kind == "passes" else int(cos.size),
             cosine_mean=float(cos.mean()) if cos.size else 0.0,
             cosine_min=float(cos.min()) if cos.size else 0.0,
             max_abs_diff=self.max_abs,

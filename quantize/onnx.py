@@ -129,7 +129,7 @@ def _dynamic(model: onnx.ModelProto, out: Path, config: QuantizeConfig, calibrat
         quantize_dynamic(
             model, str(out), weight_type=QuantType.QInt8, per_channel=config.per_channel,
             op_types_to_quantize=_OP_TYPES, nodes_to_exclude=exclude,
-            extra_options={"MatMulConstBOnly": True},
+            extra_options={"MatMulConstBOnly": True, "EnableSubgraph": True},  # loops: an adaptive file
         )
     quantized = onnx.load(str(out), load_external_data=True)
     if pack_attention_inputs(quantized):

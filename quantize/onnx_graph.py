@@ -235,12 +235,37 @@ def _remove_initializer(graph, name: str) -> None:
 def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model with float16 weights and arithmetic: float initializers and constants become
     float16 (clipped to its range), casts to float become casts to float16, and each float
-    output is cast back to float32 under its own name. Integer inputs are untouched."""
+    output is cast back to float32 under its own name. Integer inputs are untouched; a float
+    input (an adaptive file's ``exit_setting``) stays float32 and is cast once where it enters.
+    The bodies of loops (an adaptive file's passes) are rewritten the same way, their float
+    loop-carried values becoming float16."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
+    _graph_to_float16(graph)
+    for value in graph.input:
+        if value.type.tensor_type.elem_type == TensorProto.FLOAT:
+            _rename_readers(graph, value.name, f"{value.name}__fp16")
+            graph.node.insert(0, helper.make_node("Cast", [value.name], [f"{value.name}__fp16"],
+                                                  to=TensorProto.FLOAT16, name=f"{value.name}__to_float16"))
+    outputs = {o.name for o in graph.output if o.type.tensor_type.elem_type == TensorProto.FLOAT}
+    for node in graph.node:  # producers and internal readers of an output use its float16 twin
+        for k, name in enumerate(node.output):
+            if name in outputs:
+                node.output[k] = f"{name}__fp16"
+    for name in outputs:
+        _rename_readers(graph, name, f"{name}__fp16")
+        graph.node.append(helper.make_node("Cast", [f"{name}__fp16"], [name], to=TensorProto.FLOAT,
+                                           name=f"{name}__to_float32"))
+    return out
+
+
+def _graph_to_float16(graph: onnx.GraphProto, inner: bool = False) -> None:
+    """Float initializers, constants and casts of ``graph`` and the graphs its nodes hold in
+    float16; in an ``inner`` graph (a loop's body) also its float inputs and outputs."""
+    inputs = {value.name for value in graph.input}  # an optional input's default stays as the input is
     for i, tensor in enumerate(graph.initializer):
-        if tensor.data_type == TensorProto.FLOAT:
+        if tensor.data_type == TensorProto.FLOAT and (inner or tensor.name not in inputs):
             graph.initializer[i].CopyFrom(_fp16_tensor(tensor))
     for node in graph.node:
         if node.op_type == "Cast" and _attr(node, "to", 0) == TensorProto.FLOAT:
@@ -248,21 +273,24 @@ def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == TensorProto.FLOAT:
                 attr.t.CopyFrom(_fp16_tensor(attr.t))
-    if any(i.type.tensor_type.elem_type == TensorProto.FLOAT for i in graph.input):
-        raise ConversionError("float inputs are not expected in an albert-edge model")
-    outputs = {o.name for o in graph.output if o.type.tensor_type.elem_type == TensorProto.FLOAT}
-    for node in graph.node:  # producers and internal readers of an output use its float16 twin
-        for k, name in enumerate(node.output):
-            if name in outputs:
-                node.output[k] = f"{name}__fp16"
-        for k, name in enumerate(node.input):
-            if name in outputs:
-                node.input[k] = f"{name}__fp16"
-    for name in outputs:
-        graph.node.append(helper.make_node("Cast", [f"{name}__fp16"], [name], to=TensorProto.FLOAT,
-                                           name=f"{name}__to_float32"))
+            elif attr.type == onnx.AttributeProto.GRAPH:
+                _graph_to_float16(attr.g, inner=True)
+    if inner:
+        for value in (*graph.input, *graph.output):
+            if value.type.tensor_type.elem_type == TensorProto.FLOAT:
+                value.type.tensor_type.elem_type = TensorProto.FLOAT16
     del graph.value_info[:]  # stale float32 shapes; the runtime infers them again
-    return out
+
+
+def _rename_readers(graph: onnx.GraphProto, old: str, new: str) -> None:
+    """Nodes of ``graph`` and of the graphs inside them that read ``old`` read ``new``."""
+    for node in graph.node:
+        for k, name in enumerate(node.input):
+            if name == old:
+                node.input[k] = new
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                _rename_readers(attr.g, old, new)
 
 
 def _fp16_tensor(tensor: onnx.TensorProto) -> onnx.TensorProto:

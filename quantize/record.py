@@ -46,7 +46,7 @@ def parity(source: ModelFile, out: Path, recipe: Recipe, accuracy: AccuracyRepor
         "weights": recipe.weights,
         "activations": recipe.activations,
         "max_abs_diff": {o.name: o.max_abs_diff for o in accuracy.outputs},
-        "cosine_mean": {o.name: o.cosine_mean for o in accuracy.outputs},
+        "cosine_mean": {o.name: o.cosine_mean for o in accuracy.outputs if o.kind != "passes"},
         "agreement": {o.name: o.agreement for o in accuracy.outputs if o.agreement is not None},
         "accuracy": accuracy.to_dict(),
         "calibration": calibration,

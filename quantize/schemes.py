@@ -20,7 +20,7 @@ from albert_edge.errors import ConfigError
 
 __all__ = [
     "Scheme", "CalibrationMethod", "Recipe", "RECIPES", "QuantizeConfig", "recipe_for", "schemes_for",
-    "FORMATS", "TFLITE_COMPAT", "STATIC_VARIANTS", "static_variant", "AT_CONVERSION",
+    "FORMATS", "TFLITE_COMPAT", "STATIC_VARIANTS", "static_variant", "AT_CONVERSION", "ADAPTIVE_SCHEMES",
 ]
 
 FORMATS = ("onnx", "tflite")
@@ -47,6 +47,11 @@ class Scheme(str, Enum):
         """The suffix of this scheme's file of a file ending in ``suffix``: .onnx -> .int8-dynamic.onnx
         (model.onnx -> model.int8-dynamic.onnx; model.text.onnx -> model.int8-dynamic.text.onnx)."""
         return f".{self.value}{suffix}"
+
+
+# The schemes of a file that stops early (convert --adaptive): the CPU's. The integer-only ones are
+# for accelerators, which take static files, and a loop that ends on the data cannot be static.
+ADAPTIVE_SCHEMES = (Scheme.INT8_DYNAMIC, Scheme.FP16)
 
 
 class CalibrationMethod(str, Enum):

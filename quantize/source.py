@@ -37,6 +37,11 @@ class ModelFile:
     def directory(self) -> Path:
         return self.path.parent
 
+    @property
+    def adaptive(self) -> dict | None:
+        """The exit rule of a file that stops early (convert --adaptive), as its manifest records it."""
+        return self.manifest.source.get("adaptive")
+
 
 def open_model_file(path: str | os.PathLike) -> ModelFile:
     """Check that ``path`` is an fp32 file albert-edge converted; raise one clear line if not."""

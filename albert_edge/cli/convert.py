@@ -126,7 +126,9 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
     for f in result.files:
         if f.entry.precision != "fp32" and "cosine_mean" in f.entry.parity:
             cosines = ", ".join(f"{k} {v:.5f}" for k, v in f.entry.parity["cosine_mean"].items())
-            console.print(f"{f.name} against {f.entry.parity['parent']}: mean cosine {cosines}")
+            passes = f.entry.parity.get("agreement", {}).get("passes")  # an adaptive file's pass counts
+            same = "" if passes is None else f"; the same passes on {100 * passes:.1f}% of the texts"
+            console.print(f"{f.name} against {f.entry.parity['parent']}: mean cosine {cosines}{same}")
     if result.app_files:  # what an app reads beside the ids-in files
         console.print(f"beside them, for an app: {', '.join(a.name for a in result.app_files)}")
     for note in result.notes:

@@ -29,12 +29,14 @@ def onnx_products(path: Path) -> Products:
     import onnx
     from onnx import numpy_helper
 
-    graph = onnx.load(str(path), load_external_data=True).graph
-    inits = {t.name: t for t in graph.initializer}
-    for node in graph.node:
+    graphs = _onnx_graphs(onnx.load(str(path), load_external_data=True).graph)
+    nodes = [node for g in graphs for node in g.node]  # a loop's body (an adaptive file's passes) included
+    initializers = [t for g in graphs for t in g.initializer]
+    inits = {t.name: t for t in initializers}
+    for node in nodes:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].type == onnx.AttributeProto.TENSOR:
             inits[node.output[0]] = node.attribute[0].t
-    producer = {out: node for node in graph.node for out in node.output}
+    producer = {out: node for node in nodes for out in node.output}
 
     def source(name: str) -> str | None:
         for _ in range(16):
@@ -47,7 +49,7 @@ def onnx_products(path: Path) -> Products:
         return None
 
     found, seen = [], set()
-    for node in graph.node:
+    for node in nodes:
         for i in _ONNX_MATMULS.get(node.op_type, ()):
             name = source(node.input[i]) if i < len(node.input) else None
             if name is None or name in seen:
@@ -56,10 +58,22 @@ def onnx_products(path: Path) -> Products:
             if data.dtype.kind == "f" and data.ndim >= 2:
                 seen.add(name)
                 found.append((name, node.op_type, data))
-    gathered = {n.input[0] for n in graph.node if n.op_type == "Gather"}
+    gathered = {n.input[0] for n in nodes if n.op_type == "Gather"}
     quantized = any(t.data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16)
-                    and int(np.prod(t.dims)) >= _MIN_QUANTIZED_NUMEL for t in graph.initializer)
+                    and int(np.prod(t.dims)) >= _MIN_QUANTIZED_NUMEL for t in initializers)
     return found, gathered, quantized
+
+
+def _onnx_graphs(graph) -> list:
+    """``graph`` and every graph its nodes hold (Loop and If bodies), depth first."""
+    import onnx
+
+    out = [graph]
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                out += _onnx_graphs(attr.g)
+    return out
 
 
 def tflite_products(path: Path) -> Products:

@@ -128,3 +128,48 @@ def test_a_classifier_never_trained_with_exits_is_refused(tmp_path, spiece_model
     assert result.exit_code == 2, result.output
     assert "trained without early exits" in result.output and "--exits frozen" in result.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("name, scheme", [("model.onnx", "int8-dynamic"), ("model.onnx", "fp16"),
+                                          ("model.tflite", "int8-dynamic")])
+def test_quantized_adaptive_files_are_measured_on_answers_and_passes(tmp_path, converted, spiece_model, name, scheme):
+    """int8 and fp16 forms keep the loop: their pass counts are compared with the fp32 file's beside the
+    answers, and every weight the passes read is quantized (the loop's body included)."""
+    import shutil
+
+    from albert_edge.formats.float_weights import float_weights
+    from albert_edge.runtime import Session
+
+    edge = tmp_path / "edge"
+    shutil.copytree(converted, edge)
+    out = edge / name.replace("model.", f"model.{scheme}.")
+    result = CliRunner().invoke(main, ["quantize", str(edge / name), "--scheme", scheme, "--out", str(out),
+                                       "--samples", "8", "--eval-samples", "16", "--json"])
+    assert result.exit_code == 0, result.output
+    entry = next(f for f in json.loads((edge / "manifest.json").read_text())["files"] if f["name"] == out.name)
+    outputs = {o["name"]: o for o in entry["parity"]["accuracy"]["outputs"]}
+    assert outputs["passes"]["agreement_of"] == "same passes" and outputs["passes"]["rows"] > 0
+    assert entry["parity"]["accuracy"]["headline_of"] == "logits label agreement"
+    assert "passes" not in entry["parity"]["cosine_mean"]
+    if name.endswith(".onnx"):  # (the TFLite converter leaves this tiny model's small weights float)
+        assert not [w for w in float_weights(out) if w.dtype == "float32" and "embeddings" not in w.name]
+    ids = np.array([[5, 17, 42, 8, 99, 3]])
+    got = Session(out).run({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})
+    assert got["passes"].dtype == np.int32 and 1 <= int(got["passes"][0]) <= 4
+
+
+def test_the_loop_body_weights_are_seen_by_the_float_weight_check(converted):
+    from albert_edge.formats.float_weights import float_weights
+
+    names = [w.name for w in float_weights(converted / "model.onnx")]
+    assert any("albert_layers.0.attention.query" in n for n in names), names  # read inside the Loop
+
+
+@pytest.mark.parametrize("name, scheme", [("model.onnx", "int8-static"), ("model.tflite", "int8-full")])
+def test_integer_only_schemes_of_an_adaptive_file_are_refused(tmp_path, converted, name, scheme):
+    out = tmp_path / f"q-{name}"
+    result = CliRunner().invoke(main, ["quantize", str(converted / name), "--scheme", scheme, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and "is adaptive" in lines[0] and "int8-dynamic or fp16" in lines[0], result.output
+    assert not out.exists()
