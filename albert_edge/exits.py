@@ -25,7 +25,11 @@ import numpy as np
 
 from .errors import ConfigError
 
-__all__ = ["KINDS", "ExitRule", "decide", "stop_pass", "softmax", "sweep"]
+__all__ = ["KINDS", "ExitRule", "decide", "stop_pass", "softmax", "sweep", "RULE_METADATA"]
+
+# The key of an adaptive ONNX file's metadata entry holding its rule (ExitRule.to_dict and the
+# model's number of passes, as JSON): what a run-time setting is checked against.
+RULE_METADATA = "albert_edge_exit_rule"
 
 # Each rule's kind, with the range of its setting and what the setting means.
 KINDS: dict[str, str] = {

@@ -16,6 +16,7 @@ patience, confidence or entropy), lets an app trade speed for accuracy without a
 
 from __future__ import annotations
 
+import json
 import tempfile
 import warnings
 from pathlib import Path
@@ -26,6 +27,7 @@ from onnx import TensorProto, helper
 from torch import Tensor, nn
 
 from albert_edge.errors import ConversionError
+from albert_edge.exits import RULE_METADATA
 
 from albert_edge.formats.graph import INPUT_NAMES
 
@@ -127,7 +129,10 @@ def adaptive_proto(adaptive: AdaptiveClassifier, opset: int, linears_as_matmul) 
                                  [f"{s}_in" for s in _STATE] + ["mask_bias", SETTING],
                                  ["go_on", *(f"{s}_out" for s in _STATE)],
                                  Path(tmp) / f"step{k}.onnx", opset, _step_axes()), times))
-    return _stitch(start, steps, config.num_labels, opset, adaptive.rule.setting)
+    proto = _stitch(start, steps, config.num_labels, opset, adaptive.rule.setting)
+    rule = {**adaptive.rule.to_dict(), "passes": config.num_hidden_layers}
+    helper.set_model_props(proto, {RULE_METADATA: json.dumps(rule)})  # what a run-time setting is checked against
+    return proto
 
 
 def _start_example(config):

@@ -29,6 +29,7 @@ from albert_edge.model import (
 )
 
 from albert_edge.formats.graph import INPUT_NAMES, LAYER_FORMS
+from albert_edge.formats.tflite_reader import SETTING_SIGNATURE, SIGNATURE
 
 from .task_heads import AdaptiveClassifier, ClassProbabilities, SentenceEmbedding
 
@@ -96,7 +97,13 @@ class TFAlbert(tf.Module):
         # A static file ([1, N]) is written in ops LiteRT's GPU accelerator takes whole: sizes are
         # Python ints (no SHAPE-derived tensor), gathers have 1-D indices, no shrink-axis slices.
         self.static_len = static_len
-        self.serve = tf.function(self._serve, input_signature=input_signature(static_len), autograph=False)
+        # Not named `serve`: the converter takes a module with a `serve` attribute for a Keras export
+        # and keeps only its serving signature (an adaptive file has two).
+        self.serving = tf.function(self._serve, input_signature=input_signature(static_len), autograph=False)
+        if isinstance(model, AdaptiveClassifier):  # its exit rule's setting, changeable at run time
+            self.exit_setting = tf.Variable(np.float32(model.rule.setting), trainable=False, name="exit_setting")
+            self.set_exit_setting = tf.function(self._set_exit_setting, autograph=False, input_signature=[
+                tf.TensorSpec([], tf.float32, name="exit_setting")])
 
     # -- building blocks -----------------------------------------------------------------------
     def _linear(self, x: tf.Tensor, lin: nn.Linear, row_bias: bool = False) -> tf.Tensor:
@@ -225,10 +232,32 @@ class TFAlbert(tf.Module):
         outputs = self._head(self, input_ids, attention_mask, token_type_ids)
         return {name: tf.identity(t, name=name) for name, t in zip(self.output_names, outputs)}
 
+    def _set_exit_setting(self, value: tf.Tensor) -> dict[str, tf.Tensor]:
+        """SETTING_SIGNATURE: make ``value`` the exit rule's setting when it is in the rule's range
+        (albert_edge.exits.ExitRule.check); return the setting in effect, so an app sees a value
+        out of range left the setting as it was."""
+        kind, passes = self._model.rule.kind, self.config.num_hidden_layers
+        if kind == "patience":
+            valid = (value >= 1) & (value <= passes - 1) & tf.equal(value, tf.round(value))
+        elif kind == "confidence":
+            valid = (value > 0) & (value <= 1)
+        else:
+            valid = (value >= 0) & tf.math.is_finite(value)
+        self.exit_setting.assign(tf.where(valid, value, self.exit_setting.read_value()))
+        return {"exit_setting": tf.identity(self.exit_setting.read_value(), name="exit_setting")}
+
+    def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        """The functions the file holds by signature key: serving, and for an adaptive classifier
+        the one that changes its exit setting."""
+        out = {SIGNATURE: self.trace()}
+        if hasattr(self, "set_exit_setting"):
+            out[SETTING_SIGNATURE] = self.set_exit_setting.get_concrete_function()
+        return out
+
     def trace(self) -> tf.types.experimental.ConcreteFunction:
         """The serving function, traced once; its weights become tracked variables of this
         module, so ``tf.saved_model.save`` stores each of them once."""
-        function = self.serve.get_concrete_function()
+        function = self.serving.get_concrete_function()
         self.weights_once = self._w.all() + getattr(self, "extra_weights", [])
         return function
 
@@ -299,6 +328,7 @@ def _adaptive_classification(m: TFAlbert, ids, mask, types):
             m.extra_weights = [tf.Variable(np.stack([getattr(h, name).detach().cpu().numpy() for h in heads])
                                            .astype(np.float32), trainable=False) for name in ("weight", "bias")]
     weights, biases = m.extra_weights  # (L, C, H), (L, C)
+    setting = m.exit_setting.read_value()  # the rule's setting, changed at run time by SETTING_SIGNATURE
     B, _ = m._sizes(ids)
     x, mask_bias = m._embed(albert, ids, mask, types)
 
@@ -309,7 +339,7 @@ def _adaptive_classification(m: TFAlbert, ids, mask, types):
             logits = tf.matmul(m._pool(albert, x), tf.gather(weights, i), transpose_b=True) + tf.gather(biases, i)
             top = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B,)
             same = tf.where((i > 0) & tf.equal(top, top_before), same + 1, tf.zeros_like(same))
-            settled = (_settled(rule, logits, same) & (i + 1 >= rule.min_passes)) | (i + 1 >= L)
+            settled = (_settled(rule.kind, setting, logits, same) & (i + 1 >= rule.min_passes)) | (i + 1 >= L)
             now = settled & ~stopped
             answer = tf.where(now[:, None], logits, answer)
             passes = tf.where(now, tf.fill(tf.shape(passes), i + 1), passes)
@@ -329,15 +359,16 @@ def _adaptive_classification(m: TFAlbert, ids, mask, types):
     return tf.reshape(state[2], tf.stack([B, C])), tf.reshape(state[3], tf.stack([B]))
 
 
-def _settled(rule, logits, same):
-    """Whether ``rule`` stops each input after this pass (before the minimum and the last pass)."""
-    if rule.kind == "patience":
-        return same >= int(rule.setting)
+def _settled(kind: str, setting: tf.Tensor, logits, same):
+    """Whether the rule ``kind`` at ``setting`` (a float scalar) stops each input after this pass
+    (before the minimum and the last pass)."""
+    if kind == "patience":
+        return tf.cast(same, tf.float32) >= setting
     probs = tf.nn.softmax(logits, axis=-1)
-    if rule.kind == "confidence":
-        return tf.reduce_max(probs, axis=-1) >= rule.setting
+    if kind == "confidence":
+        return tf.reduce_max(probs, axis=-1) >= setting
     entropy = -tf.reduce_sum(probs * tf.math.log(tf.maximum(probs, 1e-30)), axis=-1)
-    return entropy <= rule.setting
+    return entropy <= setting
 
 
 _HEADS: list[tuple[type, Callable]] = [

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,7 @@ from albert_edge.errors import ConversionError, optional_import, user_message
 
 from albert_edge.formats.graph import DEFAULT_LAYER_FORM, INPUT_NAMES, LAYER_FORMS
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
+from albert_edge.formats.tflite_reader import SETTING_SIGNATURE, SIGNATURE
 from albert_edge.formats.weights import model_param_bytes
 
 from .native_logs import quiet_native, quiet_tensorflow_env
@@ -47,7 +48,6 @@ __all__ = ["export", "INPUT_NAMES", "LAYER_FORMS", "check_layers", "layers_for"]
 
 log = logging.getLogger(__name__)
 
-SIGNATURE = "serving_default"
 
 
 def check_layers(layers: str) -> None:
@@ -133,7 +133,7 @@ def _convert_in_children(model: nn.Module, path: Path, seq_len: int, layers: str
         saved = os.path.join(private, "saved_model")
         _in_child(_save, model, saved, layers, static_len)
         offset = model_param_bytes(model, 4) > _EXPORT_BUFFER_OFFSET_ABOVE
-        _in_fresh_process(saved, offset, tuple(model.output_names), path, seq_len)
+        _in_fresh_process(saved, offset, tuple(model.output_names), path, seq_len, _signature_keys(model))
 
 
 @contextlib.contextmanager
@@ -156,11 +156,12 @@ def _private_tempdir() -> Iterator[str]:
                 os.environ["TMPDIR"] = before_env
 
 
-def _convert_saved(saved: str, buffer_offset: bool, output_names: tuple[str, ...], path: Path, seq_len: int) -> None:
+def _convert_saved(saved: str, buffer_offset: bool, output_names: tuple[str, ...], path: Path, seq_len: int,
+                   keys: Sequence[str] = (SIGNATURE,)) -> None:
     """The SavedModel converted, checked and written to ``path``, holding one copy of the
     flatbuffer: checked as the converter returned it, written, then its input shapes set in
     the file."""
-    flatbuffer = _run_converter(saved, buffer_offset)
+    flatbuffer = _run_converter(saved, buffer_offset, keys=keys)
     _check(flatbuffer, output_names, TFLITE_RUNTIME_LAST)
     try:
         with open(path, "wb") as f:
@@ -176,10 +177,10 @@ _FRESH_PROCESS_MAIN = "import sys; from albert_edge.converters.tflite import _fr
 
 
 def _in_fresh_process(saved: str, buffer_offset: bool, output_names: tuple[str, ...], path: Path,
-                      seq_len: int) -> None:
+                      seq_len: int, keys: Sequence[str] = (SIGNATURE,)) -> None:
     """:func:`_convert_saved` in a new Python process; its errors raised here as ConversionError."""
     with tempfile.NamedTemporaryFile(prefix="albert-edge-tflite-", suffix=".error") as error:
-        args = json.dumps([saved, buffer_offset, list(output_names), str(path), seq_len, error.name])
+        args = json.dumps([saved, buffer_offset, list(output_names), str(path), seq_len, list(keys), error.name])
         # Its stdout onto stderr: this process's stdout may be a --json answer.
         done = subprocess.run(python("-c", _FRESH_PROCESS_MAIN, args), env=quiet_tensorflow_env(child_env()),
                               stdin=subprocess.DEVNULL, stdout=2)
@@ -187,8 +188,8 @@ def _in_fresh_process(saved: str, buffer_offset: bool, output_names: tuple[str, 
 
 
 def _fresh_process_main(argv: list[str]) -> None:
-    saved, buffer_offset, output_names, path, seq_len, error = json.loads(argv[0])
-    _report_to(error, _convert_saved, saved, buffer_offset, tuple(output_names), Path(path), seq_len)
+    saved, buffer_offset, output_names, path, seq_len, keys, error = json.loads(argv[0])
+    _report_to(error, _convert_saved, saved, buffer_offset, tuple(output_names), Path(path), seq_len, keys)
 
 
 def _converts_in_child() -> bool:
@@ -271,11 +272,19 @@ def _converted(model: nn.Module, buffer_offset: bool | None = None, run_converte
     with _private_tempdir() as private:
         saved = os.path.join(private, "saved_model")
         _save(model, saved, layers, static_len)
-        return _run_converter(saved, _buffer_offset(model, buffer_offset), run_converter)
+        return _run_converter(saved, _buffer_offset(model, buffer_offset), run_converter, _signature_keys(model))
 
 
 def _buffer_offset(model: nn.Module, asked: bool | None) -> bool:
     return asked if asked is not None else model_param_bytes(model, 4) > _BUFFER_OFFSET_ABOVE
+
+
+def _signature_keys(model: nn.Module) -> list[str]:
+    """The signatures of ``model``'s file, serving first: an adaptive classifier's (convert
+    --adaptive) also changes its exit setting."""
+    from .task_heads import AdaptiveClassifier
+
+    return [SIGNATURE, SETTING_SIGNATURE] if isinstance(model, AdaptiveClassifier) else [SIGNATURE]
 
 
 def _save(model: nn.Module, saved: str, layers: str = DEFAULT_LAYER_FORM, static_len: int | None = None) -> None:
@@ -286,15 +295,19 @@ def _save(model: nn.Module, saved: str, layers: str = DEFAULT_LAYER_FORM, static
     from .tf_albert import TFAlbert
 
     module = TFAlbert(model, layers, static_len)
+    signatures = module.signatures()
     try:
-        tf.saved_model.save(module, saved, signatures={SIGNATURE: module.trace()})
+        tf.saved_model.save(module, saved, signatures=signatures)
     except OSError as exc:
         raise ConversionError(f"cannot write the intermediate SavedModel: {exc.strerror or exc}") from None
 
 
-def _run_converter(saved_model: str, buffer_offset: bool, run=None) -> bytes:
+def _run_converter(saved_model: str, buffer_offset: bool, run=None, keys: Sequence[str] = (SIGNATURE,)) -> bytes:
     tf = _import_tensorflow()
-    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model, signature_keys=[SIGNATURE])
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model, signature_keys=list(keys))
+    # An adaptive file's exit setting is the one variable a signature assigns: it stays a variable
+    # (VAR_HANDLE, READ/ASSIGN_VARIABLE), every weight is frozen into a constant as before.
+    converter.experimental_enable_resource_variables = len(keys) > 1
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     # Folding a LayerNorm scale into the next layer's weight makes a copy of that weight per
     # layer application; tf_albert's row-shaped LayerNorm parameters already keep it from

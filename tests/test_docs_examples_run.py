@@ -79,8 +79,25 @@ def _start_gpu(work: Path, spiece: Path) -> str:
     return f"from albert_edge.api import AlbertTokenizer, Session\ntokenizer = AlbertTokenizer({str(spiece)!r})\n"
 
 
+def _start_adaptive(work: Path, spiece: Path) -> str:
+    """guides/adaptive.md: an adaptive .tflite in edge-adaptive/ (a classifier with exits, confidence 0.6)."""
+    import json
+
+    from albert_edge import checkpoints
+    from albert_edge.config import AlbertConfig
+    from albert_edge.converters.export import convert
+    from albert_edge.model import build_model
+
+    config = AlbertConfig(vocab_size=400, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+                          intermediate_size=64, max_position_embeddings=128, num_labels=2,
+                          exits=json.dumps({"training": "frozen", "rule": {"kind": "confidence", "setting": 0.6}}))
+    checkpoints.save(build_model(config, "classification"), work / "ckpt", spiece=spiece)
+    convert(work / "ckpt", work / "edge-adaptive", targets=("tflite",), seq_len=32, adaptive=True)
+    return ""
+
+
 STARTS = {("checkpoints.md", 1): _start_checkpoints, ("concepts/weights-once.md", 1): _start_compiled_model,
-          ("python-api.md", 2): _start_gpu}
+          ("python-api.md", 2): _start_gpu, ("guides/adaptive.md", 1): _start_adaptive}
 
 
 def test_every_example_has_a_start():

@@ -21,9 +21,12 @@ from .graph import GraphContents, StoredTensor, TensorSpec
 from .identifiers import TFLITE
 from .tflite_metadata import read_metadata
 
-__all__ = ["read", "SIGNATURE"]
+__all__ = ["read", "SIGNATURE", "SETTING_SIGNATURE"]
 
 SIGNATURE = "serving_default"
+# An adaptive file's (convert --adaptive) second signature: exit_setting (a float scalar) in, the
+# setting in effect out.
+SETTING_SIGNATURE = "set_exit_setting"
 
 # TensorType code -> numpy dtype. Types numpy cannot hold (int4, bfloat16, strings, ...) are
 # read as raw bytes.

@@ -135,6 +135,19 @@ class Session:
             return OnnxBackend(self.path, self.num_threads, onnx_gpu_provider(provider), ops_trace)
         return GpuTFLite(self.path, self.num_threads, self.gpu_precision)
 
+    def set_exit_setting(self, value: float) -> float:
+        """An adaptive file's (convert --adaptive) exit-rule setting (its patience, confidence or
+        entropy) from the next run on, without another file: the TFLite file's ``set_exit_setting``
+        signature, the ONNX file's optional ``exit_setting`` input. Returns the setting in effect;
+        ValueError (one line) for a file that is not adaptive or a value outside the rule's range."""
+        setter = getattr(self._backend, "set_exit_setting", None)
+        try:
+            if setter is None:
+                raise ValueError("it is not adaptive (convert --adaptive): it has no exit setting")
+            return setter(value)
+        except ValueError as exc:
+            raise ValueError(f"{self.path.name}: {exc}") from None
+
     def end_profiling(self) -> Path | None:
         """Stop onnxruntime's profiler and return its trace file (None when it was not on)."""
         end = getattr(self._backend, "end_profiling", None)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import RuntimeUnavailable, first_line, optional_import
 from ..formats.graph import TensorSpec
-from ..formats.tflite_reader import layer_form
+from ..formats.tflite_reader import SETTING_SIGNATURE, layer_form
 from ..formats.kinds import TFLITE
 from .engines import engines_of
 
@@ -21,6 +21,7 @@ __all__ = ["InterpreterBackend", "DELEGATES", "tflite_interpreter"]
 log = logging.getLogger(__name__)
 
 _SIGNATURE = "serving_default"
+SETTING_OUTPUT = "exit_setting"  # SETTING_SIGNATURE's output: the setting in effect
 
 # TFLite: "xnnpack" keeps the interpreter's default XNNPACK delegate, "none" runs the builtin
 # kernels only (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES).
@@ -58,12 +59,27 @@ class InterpreterBackend:
             details_out = self._runner.get_output_details()
             self.inputs = [_tflite_spec(name, d) for name, d in details_in.items()]
             self.outputs = [_tflite_spec(name, d) for name, d in details_out.items()]
+            if SETTING_SIGNATURE in signatures:  # an adaptive file (convert --adaptive)
+                self._setter = self._interpreter.get_signature_runner(SETTING_SIGNATURE)
         else:
             self._interpreter.allocate_tensors()
             self._in = {d["name"]: d for d in self._interpreter.get_input_details()}
             self._out = {d["name"]: d for d in self._interpreter.get_output_details()}
             self.inputs = [_tflite_spec(n, d) for n, d in self._in.items()]
             self.outputs = [_tflite_spec(n, d) for n, d in self._out.items()]
+
+    _setter = None
+
+    def set_exit_setting(self, value: float) -> float:
+        """The file's exit setting from the next run on (its SETTING_SIGNATURE, which keeps the
+        setting as it was when ``value`` is outside the rule's range: then ValueError)."""
+        if self._setter is None:
+            raise ValueError("it is not adaptive (convert --adaptive): it has no exit setting")
+        wanted = np.float32(value)
+        kept = np.float32(self._setter(exit_setting=wanted)[SETTING_OUTPUT])
+        if kept != wanted:
+            raise ValueError(f"exit setting {value:g} is outside the range of its exit rule; it stays {kept:g}")
+        return float(kept)
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._runner is not None:

@@ -33,13 +33,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import io
+import json
 import logging
 import os
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import RuntimeUnavailable, first_line, optional_import
+from ..errors import ConfigError, RuntimeUnavailable, first_line, optional_import
 from ..formats.graph import TensorSpec
 from . import onnx_text
 
@@ -366,10 +367,27 @@ class OnnxBackend:
                                      "this onnxruntime build needs are installed and found")
         self.inputs = [_ort_spec(a) for a in self._session.get_inputs()]
         self.outputs = [_ort_spec(a) for a in self._session.get_outputs()]
+        self._setting: dict[str, np.ndarray] = {}
+
+    def set_exit_setting(self, value: float) -> float:
+        """An adaptive file's (convert --adaptive) exit setting from the next run on: fed to its
+        optional input, once checked against the rule its metadata records (ValueError)."""
+        from ..exits import RULE_METADATA, ExitRule
+
+        recorded = self._session.get_modelmeta().custom_metadata_map.get(RULE_METADATA)
+        if recorded is None:
+            raise ValueError("it is not adaptive (convert --adaptive): it has no exit setting")
+        rule = json.loads(recorded)
+        try:
+            ExitRule(rule["kind"], float(value), int(rule["min_passes"])).check(int(rule["passes"]))
+        except ConfigError as exc:
+            raise ValueError(f"exit setting {value:g} is outside the range of its exit rule: {exc}") from None
+        self._setting = {"exit_setting": np.array(value, np.float32)}
+        return float(np.float32(value))
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [s.name for s in self.outputs]
-        return dict(zip(names, self._session.run(names, feeds)))
+        return dict(zip(names, self._session.run(names, {**feeds, **self._setting})))
 
     def end_profiling(self) -> Path | None:
         if not self._profiling:

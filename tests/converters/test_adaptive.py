@@ -136,7 +136,7 @@ def test_tflite_while_stops_where_pytorch_does(tmp_path, groups):
         adaptive = AdaptiveClassifier(model, rule)
         path = tmp_path / f"{rule.kind}.tflite"
         path.write_bytes(tflite.convert(adaptive, seq_len=16, layers="loop"))
-        runner = Interpreter(model_path=str(path)).get_signature_runner()
+        runner = Interpreter(model_path=str(path)).get_signature_runner("serving_default")
 
         def run(ids, mask, types, runner=runner):
             out = runner(input_ids=ids.astype(np.int32), attention_mask=mask.astype(np.int32),

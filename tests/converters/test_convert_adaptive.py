@@ -173,3 +173,39 @@ def test_integer_only_schemes_of_an_adaptive_file_are_refused(tmp_path, converte
     lines = [line for line in result.output.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and "is adaptive" in lines[0] and "int8-dynamic or fp16" in lines[0], result.output
     assert not out.exists()
+
+
+def test_the_setting_changes_at_run_time_in_every_file(converted, checkpoint, spiece_model):
+    """The TFLite file's set_exit_setting signature and the ONNX / .ort file's optional input take
+    another setting without another file: the passes follow PyTorch's at that setting, and a value
+    outside the rule's range is refused in one line, leaving the setting as it was."""
+    from albert_edge.runtime import Session
+
+    model, _ = checkpoint
+    inputs = _inputs(spiece_model, n=12)
+    for name in ("model.tflite", "model.onnx", "model.ort"):
+        session = Session(converted / name)
+        assert session.set_exit_setting(3) == 3.0
+        for bad in (0, 9, 1.5):
+            with pytest.raises(ValueError, match=f"{name}: exit setting {bad:g} is outside the range") as caught:
+                session.set_exit_setting(bad)
+            assert "\n" not in str(caught.value)
+        for setting in (3, 1):
+            session.set_exit_setting(setting)
+            for ids in inputs:
+                feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+                with torch.no_grad():
+                    every = model.pass_logits(*(torch.from_numpy(a) for a in feeds.values())).numpy()
+                _, passes = decide(every, ExitRule("patience", setting, 1))
+                np.testing.assert_array_equal(session.run(feeds)["passes"], passes, err_msg=f"{name} at {setting}")
+
+
+def test_a_file_that_is_not_adaptive_has_no_setting(tmp_path, checkpoint):
+    from albert_edge.runtime import Session
+
+    _, path = checkpoint
+    result = CliRunner().invoke(main, ["convert", str(path), "--to", "onnx", "--seq-len", "16", "--out",
+                                       str(tmp_path / "plain")])
+    assert result.exit_code == 0, result.output
+    with pytest.raises(ValueError, match="model.onnx: it is not adaptive"):
+        Session(tmp_path / "plain" / "model.onnx").set_exit_setting(2)
