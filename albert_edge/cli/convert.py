@@ -24,16 +24,16 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
                    "for ONNX Runtime Mobile (converted by onnxruntime, graph optimized at its extended level) and "
                    "required_operators.config and required_operators_and_types.config beside it, from which a "
                    "reduced-size onnxruntime build is made. executorch writes model.pte lowered to XNNPACK (batch 1, "
-                   "any length up to the model's maximum or --max-seq-len; needs albert-edge[convert-executorch]). "
+                   "any length up to the model's maximum or --max-seq-len; needs the [convert-executorch] extra). "
                    "mediapipe writes model.mediapipe.tflite for MediaPipe Tasks / "
                    "the TFLite Task Library: TFLite metadata and the spiece.model inside; a classification head "
                    "with id2label becomes a TextClassifier (class probabilities), the base model a TextEmbedder "
                    "(the pooled vector); int32 inputs of shape (1, --seq-len): the app pads every text to that "
-                   "length, so a short text costs as much as a long one (needs albert-edge[mobile]). onnx-text "
+                   "length, so a short text costs as much as a long one (needs the [mobile] extra). onnx-text "
                    "writes model.text.onnx, whose input is the text itself (one string per call): the "
                    "checkpoint's spiece.model with ALBERT's pre-processing is an onnxruntime-extensions "
                    "SentencepieceTokenizer node in front of the model, and a token_ids output shows what it "
-                   "fed (needs albert-edge[onnx-text]; the app registers the extensions' library).")
+                   "fed (needs the [onnx-text] extra; the app registers the extensions' library).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Output directory for the files and manifest.json.")
 @click.option("--head", default=None, metavar="HEAD",
