@@ -256,3 +256,27 @@ def test_a_wrong_install_line_is_found(line, cpu, words):
 def test_install_lines_are_read_from_examples_and_prose():
     text = "```bash\npip install '.[dev]' -c constraints.txt && pytest\n```\nOn a Pi, `pip install '.[tflite]'` runs it."
     assert install_lines(text) == ["pip install '.[dev]' -c constraints.txt", "pip install '.[tflite]'"]
+
+
+# -- links ----------------------------------------------------------------------------------------
+
+def broken_links(text: str, folder: Path) -> list[str]:
+    """The relative links of Markdown ``text`` (kept in ``folder``) that name no file: code is
+    left out, and so are web addresses and anchors of the page itself."""
+    prose = re.sub(r"```.*?```|`[^`\n]+`", "", text, flags=re.S)
+    targets = re.findall(r"\]\(([^)\s]+)\)", prose)
+    return [t for t in targets if not re.match(r"[a-z]+:|#", t) and not (folder / t.split("#")[0]).exists()]
+
+
+def test_every_relative_link_names_a_file():
+    """Each link works in the Markdown as GitHub shows it; the site's build turns links to the
+    READMEs it shows as pages into links to those pages (tools/docs_hooks.py)."""
+    broken = [f"{page.relative_to(ROOT)}: {t}" for page in PAGES
+              for t in broken_links(page.read_text(encoding="utf-8"), page.parent)]
+    assert not broken, "\n".join(broken)
+
+
+def test_a_link_to_no_file_is_found(tmp_path):
+    (tmp_path / "here.md").write_text("")
+    text = "[a](here.md#top) [b](gone.md) ![c](gone.png) [d](https://x.org) [e](#top) `[f](gone2.md)`"
+    assert broken_links(text, tmp_path) == ["gone.md", "gone.png"]
