@@ -127,12 +127,31 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
         if f.entry.precision != "fp32" and "cosine_mean" in f.entry.parity:
             cosines = ", ".join(f"{k} {v:.5f}" for k, v in f.entry.parity["cosine_mean"].items())
             console.print(f"{f.name} against {f.entry.parity['parent']}: mean cosine {cosines}")
+    for f in result.files:  # convert --static's run of each .tflite on LiteRT's GPU accelerator
+        if isinstance(f.entry.parity.get("gpu"), dict):
+            console.print(_gpu_check_line(f.name, f.entry.parity["gpu"]))
     if result.app_files:  # what an app reads beside the ids-in files
         console.print(f"beside them, for an app: {', '.join(a.name for a in result.app_files)}")
     for note in result.notes:
         console.print(f"note: {note}")
     console.print(f"manifest: {result.manifest_path}  ({result.seconds:.1f}s in all)")
 
+
+
+def _gpu_check_line(name: str, gpu: dict) -> str:
+    """One line of the GPU check the manifest keeps: where the file ran and how far from PyTorch,
+    or why it was not run."""
+    from ..runtime.accelerator import software_adapter
+
+    if not gpu.get("ran"):
+        return f"{name} on LiteRT's GPU accelerator: not run ({gpu.get('reason')})"
+    placement = gpu.get("placement") or {}
+    worst = max((gpu.get("max_abs_diff") or {}).values(), default=0.0)
+    software = software_adapter(placement.get("adapter"))
+    return (f"{name} on LiteRT's GPU accelerator (float32): {placement.get('gpu_ops')} of {placement.get('ops')} "
+            f"operators on the GPU, max |diff| {worst:.2e} from PyTorch, "
+            f"{'within' if gpu.get('ok') else 'outside'} the tolerance"
+            + (f" (on {software}, software Vulkan: it checks the GPU path, not its speed)" if software else ""))
 
 
 @click.command("inspect", short_help="What a model file stores, in which precision, and any weight stored twice.")
