@@ -14,7 +14,9 @@ import pytest
 from albert_edge.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# README.md, docs/, and the READMEs the site shows as pages (tools/docs_hooks.py GENERATED)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "demo_app" / "README.md",
+         ROOT / "benchmarks" / "README.md"]
 
 if not (ROOT / "docs").is_dir():
     pytest.skip("docs/ is in the repository, not in the installed package", allow_module_level=True)
@@ -31,11 +33,12 @@ def _fences(text: str, languages: str) -> list[str]:
 
 def command_lines(text: str) -> list[str]:
     """Each `albert-edge ...` command in the shell examples of ``text``, comments and the commands
-    chained around it (&&, |, ;) left out."""
+    chained around it (&&, |, ;, &) left out."""
     found = []
     for block in _fences(text, SHELL):
         for line in block.replace("\\\n", " ").splitlines():
-            for part in re.split(r"&&|\|\||;|\|", line.split(" #", 1)[0]):
+            line = re.sub(r"\s\d?>&\d", "", line.split(" #", 1)[0])  # 2>&1 is no separator
+            for part in re.split(r"&&|\|\||;|\||&", line):
                 part = re.sub(r"^\S*/bin/(?=albert-edge )", "", part.strip().removeprefix("$ "))  # a venv's own
                 if part.startswith("albert-edge "):
                     found.append(part)
