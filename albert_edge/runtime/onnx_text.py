@@ -21,7 +21,7 @@ __all__ = ["TEXT_INPUT", "IDS_OUTPUT", "DOMAIN", "EXTRA", "extensions_package", 
 TEXT_INPUT = "text"
 IDS_OUTPUT = "token_ids"
 DOMAIN = "ai.onnx.contrib"  # onnxruntime-extensions' custom operators
-EXTRA = f"{install_line('onnx-text')}: onnxruntime-extensions"
+EXTRA = install_line("onnx-text")
 
 
 def extensions_package():
