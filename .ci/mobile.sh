@@ -24,11 +24,12 @@ import tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
 print(*project["dependencies"], *extras["mobile"], *extras["train"], *extras["tflite"], sep="\n")')
-# constraints.txt pins the build environment's tensorflow 2.21, which this one cannot have: its other
-# pins are given here. selenium drives headless Chromium for tests/mobile/test_mediapipe_web.py.
-pins=("tensorflow==2.19.1" "protobuf<5" "numpy<2" "torch==2.13.0" "ai-edge-litert==2.3.0" "sentencepiece==0.2.3"
-      "safetensors==0.8.0" "huggingface_hub==2.4.0" "pytest>=8" "selenium==4.38.0")
-pip_install "$venv" "${wanted[@]}" "${pins[@]}"
+# constraints.txt pins the build environment's tensorflow 2.21, which this one cannot have:
+# constraints-mobile.txt holds this one's pins, as the MediaPipe guide installs it, the CPU build of torch
+# first. selenium drives headless Chromium for tests/mobile/test_mediapipe_web.py.
+"$venv/bin/python" -c 'import torch' 2>/dev/null ||
+    pip_install "$venv" torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+pip_install "$venv" -c constraints-mobile.txt "${wanted[@]}" tensorflow "pytest>=8" selenium
 install_wheel "$venv"
 "$venv/bin/python" -c 'import albert_edge, mediapipe; print("albert_edge", albert_edge.__file__, "mediapipe", mediapipe.__version__)'
 

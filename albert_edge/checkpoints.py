@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from .config import AlbertConfig, load_config
-from .errors import CheckpointError, ConfigError, optional_import
+from .errors import CheckpointError, ConfigError, install_line, optional_import
 from .files import atomic_write
 from .model import ALL_HEADS, AlbertModel, build_model
 
@@ -250,7 +250,7 @@ def _import_tf():
         tf = optional_import("tensorflow")
     except ImportError:
         raise CheckpointError(
-            "reading an original TF checkpoint needs tensorflow: pip install 'albert-edge[convert]'"
+            f"reading an original TF checkpoint needs tensorflow: {install_line('convert')}"
         ) from None
     return tf
 

@@ -13,6 +13,7 @@ import json
 __all__ = [
     "AlbertEdgeError", "ConfigError", "CheckpointError", "ConversionError", "TokenizerError",
     "RuntimeUnavailable", "OutputError", "DataError", "user_message", "first_line", "optional_import",
+    "INSTALL_LINE", "install_line",
 ]
 
 
@@ -94,9 +95,19 @@ def user_message(exc: BaseException) -> str | None:
         return "out of memory: use a smaller model, batch or sequence length"
     package = (getattr(exc, "name", None) or "").split(".")[0] if isinstance(exc, ModuleNotFoundError) else ""
     if package in _EXTRA_OF:
-        return (f"this command needs {package}, which is not installed: pip install "
-                f"'albert-edge[{_EXTRA_OF[package]}]'")
+        return f"this command needs {package}, which is not installed: {install_line(_EXTRA_OF[package])}"
     return None
+
+
+# albert-edge is not on the package index yet: every message, help text and page that says how to
+# install an extra says it this way, from a clone (a wheel built from one takes the extras in place
+# of '.'). The wording lives here only.
+INSTALL_LINE = "pip install '.[{extras}]' -c constraints.txt (in a clone of albert-edge)"
+
+
+def install_line(*extras: str) -> str:
+    """How to install ``extras`` (names of the package's extras), as every message says it."""
+    return INSTALL_LINE.format(extras=",".join(extras))
 
 
 def _one_line(text: str) -> str:

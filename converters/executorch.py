@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert_edge.errors import ConversionError, optional_import
+from albert_edge.errors import ConversionError, install_line, optional_import
 
 from albert_edge.formats.graph import INPUT_NAMES, GraphContents
 from albert_edge.quantize.schemes import Scheme
@@ -158,7 +158,7 @@ def _imports() -> dict[str, Any]:
         xnnpack = optional_import("executorch.backends.xnnpack.partition.xnnpack_partitioner")
     except ImportError as exc:
         raise ConversionError(f"the executorch target needs executorch ({exc}): "
-                              "pip install 'albert-edge[convert-executorch]'") from None
+                              f"{install_line('convert-executorch')}") from None
     return {"torch": torch, "exir": exir, "XnnpackPartitioner": xnnpack.XnnpackPartitioner}
 
 

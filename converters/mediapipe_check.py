@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from albert_edge.errors import ConversionError, optional_import
+from albert_edge.errors import ConversionError, install_line, optional_import
 
 from .native_logs import quiet_native, quiet_tensorflow_env
 from .verify import TOLERANCES, OutputMatchError, ShapeError
@@ -23,7 +23,7 @@ __all__ = ["check_task", "task_answers", "engine_reason", "session_answers", "ag
 
 log = logging.getLogger(__name__)
 
-MOBILE_EXTRA = "pip install 'albert-edge[mobile]'"
+MOBILE_EXTRA = install_line("mobile")
 ATOL = TOLERANCES["mediapipe"].atol
 MIN_COSINE = TOLERANCES["mediapipe"].min_cosine
 

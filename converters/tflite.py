@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from albert_edge.children import child_env, python
-from albert_edge.errors import ConversionError, optional_import, user_message
+from albert_edge.errors import ConversionError, install_line, optional_import, user_message
 
 from albert_edge.formats.graph import DEFAULT_LAYER_FORM, INPUT_NAMES, LAYER_FORMS
 from albert_edge.formats.op_versions import TFLITE_RUNTIME_LAST, op_versions, too_new_for
@@ -326,7 +326,7 @@ def _import_tensorflow():
     try:
         tf = optional_import("tensorflow")
     except ImportError:
-        raise ConversionError("converting to TFLite needs tensorflow (pip install 'albert-edge[convert]')") from None
+        raise ConversionError(f"converting to TFLite needs tensorflow ({install_line('convert')})") from None
     return tf
 
 

@@ -78,7 +78,7 @@ _WITHOUT = textwrap.dedent("""
 
     class Missing(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == sys.argv[1]:
+            if name.split(".")[0] in sys.argv[1].split(","):  # several: "onnx,onnxruntime"
                 raise ModuleNotFoundError(f"No module named {name!r}", name=name)
             return None
 

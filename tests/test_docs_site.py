@@ -82,6 +82,13 @@ def test_the_landing_page_is_the_readme(site):
     assert not [link for link in links if link.startswith("docs/")]
 
 
+def test_a_link_to_a_readme_shown_as_a_page_leads_to_that_page(site):
+    """docs/ links to demo_app/README.md, which GitHub shows; on the site it is the demo app's page."""
+    for page in ("demo", "commands"):
+        links = re.findall(r'href="([^"]+)"', (site / page / "index.html").read_text(encoding="utf-8"))
+        assert "../demo-app/" in links and not [link for link in links if "demo_app/README" in link], page
+
+
 def test_the_result_tables_are_rendered_while_building(site):
     page = (site / "guides" / "accelerators" / "index.html").read_text(encoding="utf-8")
     assert "benchmarks/results/gpu_static-albert-base.json" in page

@@ -1,7 +1,8 @@
 """MkDocs hooks (mkdocs.yml): what the site shows is made from the repository while it is built.
 
 - ``index.md`` is README.md, its links made relative to docs/ (one text, two places to read it);
-  the demo's and the benchmarks' READMEs are pages too (GENERATED);
+  the demo's and the benchmarks' READMEs are pages too (GENERATED), and a page's link to one of
+  those READMEs (which works on GitHub) becomes a link to its page;
 - each ``<!-- results:NAME -->`` block is rendered from benchmarks/results by
   benchmarks/render_results.py (no figure on a page is typed by hand);
 - ``<!-- snippet:FRAMEWORK:PLATFORM -->`` becomes the app code ``albert-edge report`` prints for an
@@ -90,6 +91,20 @@ def _back(**_) -> None:
 on_post_build = on_build_error = _back
 
 
+def readme_links(markdown: str, page: str) -> str:
+    """``markdown`` of docs/``page`` with each link to a README the site shows as a page of its own
+    (GENERATED) made a link to that page: the Markdown links to the README beside its code, which
+    is what GitHub shows, and the site to its page."""
+    here = ROOT / "docs" / Path(page).parent
+    pages = {(ROOT / source).resolve(): ROOT / "docs" / name for name, source in GENERATED.items()}
+
+    def to_page(m: re.Match) -> str:
+        target = pages.get((here / m.group(1)).resolve())
+        return m.group(0) if target is None else f"]({Path(os.path.relpath(target, here)).as_posix()}{m.group(2) or ''})"
+
+    return re.sub(r"\]\(([^)\s#:]+\.md)(#[^)\s]*)?\)", to_page, markdown)
+
+
 def _renderer():
     spec = importlib.util.spec_from_file_location("render_results", ROOT / "benchmarks" / "render_results.py")
     module = importlib.util.module_from_spec(spec)
@@ -157,6 +172,7 @@ def snippet(framework: str, platform: str) -> str:
 def on_page_markdown(markdown: str, page, **_) -> str:
     if page.file.src_uri == "index.md":
         markdown = readme_as_index()
+    markdown = readme_links(markdown, page.file.src_uri)
     if "<!-- results:" in markdown:
         markdown = _renderer().render(markdown)
     markdown = re.sub(r"<!-- snippet:([\w-]+):(\w+) -->", lambda m: snippet(m.group(1), m.group(2)), markdown)

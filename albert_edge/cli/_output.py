@@ -14,7 +14,7 @@ from rich.table import Table
 
 # Pipes and CI logs get a fixed, wide layout instead of rich's 80-column fallback. Markup is off:
 # what is printed is text (file names, messages, labels, a user's own words), and rich would take
-# "[tflite]" in "pip install 'albert-edge[tflite]'" for a style and drop it, or fail on "[/x]". A
+# "[tflite]" in an install line (errors.install_line) for a style and drop it, or fail on "[/x]". A
 # line that styles itself passes markup=True and escapes what it interpolates (rich.markup.escape).
 console = Console(width=None if sys.stdout.isatty() else 120, markup=False)
 err_console = Console(stderr=True, markup=False)

@@ -99,7 +99,7 @@ _SECTIONS = [
                               "MediaPipe Tasks' TextClassifier / TextEmbedder, the text in, as an app runs it: each "
                               "call times the tokenizer and the model, at a text of each --seq-len's tokens "
                               "(MediaPipe pads it to the file's length) and on --text; MediaPipe picks its own "
-                              "threads. Needs albert-edge[mobile].")),
+                              "threads. Needs the [mobile] extra.")),
     section("Timing",
             click.option("--runs", type=POSITIVE_INT, default=_MEASURED.runs, show_default=True,
                          help="Timed calls at least (then timing goes on until --ci-target or --max-seconds)."),

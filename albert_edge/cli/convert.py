@@ -24,16 +24,16 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
                    "for ONNX Runtime Mobile (converted by onnxruntime, graph optimized at its extended level) and "
                    "required_operators.config and required_operators_and_types.config beside it, from which a "
                    "reduced-size onnxruntime build is made. executorch writes model.pte lowered to XNNPACK (batch 1, "
-                   "any length up to the model's maximum or --max-seq-len; needs albert-edge[convert-executorch]). "
+                   "any length up to the model's maximum or --max-seq-len; needs the [convert-executorch] extra). "
                    "mediapipe writes model.mediapipe.tflite for MediaPipe Tasks / "
                    "the TFLite Task Library: TFLite metadata and the spiece.model inside; a classification head "
                    "with id2label becomes a TextClassifier (class probabilities), the base model a TextEmbedder "
                    "(the pooled vector); int32 inputs of shape (1, --seq-len): the app pads every text to that "
-                   "length, so a short text costs as much as a long one (needs albert-edge[mobile]). onnx-text "
+                   "length, so a short text costs as much as a long one (needs the [mobile] extra). onnx-text "
                    "writes model.text.onnx, whose input is the text itself (one string per call): the "
                    "checkpoint's spiece.model with ALBERT's pre-processing is an onnxruntime-extensions "
                    "SentencepieceTokenizer node in front of the model, and a token_ids output shows what it "
-                   "fed (needs albert-edge[onnx-text]; the app registers the extensions' library).")
+                   "fed (needs the [onnx-text] extra; the app registers the extensions' library).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Output directory for the files and manifest.json.")
 @click.option("--head", default=None, metavar="HEAD",
@@ -129,12 +129,31 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
             passes = f.entry.parity.get("agreement", {}).get("passes")  # an adaptive file's pass counts
             same = "" if passes is None else f"; the same passes on {100 * passes:.1f}% of the texts"
             console.print(f"{f.name} against {f.entry.parity['parent']}: mean cosine {cosines}{same}")
+    for f in result.files:  # convert --static's run of each .tflite on LiteRT's GPU accelerator
+        if isinstance(f.entry.parity.get("gpu"), dict):
+            console.print(_gpu_check_line(f.name, f.entry.parity["gpu"]))
     if result.app_files:  # what an app reads beside the ids-in files
         console.print(f"beside them, for an app: {', '.join(a.name for a in result.app_files)}")
     for note in result.notes:
         console.print(f"note: {note}")
     console.print(f"manifest: {result.manifest_path}  ({result.seconds:.1f}s in all)")
 
+
+
+def _gpu_check_line(name: str, gpu: dict) -> str:
+    """One line of the GPU check the manifest keeps: where the file ran and how far from PyTorch,
+    or why it was not run."""
+    from ..runtime.accelerator import software_adapter
+
+    if not gpu.get("ran"):
+        return f"{name} on LiteRT's GPU accelerator: not run ({gpu.get('reason')})"
+    placement = gpu.get("placement") or {}
+    worst = max((gpu.get("max_abs_diff") or {}).values(), default=0.0)
+    software = software_adapter(placement.get("adapter"))
+    return (f"{name} on LiteRT's GPU accelerator (float32): {placement.get('gpu_ops')} of {placement.get('ops')} "
+            f"operators on the GPU, max |diff| {worst:.2e} from PyTorch, "
+            f"{'within' if gpu.get('ok') else 'outside'} the tolerance"
+            + (f" (on {software}, software Vulkan: it checks the GPU path, not its speed)" if software else ""))
 
 
 @click.command("inspect", short_help="What a model file stores, in which precision, and any weight stored twice.")

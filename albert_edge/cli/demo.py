@@ -198,7 +198,7 @@ def bundle(out_dir: Path, preset: str, threads: int | None, seed: int, force: bo
     """Make the demo's model bundle on this workstation, with no download: a tokenizer and a
     short pretraining on the builtin corpus, a topic classifier fine-tuned on labelled paragraphs
     of it, ONNX and TFLite files in fp32 and int8, and the held-out accuracy of each file.
-    Needs the build side (pip install 'albert-edge[convert]').
+    Needs the build side, the [convert] extra.
 
     The bundle is built in .OUT.partial beside --out (OUT is the directory's name) and moved to
     --out only when complete. After Ctrl-C, SIGTERM or a crash, the same command goes on from the

@@ -33,9 +33,9 @@ def _steps(ctx, param, value: str | None) -> tuple[str, ...]:
               type=click.Choice(["onnx", "ort", "tflite", "executorch", "mediapipe", "onnx-text", "transformers-js"]),
               help="Target format, repeatable (default: onnx and tflite). ort makes model.ort (ONNX Runtime "
                    "Mobile), executorch model.pte and onnx-text model.text.onnx (the text in, the tokenizer "
-                   "inside; needs albert-edge[onnx-text]); with the default schemes or --scheme int8-dynamic each "
+                   "inside; needs the [onnx-text] extra); with the default schemes or --scheme int8-dynamic each "
                    "also makes its model.int8-dynamic file at conversion. mediapipe makes model.mediapipe.tflite "
-                   "for MediaPipe Tasks (needs albert-edge[mobile]), quantized with the tflite schemes. transformers-js makes "
+                   "for MediaPipe Tasks (needs the [mobile] extra), quantized with the tflite schemes. transformers-js makes "
                    "the transformers-js/ folder transformers.js loads, its int8 file inside it.")
 @click.option("--scheme", "schemes", multiple=True, metavar="SCHEME",
               help="Quantization scheme, repeatable (default: int8-dynamic and fp16 for each format).")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from albert_edge.errors import RuntimeUnavailable, optional_import
+from albert_edge.errors import RuntimeUnavailable, install_line, optional_import
 
 from .graph import GraphContents, StoredTensor, TensorSpec
 
@@ -21,7 +21,7 @@ def _onnx():
     try:
         onnx = optional_import("onnx")
     except ImportError:
-        raise RuntimeUnavailable("reading .onnx files needs onnx (pip install 'albert-edge[onnx]')") from None
+        raise RuntimeUnavailable(f"reading .onnx files needs onnx ({install_line('onnx')})") from None
     return onnx
 
 

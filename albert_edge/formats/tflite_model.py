@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from albert_edge.errors import RuntimeUnavailable
+from albert_edge.errors import RuntimeUnavailable, install_line
 
 from .identifiers import TFLITE
 
@@ -28,7 +28,7 @@ def _schema():
         from ai_edge_litert import schema_py_generated as schema
     except ImportError:
         raise RuntimeUnavailable(
-            "reading .tflite files needs ai-edge-litert (pip install 'albert-edge[tflite]')") from None
+            f"reading .tflite files needs ai-edge-litert ({install_line('tflite')})") from None
     return schema
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RuntimeUnavailable, optional_import
+from ..errors import RuntimeUnavailable, install_line, optional_import
 from ..formats import tflite_reader
 from ..formats.kinds import ONNX, TFLITE, of_file
 
@@ -192,7 +192,7 @@ def _onnx_nodes(path: Path, batch: int, seq_len: int) -> list[_Node]:
     try:
         ort = optional_import("onnxruntime")
     except ImportError:
-        raise RuntimeUnavailable("counting .onnx operators needs onnxruntime (pip install 'albert-edge[onnx]')") from None
+        raise RuntimeUnavailable(f"counting .onnx operators needs onnxruntime ({install_line('onnx')})") from None
     from ..runtime.onnx_engine import ORT_TYPES
 
     with tempfile.TemporaryDirectory(prefix="albert-edge-opcount-") as tmp:

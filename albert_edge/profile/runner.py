@@ -22,7 +22,7 @@ from ..children import child_env, python
 from ..device.activity import wait_quiet
 from ..formats.manifest import check_beside, file_sha256
 from ..formats.packed import check_packed
-from ..errors import AlbertEdgeError, RuntimeUnavailable
+from ..errors import AlbertEdgeError, RuntimeUnavailable, install_line
 from ..formats.kinds import TFLITE, Format, by_name, of_file
 from ..runtime.engines import install_hint, packages
 from ..runtime.onnx_engine import file_takes_text, ort_providers
@@ -284,7 +284,7 @@ def _check_mediapipe(files: list[Path], jobs: list[ProfileJob]) -> None:
                            "convert --to mediapipe writes such files: a text task with its tokenizer inside)")
     if importlib.util.find_spec("mediapipe") is None:
         raise ProfileError("--mediapipe runs files through MediaPipe Tasks, and mediapipe is not installed: "
-                           "pip install 'albert-edge[mobile]'")
+                           f"{install_line('mobile')}")
 
 
 def run_all(files: list[Path], settings: ProfileSettings,

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import __version__
 from ..config import PAPER_PARAMS, PRESETS, AlbertConfig
+from ..errors import RuntimeUnavailable
 from ..params import param_report
 from .accelerator_snippets import accelerator_snippets
 from .accelerators import accelerator_data
@@ -52,13 +53,16 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
     for item in inputs.files:
         if on_file is not None:
             on_file(item.path.name)
-        data["files"].append(file_row(item))
+        try:
+            data["files"].append(file_row(item))
+        except RuntimeUnavailable as exc:  # a device install without this format's reader ([tflite] alone)
+            data["missing"].append(f"{item.path.name}: {exc}")
     _label(data["files"])
     data["accelerators"] = accelerator_data(data["files"], data["profile"])
     data["snippets"] = snippets(data["files"]) + accelerator_snippets(data["files"], data["accelerators"])
     if not inputs.files:
         data["missing"].append("no model files or conversion directory: file sizes and accuracy are not shown")
-    elif all(f["random_weights"] for f in data["files"]):
+    elif data["files"] and all(f["random_weights"] for f in data["files"]):
         data["missing"].append("no accuracy figures: the weights are random, so agreement with the fp32 parent "
                                "means nothing (a trained model's files show it)")
     elif not any(f["accuracy"] and not f["accuracy"]["random_ids"] for f in data["files"]):

@@ -8,6 +8,7 @@ import importlib.util
 from importlib import metadata
 
 from ..formats.kinds import EXECUTORCH, ONNX, ORT, TFLITE, Engine, Format, by_name
+from ..errors import install_line
 
 __all__ = ["Engine", "ENGINES", "engines_of", "available", "installed", "packages", "version_of", "install_hint"]
 
@@ -59,4 +60,4 @@ def version_of(package: str) -> str | None:
 def install_hint(formats: set[str] | set[Format]) -> str:
     """The pip command that installs the runtimes for ``formats`` (the package's extras, named
     as the formats are)."""
-    return f"pip install 'albert-edge[{','.join(sorted(f.name if isinstance(f, Format) else f for f in formats))}]'"
+    return install_line(*sorted(f.name if isinstance(f, Format) else f for f in formats))

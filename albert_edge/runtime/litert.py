@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import RuntimeUnavailable, first_line, optional_import
+from ..errors import RuntimeUnavailable, first_line, install_line, optional_import
 from ..formats.graph import TensorSpec
 from ..formats.tflite_reader import SETTING_SIGNATURE, layer_form
 from ..formats.kinds import TFLITE
@@ -135,5 +135,5 @@ def tflite_interpreter():
         return getattr(module, engine.attribute), engine.package
     raise RuntimeUnavailable(
         "running .tflite files needs ai-edge-litert, tflite-runtime or tensorflow "
-        "(pip install 'albert-edge[tflite]')"
+        f"({install_line('tflite')})"
     )

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import AlbertEdgeError, RuntimeUnavailable, optional_import
+from ..errors import AlbertEdgeError, RuntimeUnavailable, install_line, optional_import
 from ..formats.graph import TensorSpec
 from .onnx_text import TEXT_INPUT
 
 __all__ = ["mediapipe_installed", "MediaPipeTask", "MediaPipeClassifier", "MOBILE_EXTRA"]
 
-MOBILE_EXTRA = "pip install 'albert-edge[mobile]'"
+MOBILE_EXTRA = install_line("mobile")
 
 
 def mediapipe_installed() -> bool:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, RuntimeUnavailable, first_line, optional_import
+from ..errors import ConfigError, RuntimeUnavailable, first_line, install_line, optional_import
 from ..formats.graph import TensorSpec
 from . import onnx_text
 
@@ -340,7 +340,7 @@ class OnnxBackend:
             ort = optional_import("onnxruntime")
         except ImportError:
             raise RuntimeUnavailable(
-                "running .onnx files needs onnxruntime (pip install 'albert-edge[onnx]')"
+                f"running .onnx files needs onnxruntime ({install_line('onnx')})"
             ) from None
         options = (app_session_options(ort, num_threads, ops_trace) if app_defaults
                    else session_options(ort, path, num_threads, provider, ops_trace))

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import RuntimeUnavailable, optional_import
+from ..errors import RuntimeUnavailable, install_line, optional_import
 
 __all__ = ["TEXT_INPUT", "IDS_OUTPUT", "DOMAIN", "EXTRA", "extensions_package", "extensions_library", "text_session", "run_text"]
 
 TEXT_INPUT = "text"
 IDS_OUTPUT = "token_ids"
 DOMAIN = "ai.onnx.contrib"  # onnxruntime-extensions' custom operators
-EXTRA = "pip install 'albert-edge[onnx-text]' (onnxruntime-extensions)"
+EXTRA = install_line("onnx-text")
 
 
 def extensions_package():

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError, RuntimeUnavailable, first_line, optional_import
+from ..errors import DataError, RuntimeUnavailable, first_line, install_line, optional_import
 from ..formats.graph import INPUT_NAMES, TensorSpec
 from ..formats.pte_reader import METHOD, XNNPACK, read
 from ..formats.kinds import EXECUTORCH
@@ -201,5 +201,5 @@ def _binding() -> _Binding:
         return _BINDINGS[engine.package](module)
     raise RuntimeUnavailable(
         "running .pte files needs executorch-numpy-runtime (Python 3.12+, no torch) or executorch "
-        "(pip install 'albert-edge[executorch]')"
+        f"({install_line('executorch')})"
     )

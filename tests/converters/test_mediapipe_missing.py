@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from albert_edge import checkpoints
+from albert_edge.errors import install_line
 from albert_edge.config import AlbertConfig
 from albert_edge.model import build_model
 
@@ -19,5 +20,5 @@ def test_missing_mediapipe_names_the_extra(tmp_path, spiece_model, cli_without):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, done.stderr
     assert lines == ["Error: the mediapipe target needs MediaPipe's metadata writer (mediapipe did not import): "
-                     "pip install 'albert-edge[mobile]'"], done.stderr
+                     f"{install_line('mobile')}"], done.stderr
     assert done.stdout == "" and not out.exists()

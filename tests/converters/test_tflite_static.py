@@ -6,6 +6,8 @@ device."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -207,3 +209,33 @@ def test_fp16_static_file_all_on_the_gpu(fp16_static):
     for name, want in expected.items():
         assert np.abs(exact[name] - cpu[name]).max() <= 1e-5, name  # the GPU computes the file as the CPU does
         assert _cosine(half[name], want) >= 0.9999, name
+
+
+@pytest.mark.parametrize("vulkan", [True, False], ids=["vulkan", "no-vulkan"])
+def test_convert_prints_the_gpu_check(tmp_path, spiece_model, monkeypatch, vulkan):
+    """`convert --static` says on screen what the manifest keeps of the GPU check: where the file
+    ran and how far from PyTorch, or why it was not run."""
+    from click.testing import CliRunner
+
+    from albert_edge.cli import main
+
+    if vulkan:
+        _needs_vulkan()
+    else:
+        missing = str(tmp_path / "no-such-icd.json")
+        monkeypatch.setenv("VK_ICD_FILENAMES", missing)
+        monkeypatch.setenv("VK_DRIVER_FILES", missing)
+    ckpt = checkpoints.save(tiny_model(TINY.replace(vocab_size=400)), tmp_path / "ckpt", spiece=spiece_model)
+    result = CliRunner().invoke(main, ["convert", str(ckpt), "--to", "tflite", "--static", "--seq-len", str(N),
+                                       "--out", str(tmp_path / "gpu")])
+    assert result.exit_code == 0, result.output
+    # one line each, wherever the console wraps it
+    lines = re.findall(r"model\.tflite on LiteRT's GPU accelerator.*?(?=beside them|manifest:)", " ".join(result.stdout.split()))
+    lines = [line.strip() for line in lines]
+    gpu = manifest.read(tmp_path / "gpu").files[0].parity["gpu"]
+    if vulkan:
+        placement = gpu["placement"]
+        assert len(lines) == 1 and f"{placement['gpu_ops']} of {placement['ops']} operators on the GPU" in lines[0]
+        assert "within the tolerance" in lines[0], lines
+    else:
+        assert lines == [f"model.tflite on LiteRT's GPU accelerator: not run ({gpu['reason']})"], result.stdout

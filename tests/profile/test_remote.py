@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from albert_edge.cli import main
+from albert_edge.errors import install_line
 
 from .conftest import FAST
 from .sshd import MISSING, LoopbackSshd, free_port
@@ -116,7 +117,7 @@ def test_device_without_albert_edge_says_what_to_install(sshd, onnx_file, tflite
     if probe is None or probe.returncode == 0:
         pytest.skip(f"needs a Python without albert-edge at {bare}")
     result = run(onnx_file, tflite_file, *FAST, *remote_args(sshd, tmp_path / "c", python=bare))
-    one_line_error(result, sshd.target, "albert-edge is not installed", "pip install 'albert-edge[onnx,tflite]'")
+    one_line_error(result, sshd.target, "albert-edge is not installed", install_line("onnx", "tflite"))
     missing = run(onnx_file, *FAST, *remote_args(sshd, tmp_path / "c", python="/nonexistent/python3"))
     one_line_error(missing, "/nonexistent/python3", "--remote-python")
 

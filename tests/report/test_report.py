@@ -403,3 +403,20 @@ def test_a_noisy_record_is_marked_with_its_interval(tmp_path, conversion, profil
     assert sum("≈" in line for line in md.splitlines() if line.startswith("|")) == 1
     assert 'class="noisy"' in page and "noisy = other work on the machine" in page
     assert "machine busy: other work kept 1.00 of 2 cores" in md
+
+
+@pytest.mark.parametrize("missing", ["onnx,onnxruntime", "onnxruntime"])
+def test_a_device_without_the_onnx_readers_reports_what_it_can_read(tmp_path, conversion, cli_without, missing):
+    """A device install with [tflite] alone reports a conversion folder that also holds .onnx
+    files: the .tflite file is in the report, each .onnx file is named as left out, with why."""
+    out = tmp_path / "report"
+    done = cli_without(missing, "report", conversion, "--out", out, "--no-charts")
+    assert done.returncode == 0, done.stderr
+    data = json.loads((out / "report.json").read_text())
+    readable = {"model.tflite"} | ({"model.onnx", "model.int8-dynamic.onnx"} if missing == "onnxruntime" else set())
+    assert {f["name"] for f in data["files"]} == readable
+    left_out = [line for line in done.stdout.splitlines() if line.startswith("not in this report: model.")]
+    if missing == "onnxruntime":
+        assert not left_out, done.stdout
+    else:
+        assert len(left_out) == 2 and all("needs onnx" in line for line in left_out), done.stdout
