@@ -314,15 +314,24 @@ def _run(path: Path, batch: dict[str, np.ndarray], outputs: tuple[str, ...]) -> 
 def _agreement(name: str, dtype: str, expected: dict[str, np.ndarray], got: dict[str, np.ndarray],
                mask: np.ndarray) -> dict[str, float]:
     """fp32: each output within verify's tolerances; int8: the cosine of each output's values
-    (real tokens only) with PyTorch's at least MIN_COSINE."""
+    (real tokens only) with PyTorch's at least MIN_COSINE. An adaptive file's (convert --adaptive)
+    int8 answers are compared where it stopped at PyTorch's pass (elsewhere they are another pass's
+    answers), and how often it did is its ``passes`` figure."""
     from .verify import ATOL, RTOL, OutputMatchError
 
     figures = {}
+    same = np.ones(len(mask), bool)
+    if dtype != "fp32" and "passes" in expected:
+        same = got["passes"] == expected["passes"]
+        figures["passes"] = float(same.mean())
     for output, want in expected.items():
         have = got[output].astype(np.float64)
         want = want.astype(np.float64)
+        if dtype != "fp32" and output == "passes":
+            continue
+        have, want = have[same], want[same]
         if have.ndim == 3:  # per token: the real tokens only
-            keep = mask.astype(bool)
+            keep = mask[same].astype(bool)
             have, want = have[keep], want[keep]
         if dtype == "fp32":
             diff = float(np.max(np.abs(have - want) - RTOL * np.abs(want)))
