@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -153,11 +154,19 @@ class Steps:
     """Progress of a long command on stderr: a bar on a terminal; in a pipe or a log, one line per
     step with the time since the start, "[pipeline 2/5 convert] 0:41 elapsed", so a log is never
     silent for the minutes a step takes. Call it with the step's words and, when known, the
-    steps done and their number."""
+    steps done and their number. The first line waits until a second step comes or FIRST_AFTER
+    seconds pass: bad input, refused at the start, stays one line, and a command done by then
+    prints nothing."""
+
+    FIRST_AFTER = 2.0
 
     def __init__(self, command: str):
         self.command, self.start, self.last = command, time.monotonic(), None
         self.bar = progress() if err_console.is_terminal else None
+        self.held: str | None = None
+        self.printed = False
+        self.timer: threading.Timer | None = None
+        self.lock = threading.Lock()
 
     def __enter__(self) -> Steps:
         if self.bar is not None:
@@ -168,7 +177,10 @@ class Steps:
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
-        elif exc[0] is None:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        if exc[0] is None and self.printed:
             self.line(f"[{self.command} done] {elapsed(time.monotonic() - self.start)} in all")
 
     def __call__(self, what: str, done: int | None = None, total: int | None = None) -> None:
@@ -180,12 +192,26 @@ class Steps:
             done, total = int(counted[1]) - 1, int(counted[2])
             what = what[:counted.start()] + what[counted.end():]
         count = f" {min(done + 1, total)}/{total}" if done is not None and total else ""
-        if (count, what) != self.last:
-            self.last = (count, what)
-            self.line(f"[{self.command}{count} {what}] {elapsed(time.monotonic() - self.start)} elapsed")
+        if (count, what) == self.last:
+            return
+        text = f"[{self.command}{count} {what}] {elapsed(time.monotonic() - self.start)} elapsed"
+        if self.last is None:  # the first: held back a moment
+            self.held, self.timer = text, threading.Timer(self.FIRST_AFTER, self._release)
+            self.timer.daemon = True
+            self.timer.start()
+        else:
+            self._release()
+            self.line(text)
+        self.last = (count, what)
 
-    @staticmethod
-    def line(text: str) -> None:
+    def _release(self) -> None:
+        with self.lock:
+            held, self.held = self.held, None
+        if held is not None:
+            self.line(held)
+
+    def line(self, text: str) -> None:
+        self.printed = True
         click.echo(text, err=True)
 
 
