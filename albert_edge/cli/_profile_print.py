@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..profile.record import APP
+from ..profile.record import APP, HEADLINE, TAIL
 from ..runtime import PROVIDERS
 from . import _output
 from ._output import Column, print_table, show_table
@@ -96,7 +96,8 @@ def print_measured(records: list[dict], comparisons: list, baseline: Path | None
             _runs_on(r), r["threads"], shape, _ms(r.get("load_ms")), _ms(r.get("first_call_ms")),
             _ms(lat.get("p50")), half_width_text(lat) or "-", _ms(lat.get("p90")), _ms(lat.get("p99")),
             _mib(mem.get("peak_after_timed")), lat.get("quality") or "-", f"[{len(notes)}]" if warnings else ""))
-    show_table("latency in ms (p90 is the headline); peak resident memory of the measuring process", _MEASURED, rows)
+    show_table(f"latency in ms ({HEADLINE} is the headline, {TAIL} beside it for the tail); peak resident memory of "
+               "the measuring process", _MEASURED, rows)
     if any(half_width_text(r.get("latency")) for r in records):
         _output.console.print(f"±: {HALF_WIDTH_NOTE}")
     for note in notes:
