@@ -89,12 +89,19 @@ def fit_table(title: str | None, columns: Sequence[Column], cells: Sequence[Sequ
     droppable = sorted((i for i, c in enumerate(columns) if c.drop is not None), key=lambda i: columns[i].drop)
     natural = [max([len(c.name), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
     least = [w if c.number else min(w, max(_TEXT_MIN, len(c.name))) for w, c in zip(natural, columns)]
-    least[0] = max(least[0], min(natural[0], width // 3))  # the column that names the row keeps a third
-    while droppable and _span(least, kept) > width:
+    # Columns always kept (a verdict, a note) stay whole, and the one that names the row keeps a quarter,
+    # while a column can still be left out; then they too are shortened.
+    wanted = [natural[i] if c.drop is None and not c.number and i else least[i] for i, c in enumerate(columns)]
+    wanted[0] = max(least[0], min(natural[0], width // 4))
+    while droppable and _span(wanted, kept) > width:
         kept.remove(droppable.pop(0))
+    floor = wanted if _span(wanted, kept) <= width else least
     widths = list(natural)
-    for i in reversed(kept):  # the rightmost text first: the columns that say which row it is stay whole longest
-        if not columns[i].number:
+    text = [i for i in reversed(kept) if not columns[i].number]  # the rightmost first, those left out first
+    for i in sorted(text, key=lambda i: (columns[i].drop is None, i == 0)):
+        widths[i] = max(floor[i], widths[i] - max(0, _span(widths, kept) - width))
+    if floor is not least:  # what the whole kept columns still overflow
+        for i in text:
             widths[i] = max(least[i], widths[i] - max(0, _span(widths, kept) - width))
     legend: dict[str, str] = {}
     shown = [[_shorten(row[i], widths[i], legend) for i in kept] for row in cells]
