@@ -214,6 +214,7 @@ class Engine:
         self._latency: dict[tuple[str, str], LatencyWindow] = {}
         self.variant: Variant | None = None
         self._special = sorted(_special_ids(bundle.tokenizer))
+        self._inside_word = _inside_word_ids(bundle.tokenizer)
         self.select(variant or bundle.default_variant())
 
     # -- choosing the file ---------------------------------------------------------------------
@@ -300,7 +301,9 @@ class Engine:
         logits[:, tok.vocab_size:] = -np.inf  # rows of a padded embedding table have no piece
         filled = list(ids)
         masks = []
-        for pos in positions:
+        for pos, own_word in zip(positions, _masks_as_words(text)):
+            if own_word:  # a blank between spaces takes a word: a piece that goes on a word would glue to the last
+                logits[pos, self._inside_word] = -np.inf
             probs = _softmax(logits[pos])
             best = np.argsort(-probs)[:top_k]
             filled[pos] = int(best[0])
@@ -419,6 +422,19 @@ _SPECIAL = re.compile(r"^(<.*>|\[.*\])$")
 def _special_ids(tok: AlbertTokenizer) -> set[int]:
     ids = {tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id}
     return ids | {i for i in range(tok.vocab_size) if _SPECIAL.match(tok.id_to_piece([i])[0])}
+
+
+def _inside_word_ids(tok: AlbertTokenizer) -> list[int]:
+    """The pieces that continue a word (no leading "▁"): "line" of "▁the" "line" = "theline"."""
+    return [i for i in range(tok.vocab_size) if not tok.id_to_piece([i])[0].startswith("\u2581")]
+
+
+def _masks_as_words(text: str) -> list[bool]:
+    """For each [MASK] in ``text``, in order: whether it stands as a word of its own (whitespace or
+    the start of the text before it, whitespace, punctuation or the end after it)."""
+    return [(m.start() == 0 or text[m.start() - 1].isspace())
+            and (m.end() == len(text) or not text[m.end()].isalnum())
+            for m in re.finditer(re.escape("[MASK]"), text)]
 
 
 def _piece_text(tok: AlbertTokenizer, i: int) -> str:

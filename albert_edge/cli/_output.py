@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
+import textwrap
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
-# Pipes and CI logs get a fixed, wide layout instead of rich's 80-column fallback. Markup is off:
-# what is printed is text (file names, messages, labels, a user's own words), and rich would take
-# "[tflite]" in an install line (errors.install_line) for a style and drop it, or fail on "[/x]". A
-# line that styles itself passes markup=True and escapes what it interpolates (rich.markup.escape).
-console = Console(width=None if sys.stdout.isatty() else 120, markup=False)
-err_console = Console(stderr=True, markup=False)
+# A pipe or a CI log is as wide as COLUMNS says, 100 columns when it says nothing (rich's own
+# fallback is 80; a log read in an editor or a CI page takes 100). Markup is off: what is printed is
+# text (file names, messages, labels, a user's own words), and rich would take "[tflite]" in
+# "pip install 'albert-edge[tflite]'" for a style and drop it, or fail on "[/x]". A line that
+# styles itself passes markup=True and escapes what it interpolates (rich.markup.escape).
+PIPE_WIDTH = 100
+
+
+def pipe_width() -> int:
+    """The width of output that is not a terminal: COLUMNS when it holds a width, else PIPE_WIDTH."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    return int(columns) if columns.isdigit() and int(columns) >= 20 else PIPE_WIDTH
+
+
+console = Console(width=None if sys.stdout.isatty() else pipe_width(), markup=False)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else pipe_width(), markup=False)
 
 
 def print_json(data: Any) -> None:
@@ -36,42 +50,81 @@ class Column:
     drop: int | None = None
 
 
-# A text column is folded down to this many characters at the least before a column is left out.
-_TEXT_MIN = 8
+# A text cell is shortened in the middle down to this many characters at the least (its whole text
+# then goes to a legend below the table) before a column is left out.
+_TEXT_MIN = 12
+_GAP = "  "
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]],
                 right: Sequence[int] = ()) -> None:
     """A table a person can read. ``right`` names the column indices to right-align (numbers):
-    those are never cut; a terminal too narrow leaves whole columns out from the right."""
+    those are never cut; a table too wide leaves whole columns out from the right."""
     cols = [Column(c, i in right, drop=len(columns) - i if i else None) for i, c in enumerate(columns)]
     show_table(title, cols, rows)
 
 
 def show_table(title: str | None, columns: Sequence[Column], rows: Iterable[Sequence[Any]],
                after: Sequence[str] = ()) -> None:
-    """Print a table whose figures are always whole. Output that is not a terminal (a pipe, a
-    log) gets plain text as wide as the table needs; a terminal gets rich's table, its text
-    columns folded and, when even that is too wide, whole columns left out in their ``drop``
-    order with a line that names them. ``after``: lines printed below the table."""
+    """Print a table as wide as the output at most (a terminal's width; a pipe or log: COLUMNS,
+    else 100) with its figures always whole: long text is shortened in the middle, its whole
+    text in a legend below; when even that is too wide, whole columns are left out in their
+    ``drop`` order with a line that names them. ``after``: lines printed below the table."""
     out = console  # looked up here: a test may give the module another console
     cells = [["" if v is None else " ".join(str(v).split("\n")) for v in row] for row in rows]
-    if not out.is_terminal:
-        out.out(plain_table(title, columns, cells), highlight=False)
-        for line in after:
-            out.print(line)
-        return
+    text, legend, left_out = fit_table(title, columns, cells, out.width)
+    out.out(text, highlight=False)
+    for line in [*after, *legend]:
+        out.print(line)
+    if left_out:
+        out.print(f"columns left out to fit {out.width} columns: {', '.join(left_out)} (a wider terminal, or "
+                  "COLUMNS=200 before the command, shows every column)")
+
+
+def fit_table(title: str | None, columns: Sequence[Column], cells: Sequence[Sequence[str]],
+              width: int) -> tuple[str, list[str], list[str]]:
+    """The table as plain text at most ``width`` wide, the legend of what it shortened, and the
+    names of the columns it left out."""
     kept = list(range(len(columns)))
     droppable = sorted((i for i, c in enumerate(columns) if c.drop is not None), key=lambda i: columns[i].drop)
-    while droppable and _narrowest(title, columns, cells, kept, out) > out.width:
+    natural = [max([len(c.name), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    least = [w if c.number else min(w, max(_TEXT_MIN, len(c.name))) for w, c in zip(natural, columns)]
+    # Columns always kept (a verdict, a note) stay whole, and the one that names the row keeps a quarter,
+    # while a column can still be left out; then they too are shortened.
+    wanted = [natural[i] if c.drop is None and not c.number and i else least[i] for i, c in enumerate(columns)]
+    wanted[0] = max(least[0], min(natural[0], width // 4))
+    while droppable and _span(wanted, kept) > width:
         kept.remove(droppable.pop(0))
-    out.print(_rich_table(title, columns, cells, kept))
-    for line in after:
-        out.print(line)
-    left_out = [columns[i].name for i in range(len(columns)) if i not in kept]
-    if left_out:
-        out.print(f"columns left out to fit {out.width} columns: {', '.join(left_out)} (a wider terminal, or the "
-                  "output piped to a file, shows every column)")
+    floor = wanted if _span(wanted, kept) <= width else least
+    widths = list(natural)
+    text = [i for i in reversed(kept) if not columns[i].number]  # the rightmost first, those left out first
+    for i in sorted(text, key=lambda i: (columns[i].drop is None, i == 0)):
+        widths[i] = max(floor[i], widths[i] - max(0, _span(widths, kept) - width))
+    if floor is not least:  # what the whole kept columns still overflow
+        for i in text:
+            widths[i] = max(least[i], widths[i] - max(0, _span(widths, kept) - width))
+    legend: dict[str, str] = {}
+    shown = [[_shorten(row[i], widths[i], legend) for i in kept] for row in cells]
+    table = plain_table(None, [columns[i] for i in kept], shown)
+    lines = textwrap.wrap(title, width) if title else []
+    return "\n".join([*lines, table]), [f"{short} = {whole}" for short, whole in legend.items()], \
+        [columns[i].name for i in range(len(columns)) if i not in kept]
+
+
+def _span(widths: Sequence[int], kept: Sequence[int]) -> int:
+    return sum(widths[i] for i in kept) + len(_GAP) * (len(kept) - 1)
+
+
+def _shorten(text: str, width: int, legend: dict[str, str]) -> str:
+    """``text`` in ``width`` characters, noted in ``legend`` when cut: a name (no spaces) keeps its
+    start and end around '…' (file names differ at both ends: the model and the scheme), words
+    keep their start."""
+    if len(text) <= width:
+        return text
+    head = width // 2 if " " not in text else width - 1
+    short = f"{text[:head]}…{text[len(text) - (width - 1 - head):] if width - 1 - head else ''}"
+    legend[short] = text
+    return short
 
 
 def plain_table(title: str | None, columns: Sequence[Column], cells: Sequence[Sequence[str]]) -> str:
@@ -79,37 +132,13 @@ def plain_table(title: str | None, columns: Sequence[Column], cells: Sequence[Se
     widths = [max([len(c.name), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
 
     def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if c.number else v.ljust(w)
+        return _GAP.join(v.rjust(w) if c.number else v.ljust(w)
                          for v, w, c in zip(values, widths, columns)).rstrip()
 
     lines = [title] if title else []
-    lines += [line([c.name for c in columns]), "  ".join("-" * w for w in widths)]
+    lines += [line([c.name for c in columns]), _GAP.join("-" * w for w in widths)]
     lines += [line(row) for row in cells]
     return "\n".join(lines)
-
-
-def _rich_table(title: str | None, columns: Sequence[Column], cells: Sequence[Sequence[str]], kept: Sequence[int]):
-    from rich import box
-
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for i in kept:
-        c = columns[i]
-        table.add_column(c.name, justify="right" if c.number else "left", no_wrap=c.number,
-                         overflow="ignore" if c.number else "fold")
-    for row in cells:
-        table.add_row(*(row[i] for i in kept))
-    return table
-
-
-def _narrowest(title, columns, cells, kept, out: Console) -> int:
-    """The least width the table can take with its numbers whole: each text column folded down to
-    _TEXT_MIN characters."""
-    def short(i: int, text: str) -> str:
-        return text if columns[i].number else text[:_TEXT_MIN]
-
-    probe = _rich_table(None, [Column(short(i, c.name), c.number) for i, c in enumerate(columns)],
-                        [[short(i, v) for i, v in enumerate(row)] for row in cells], kept)
-    return out.measure(probe, options=out.options.update_width(10**6)).maximum
 
 
 def progress(**kwargs: Any):
@@ -120,6 +149,77 @@ def progress(**kwargs: Any):
     return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err_console, transient=not err_console.is_terminal,
                     disable=not err_console.is_terminal, **kwargs)
+
+
+def elapsed(seconds: float) -> str:
+    """0:41, 12:05, 1:02:09."""
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
+
+
+class Steps:
+    """Progress of a long command on stderr: a bar on a terminal; in a pipe or a log, one line per
+    step with the time since the start, "[pipeline 2/5 convert] 0:41 elapsed", so a log is never
+    silent for the minutes a step takes. Call it with the step's words and, when known, the
+    steps done and their number. The first line waits until a second step comes or FIRST_AFTER
+    seconds pass: bad input, refused at the start, stays one line, and a command done by then
+    prints nothing."""
+
+    FIRST_AFTER = 2.0
+
+    def __init__(self, command: str):
+        self.command, self.start, self.last = command, time.monotonic(), None
+        self.bar = progress() if err_console.is_terminal else None
+        self.held: str | None = None
+        self.printed = False
+        self.timer: threading.Timer | None = None
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> Steps:
+        if self.bar is not None:
+            self.bar.__enter__()
+            self.task = self.bar.add_task(self.command, total=None)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        if exc[0] is None and self.printed:
+            self.line(f"[{self.command} done] {elapsed(time.monotonic() - self.start)} in all")
+
+    def __call__(self, what: str, done: int | None = None, total: int | None = None) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, description=what, completed=done or 0, total=total)
+            return
+        counted = re.search(r"\[(\d+)/(\d+)\] ", what) if done is None else None
+        if counted:  # "profiling [2/6] model.onnx ..." from a library's own count
+            done, total = int(counted[1]) - 1, int(counted[2])
+            what = what[:counted.start()] + what[counted.end():]
+        count = f" {min(done + 1, total)}/{total}" if done is not None and total else ""
+        if (count, what) == self.last:
+            return
+        text = f"[{self.command}{count} {what}] {elapsed(time.monotonic() - self.start)} elapsed"
+        if self.last is None:  # the first: held back a moment
+            self.held, self.timer = text, threading.Timer(self.FIRST_AFTER, self._release)
+            self.timer.daemon = True
+            self.timer.start()
+        else:
+            self._release()
+            self.line(text)
+        self.last = (count, what)
+
+    def _release(self) -> None:
+        with self.lock:
+            held, self.held = self.held, None
+        if held is not None:
+            self.line(held)
+
+    def line(self, text: str) -> None:
+        self.printed = True
+        click.echo(text, err=True)
 
 
 def fmt_count(n: float) -> str:

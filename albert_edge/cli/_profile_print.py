@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..profile.record import APP
+from ..profile.record import APP, HEADLINE, TAIL
 from ..runtime import PROVIDERS
 from . import _output
 from ._output import Column, print_table, show_table
@@ -76,7 +76,7 @@ def _runs_on(record: dict) -> str:
 _MEASURED = (Column("file"), Column("scheme", drop=4), Column("runs on", drop=6), Column("thr", True, drop=5),
              Column("shape"), Column("load", True, drop=3), Column("first", True, drop=2), Column("p50", True),
              Column("±", True), Column("p90", True), Column("p99", True, drop=1), Column("MiB", True),
-             Column("timing"), Column("note"))
+             Column("timing", drop=7), Column("note"))
 
 
 def print_measured(records: list[dict], comparisons: list, baseline: Path | None) -> None:
@@ -96,7 +96,8 @@ def print_measured(records: list[dict], comparisons: list, baseline: Path | None
             _runs_on(r), r["threads"], shape, _ms(r.get("load_ms")), _ms(r.get("first_call_ms")),
             _ms(lat.get("p50")), half_width_text(lat) or "-", _ms(lat.get("p90")), _ms(lat.get("p99")),
             _mib(mem.get("peak_after_timed")), lat.get("quality") or "-", f"[{len(notes)}]" if warnings else ""))
-    show_table("latency in ms (p90 is the headline); peak resident memory of the measuring process", _MEASURED, rows)
+    show_table(f"latency in ms ({HEADLINE} is the headline, {TAIL} beside it for the tail); peak resident memory of "
+               "the measuring process", _MEASURED, rows)
     if any(half_width_text(r.get("latency")) for r in records):
         _output.console.print(f"±: {HALF_WIDTH_NOTE}")
     for note in notes:
@@ -164,20 +165,26 @@ def placement_lines(records: list[dict]) -> list[str]:
     return lines
 
 
+# The comparison's columns: a narrow output leaves out the settings and the details first, never
+# the file, the p50 ratio or the verdict.
+_COMPARED = (Column("file"), Column("provider", drop=3), Column("thr", True, drop=4), Column("batch", True, drop=2),
+             Column("seq", True), Column("p50 new/old", True), Column("95% interval", True, drop=6),
+             Column("p", True, drop=5), Column("p90 new/old", True, drop=7), Column("peak mem", True, drop=1),
+             Column("verdict"))
+
+
 def print_comparisons(comparisons: list, baseline: Path) -> None:
     threshold = comparisons[0].threshold
-    print_table(f"against {baseline} (p50 new/old with its 95% interval; Mann-Whitney p; threshold "
-                f"{threshold:.0%})",
-                ["file", "provider", "thr", "batch", "seq", "p50 new/old", "95% interval", "p", "p90 new/old",
-                 "peak mem", "verdict"],
-                [(c.file_name, c.setting["provider"], c.setting["threads"], c.setting["batch"],
-                  c.setting["seq_len"] if c.setting["input_mode"] == "fixed" else "text", f"{c.p50_ratio:.3f}",
-                  f"{c.ratio_ci[0]:.3f}-{c.ratio_ci[1]:.3f}" if c.ratio_ci else "-",
-                  "-" if c.p_value is None else f"{c.p_value:.2g}", f"{c.p90_ratio:.3f}",
-                  "-" if c.memory_ratio is None else f"{c.memory_ratio:.3f}",
-                  ("REGRESSION: " if c.regression else "") + c.verdict
-                  + (f" (peak memory {c.memory_ratio:.2f}x)" if c.memory_grew else ""))
-                 for c in comparisons], right=(2, 3, 5, 6, 7, 8, 9))
+    show_table(f"against {baseline} (p50 new/old with its 95% interval; Mann-Whitney p; threshold {threshold:.0%})",
+               _COMPARED,
+               [(c.file_name, c.setting["provider"], c.setting["threads"], c.setting["batch"],
+                 c.setting["seq_len"] if c.setting["input_mode"] == "fixed" else "text", f"{c.p50_ratio:.3f}",
+                 f"{c.ratio_ci[0]:.3f}-{c.ratio_ci[1]:.3f}" if c.ratio_ci else "-",
+                 "-" if c.p_value is None else f"{c.p_value:.2g}", f"{c.p90_ratio:.3f}",
+                 "-" if c.memory_ratio is None else f"{c.memory_ratio:.3f}",
+                 ("REGRESSION: " if c.regression else "") + c.verdict
+                 + (f" (peak memory {c.memory_ratio:.2f}x)" if c.memory_grew else ""))
+                for c in comparisons])
     for c in comparisons:
         if c.verdict != "no change":
             _output.console.print(f"{c.file_name} threads={c.setting['threads']} seq={c.setting['seq_len'] or 'text'}: "

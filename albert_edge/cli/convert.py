@@ -9,7 +9,7 @@ import click
 
 from ..converters.targets import TARGETS  # names and options only: no exporter is imported
 from ..formats.graph import LAYER_FORMS
-from ._output import console, err_console, fmt_bytes, print_json, print_table, progress
+from ._output import Steps, console, err_console, fmt_bytes, print_json, print_table
 
 TARGET_NAMES = tuple(TARGETS)
 SCHEMES = tuple(dict.fromkeys(str(s) for t in TARGETS.values() for s in t.schemes))  # what --scheme adds
@@ -98,12 +98,7 @@ def convert(checkpoint: str, targets: tuple[str, ...], out_dir: Path, head: str 
     if not adaptive and (exit_rule is not None or min_passes is not None):
         raise click.UsageError(f"{'--exit-rule' if exit_rule is not None else '--min-passes'} goes with --adaptive")
     rule = parse_rule(exit_rule, min_passes) if adaptive else None
-    with progress() as bar:
-        task = bar.add_task("convert", total=None)
-
-        def on_step(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what, completed=done, total=total)
-
+    with Steps("convert") as on_step:
         extra = {k: v for k, v in (("scheme", scheme), ("max_seq_len", max_seq_len), ("layers", layers),
                                    ("static", static or None)) if v is not None}
         result = run_convert(checkpoint, out_dir, targets=targets or ("onnx",), head=head, seq_len=seq_len,
@@ -199,7 +194,7 @@ def inspect(model_file: Path, partitions: bool, accelerator: str, gpu_precision:
         return
     io_rows = [("input", s["name"], s["dtype"], list(s["shape"])) for s in data["inputs"]]
     io_rows += [("output", s["name"], s["dtype"], list(s["shape"])) for s in data["outputs"]]
-    print_table(f"{model_file.name} ({data['format']})", ["", "name", "dtype", "shape"], io_rows)
+    print_table(f"{model_file.name} ({data['format']})", ["tensor", "name", "dtype", "shape"], io_rows)
     print_table("Ops", ["op", "count"], data["ops"].items(), right=(1,))
     if "task" in data["metadata"]:
         _print_task(data["metadata"]["task"])
@@ -210,7 +205,7 @@ def inspect(model_file: Path, partitions: bool, accelerator: str, gpu_precision:
         ("unique weight bytes", f"{fmt_bytes(data['unique_bytes'])} ({data['unique_bytes']:,})"),
         ("duplicates", len(duplicates)),
     ]
-    print_table("Weights", ["", ""], summary)
+    print_table("Weights", ["field", "value"], summary)
     if duplicates:
         print_table("Duplicated weights", ["tensor", "copy of", "kind", "bytes"],
                     [(d["name"], d["original"], d["kind"], f"{d['nbytes']:,}") for d in duplicates], right=(3,))
@@ -253,7 +248,7 @@ def _print_gpu(p: dict) -> None:
         refused = f"yes: {p['reason']}{fix}"
     rows = [("operators", p["ops"]), ("on the GPU", p["gpu_ops"]), ("on the CPU", p["cpu_ops"]),
             ("refused", refused), ("adapter", p["adapter"] or "not named"), ("runtime", p["runtime"])]
-    print_table(f"GPU placement (LiteRT's GPU accelerator, {precision} arithmetic)", ["", ""], rows)
+    print_table(f"GPU placement (LiteRT's GPU accelerator, {precision} arithmetic)", ["field", "value"], rows)
     if p["fallbacks"]:
         print_table("Operators left on the CPU (the accelerator's reason)", ["op", "reason"],
                     [(f["op"], f["reason"]) for f in p["fallbacks"]])
@@ -282,7 +277,7 @@ def _print_ort(ort: dict, by_dtype: dict) -> None:
             ("runtime optimizations saved", "yes" if ort["runtime_optimizations"] else "no"),
             ("producer", ort["producer"])]
     rows += [(f"weights {dtype}", f"{n:,} bytes") for dtype, n in by_dtype.items()]
-    print_table("ONNX Runtime format", ["", ""], rows)
+    print_table("ONNX Runtime format", ["field", "value"], rows)
 
 
 def _print_task(task: dict) -> None:
@@ -298,7 +293,7 @@ def _print_task(task: dict) -> None:
                                                     if task["labels"] else "")),
             ("packed files", ", ".join(task["packed_files"]) or "none"),
             ("min metadata parser", task["min_parser_version"] or "unknown")]
-    print_table("TFLite metadata (MediaPipe Tasks / Task Library)", ["", ""], rows)
+    print_table("TFLite metadata (MediaPipe Tasks / Task Library)", ["field", "value"], rows)
 
 
 def _print_executorch(pte: dict) -> None:
@@ -313,7 +308,7 @@ def _print_executorch(pte: dict) -> None:
                                         "outside the delegates, sized for the upper bounds, allocated at load"))
     rows += [(f"weights in {where}", f"{n:,} bytes") for where, n in pte["weight_bytes_by_location"].items()]
     rows += [(f"weights {dtype}", f"{n:,} bytes") for dtype, n in pte["weight_bytes_by_dtype"].items()]
-    print_table("ExecuTorch program", ["", ""], rows)
+    print_table("ExecuTorch program", ["field", "value"], rows)
 
 
 def _print_runtime(runtime: dict) -> None:

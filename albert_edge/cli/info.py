@@ -43,7 +43,7 @@ def info(path: str, as_json: bool) -> None:
     if data["kind"] == "conversion output":
         for f in data["files"]:
             rows.append((f.get("name", "?"), f"{f.get('format', '')} {fmt_bytes(f.get('size', 0))}"))
-    print_table(str(data["path"]), ["", ""], rows)
+    print_table(str(data["path"]), ["field", "value"], rows)
 
 
 COMMANDS = [info]

@@ -38,7 +38,7 @@ def params(source: str, head: str, as_json: bool) -> None:
              f"G={c.num_hidden_groups} inner={c.inner_group_num} sharing={c.sharing}")
     rows = [(r.part, r.shape, f"{r.count:,}", fmt_count(r.count), r.note) for r in report.rows + report.head_rows]
     rows.append(("total (unique)", "", f"{report.total:,}", fmt_count(report.total), f"head: {head}"))
-    print_table(f"Parameters of {report.name} ({shape})", ["part", "shape", "params", "", "note"], rows,
+    print_table(f"Parameters of {report.name} ({shape})", ["part", "shape", "params", "short", "note"], rows,
                 right=(2, 3))
     comparison = [
         ("BERT, same width and depth (E = H, no sharing)", fmt_count(report.bert_total), ""),
@@ -48,7 +48,7 @@ def params(source: str, head: str, as_json: bool) -> None:
          f"{100 * report.sharing_saving / report.bert_total:.1f}%"),
         ("= this model", fmt_count(report.total), f"{report.bert_total / report.total:.1f}x smaller"),
     ]
-    print_table("ALBERT's two techniques", ["", "params", ""], comparison, right=(1, 2))
+    print_table("ALBERT's two techniques", ["model", "params", "vs BERT"], comparison, right=(1, 2))
     paper = [p for p in (report.paper, report.bert_paper) if p]
     if paper:
         print_table("Published figures (ALBERT paper, Table 1)", ["model", "paper", "ours", "note"],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._output import console, print_json, print_table, progress
+from ._output import Steps, console, print_json, print_table
 from ._types import POSITIVE_INT, POSITIVE_INTS, SECONDS
 
 
@@ -78,12 +78,7 @@ def pipeline(source: str | None, out_dir: Path, targets: tuple[str, ...], scheme
         out_dir=out_dir, source=source, targets=targets or ("onnx", "tflite"), schemes=schemes or None,
         seq_len=seq_len, profile_seq_lens=profile_seq_lens, threads=threads, runs=runs, min_seconds=min_seconds,
         only=only, skip=skip, force=force, static=static)
-    with progress() as bar:
-        task = bar.add_task("pipeline", total=None)
-
-        def on_step(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what, completed=done, total=total)
-
+    with Steps("pipeline") as on_step:
         result = run_pipeline(options, on_step=on_step)
     if as_json:
         print_json(result.to_dict())
@@ -91,7 +86,7 @@ def pipeline(source: str | None, out_dir: Path, targets: tuple[str, ...], scheme
     console.print(f"pipeline on {result.description}")
     rows = [(s.model, s.step, s.status, f"{s.seconds:.1f}s" if s.status == "ran" else "", s.detail)
             for s in result.steps]
-    print_table(f"Steps ({result.seconds:.0f}s in all)", ["model", "step", "", "time", "detail"], rows, right=(3,))
+    print_table(f"Steps ({result.seconds:.0f}s in all)", ["model", "step", "status", "time", "detail"], rows, right=(3,))
     for model, html in result.reports.items():
         console.print(f"report of {model}: {html}")
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import AlbertEdgeError
-from ._output import err_console, print_json
+from ._output import Steps, print_json
 from ._profile_options import profile_options
 from ._profile_print import print_result
 from ._sections import SectionedCommand
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 @profile_options
 def profile(model_files: tuple[Path, ...], **given: Any) -> None:
     """Measure each MODEL_FILE (.onnx / .tflite) on this device: load time, first call, latency
-    percentiles (p90 is the headline), memory by phase and, with --ops, the cost per operator.
+    percentiles (p50 is the headline, p90 beside it), memory by phase and, with --ops, the cost per operator.
     Each file x setting runs in a fresh child process, so its memory is its own."""
     from ..profile import run
     from ..profile.runner import Interrupted
@@ -38,8 +38,8 @@ def profile(model_files: tuple[Path, ...], **given: Any) -> None:
     if given["fail_on_regression"] and given["baseline"] is None:
         raise click.UsageError("--fail-on-regression needs --baseline")
     try:
-        with err_console.status("profiling") as status:
-            result = run(model_files, options, progress=_shown(status))
+        with Steps("profile") as step:
+            result = run(model_files, options, progress=step)
     except Interrupted as exc:
         click.echo(f"Interrupted: {exc}; child processes stopped", err=True)
         sys.exit(128 + exc.signum)
@@ -92,13 +92,6 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 
 def _name_list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
-def _shown(status):
-    """Progress lines: a spinner on a terminal, one line each on stderr in a log."""
-    if err_console.is_terminal:
-        return status.update
-    return lambda line: click.echo(line, err=True)
 
 
 COMMANDS = [profile]

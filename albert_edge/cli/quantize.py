@@ -9,7 +9,7 @@ import click
 
 from ..quantize.accuracy import COLUMNS
 from ..quantize.schemes import FORMATS, TFLITE_COMPAT, CalibrationMethod, schemes_for
-from ._output import console, err_console, fmt_bytes, print_json, print_table
+from ._output import Steps, console, fmt_bytes, print_json, print_table
 from ._types import POSITIVE_INT, force_option, threads_option
 
 _SCHEMES = ". ".join(f"{fmt}: {', '.join(s.value for s in schemes_for(fmt))}" for fmt in FORMATS)
@@ -70,7 +70,8 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
         num_samples=samples, eval_samples=eval_samples, quantize_embeddings=embeddings, per_channel=per_channel,
         max_drop=max_drop, seq_len=seq_len, num_threads=threads, tflite_compat=tflite_compat,
     )
-    with err_console.status(f"quantizing {model_file.name} ({scheme})"):
+    with Steps("quantize") as step:
+        step(f"{model_file.name} {scheme}: load, calibrate, check, compare on held-out text")
         result = quantize_file(model_file, config, out_path, force=force, ort=ort)
     if as_json:
         print_json(result.to_dict())

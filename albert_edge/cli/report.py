@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._output import console, err_console, print_json, print_table
+from ._output import Column, console, err_console, print_json, show_table
 from ._types import POSITIVE_INTS
 
 
@@ -43,13 +43,14 @@ def report(sources: tuple[str, ...], out_dir: Path, seq_lens: tuple[int, ...], t
 
     with err_console.status("report") as status:
         result = write_report(sources, out_dir, force=force, seq_lens=seq_lens, title=title, name=name,
-                              charts=not no_charts,
-                              on_step=lambda what: status.update(f"report: {what}"))
+                              charts=not no_charts, on_step=lambda what: status.update(f"report: {what}"))
     if as_json:
         print_json(result.data)
         return
     for table in tables(result.data):
-        print_table(table.title, table.columns, table.rows, right=table.right)
+        columns = [Column(c, i in table.right, drop=None if i == 0 or i in table.keep else len(table.columns) - i)
+                   for i, c in enumerate(table.columns)]
+        show_table(table.title, columns, table.rows)
         if table.lead:
             console.print(table.lead)
     for line in result.data["missing"]:

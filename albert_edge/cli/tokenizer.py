@@ -61,7 +61,7 @@ def train(files: tuple[Path, ...], out_dir: Path, vocab_size: int, character_cov
         print_json(result)
         return
     specials = ", ".join(f"{name}={i}" for name, i in result["special_ids"].items())
-    print_table("spiece model", ("", "value"), [("path", path), ("pieces", tok.vocab_size),
+    print_table("spiece model", ("field", "value"), [("path", path), ("pieces", tok.vocab_size),
                                           ("size", fmt_bytes(result["bytes"])),
                                           ("special ids", specials)])
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import click
 
-from ._output import err_console, fmt_count, print_json, print_table, progress
+from ._output import elapsed, err_console, fmt_count, print_json, print_table, progress
 from ._types import COUNT, POSITIVE_INT, force_option, threads_option
 
 # One place for the switches both commands share.
@@ -83,6 +84,7 @@ class _Bar:
         self.progress = progress() if _is_main() and not self.lines else None
         self.task = None
         self.total = total
+        self.start = time.monotonic()
 
     def __enter__(self):
         if self.progress is not None:
@@ -106,10 +108,12 @@ class _Bar:
             if self.progress is not None:
                 self.progress.update(self.task, completed=record["step"], description=" · ".join(parts))
             elif self.lines:
-                click.echo(f"step {record['step']}/{self.total} · {' · '.join(parts)}", err=True)
+                click.echo(f"step {record['step']}/{self.total} · {' · '.join(parts)} · "
+                           f"{elapsed(time.monotonic() - self.start)} elapsed", err=True)
         elif record["event"] == "eval" and self.lines:
             shown = " · ".join(f"{k} {v:.4f}" for k, v in record.items() if k.endswith(("loss", "acc", "f1", "exact")))
-            click.echo(f"eval at step {record.get('step', '?')} · {shown}", err=True)
+            click.echo(f"eval at step {record.get('step', '?')} · {shown} · "
+                       f"{elapsed(time.monotonic() - self.start)} elapsed", err=True)
 
 
 def _print_figures(title: str, figures: dict[str, Any], as_json: bool) -> None:

@@ -221,6 +221,10 @@ def _check_static(path: Path, fmt: Format, settings: ProfileSettings) -> None:
     if n is None:
         return
     if settings.fixed:
+        if settings.seq_lens == ProfileSettings().seq_lens and settings.seq_lens != (n,):
+            # The lengths nobody typed: the message names the option, not a value the user never gave.
+            raise ProfileError(f"{path}: this file takes {n} tokens ([1, {n}] inputs), and without --seq-len "
+                               f"profile measures {','.join(map(str, settings.seq_lens))}: give --seq-len {n}")
         for asked in settings.seq_lens:
             problem = length_problem(n, asked, instead=f"profile it at --seq-len {n}")
             if problem:
@@ -242,7 +246,13 @@ def _gpu_jobs(path: Path, fmt: Format, settings: ProfileSettings) -> list[dict[s
         from ..runtime.accelerator import onnx_gpu_provider
 
         providers = [p for p in settings.providers if p.lower() not in ("cpu", "cpuexecutionprovider")] or ["cuda"]
-        return [{"provider": onnx_gpu_provider(p), "delegate": "xnnpack", **gpu} for p in providers]
+        try:
+            return [{"provider": onnx_gpu_provider(p), "delegate": "xnnpack", **gpu} for p in providers]
+        except RuntimeUnavailable as exc:
+            raise RuntimeUnavailable(
+                f"{path}: --accelerator gpu runs a .{fmt.name} file on onnxruntime's CUDA provider, and {exc}; the "
+                "GPU path of phones and Pis here is LiteRT's, for .tflite files: profile a static .tflite "
+                "(convert --to tflite --static) with --accelerator gpu") from None
     if not fmt.gpu:
         raise ProfileError(f"{path}: --accelerator gpu runs .tflite files (LiteRT's GPU accelerator) and .onnx / .ort "
                            f"files (onnxruntime's CUDA provider); a .{fmt.name} file runs on the CPU here")

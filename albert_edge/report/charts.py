@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..formats.kinds import ONNX, Format, by_name
+from ..profile.record import HEADLINE
 
 __all__ = ["draw_all", "available", "MAIN_CHART", "NO_MATPLOTLIB"]
 
@@ -172,7 +173,7 @@ def _accuracy(data, plt):
         color = _format_color(f["format"])
         marker = next((m for key, m in markers.items() if key in (f["scheme"] or "")), "^")
         value = 100 * f["accuracy"]["headline"]
-        ax.scatter(f["bytes"] / 2**20, value, color=color, marker=marker, s=40,
+        ax.scatter(f["bytes"] / 2**20, value, color=color, marker=marker, s=40, clip_on=False,
                    label=f"{f['format']} {f['scheme']}: {value:.2f}%")
         interval = accuracy_interval(f["accuracy"])
         if interval:  # its 95% interval from the sample it was counted on (the files table's note says how)
@@ -181,9 +182,10 @@ def _accuracy(data, plt):
     parents = [f for f in data["files"] if f["scheme"] == "fp32"]
     for f in parents:
         ax.scatter(f["bytes"] / 2**20, 100, facecolors="none", edgecolors=_format_color(f["format"]),
-                   s=40, label=f"{f['format']} fp32 (the reference)")
+                   s=40, clip_on=False, label=f"{f['format']} fp32 (the reference)")
     low = min(100 * (accuracy_interval(f["accuracy"]) or (f["accuracy"]["headline"],))[0] for f in files)
-    ax.set_ylim(min(low - 2, 95), 101)
+    # No agreement is above 100%: the axis ends there, its markers drawn whole over the edge.
+    ax.set_ylim(max(0.0, min(low - 2, 95)), 100)
     ax.set_xlim(0, max(f["bytes"] for f in files + parents) / 2**20 * 1.1)
     ax.set_xlabel("file size (MiB)")
     ax.set_ylabel("agreement with fp32 parent (%)")
@@ -226,20 +228,23 @@ def _latency(data, plt):
         if noisy:  # hollow rings around the points the profiler did not fully trust
             ax.scatter([p[0] for p in noisy], [p[1] for p in noisy], s=90, facecolors="none",
                        edgecolors=line[0].get_color(), linewidths=1.2)
-    caption = ["bars: 95% interval of the p50 (estimates: their range)"]
+    estimates = any(r["estimated"] for r in rows)
+    # The caption names only what is drawn: dashes and ranges where there are estimates.
+    caption = [f"bars: 95% interval of the {HEADLINE}" + (" (estimates: their range)" if estimates else "")]
+    if estimates:
+        caption.append("dashed: estimates")
     if any(r.get("quality") == "noisy" for r in rows):
         caption.append("ringed: noisy timing")
     if left_out:
         caption.append(f"{left_out} unusable timing{'s' * (left_out > 1)} left out (in the table, marked ✗)")
-    if len(caption) > 1:
-        ax.set_title("; ".join(caption), loc="left", fontsize=8)
+    ax.set_title("; ".join(caption), loc="left", fontsize=8)
     seqs = sorted({r["seq_len"] for r in rows})
     ax.set_xscale("log", base=2)
     ax.set_xticks(seqs, [str(n) for n in seqs])
     ax.minorticks_off()
     ax.set_ylim(0, max(max(r["p50_ms"], *(r.get("p50_ci") or r.get("ms_range") or ())) for r in rows) * 1.15)
     ax.set_xlabel("sequence length")
-    ax.set_ylabel("p50 latency (ms)")
+    ax.set_ylabel(f"{HEADLINE} latency (ms)")
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
@@ -249,5 +254,5 @@ _CHARTS = (
     ("presets", "Parameters of the presets", _presets),
     ("file_sizes", "File size by format and scheme", _file_sizes),
     ("accuracy_vs_size", "Accuracy vs size", _accuracy),
-    ("latency", "Latency vs sequence length, per file and device (dashed: estimates)", _latency),
+    ("latency", "Latency vs sequence length, per file and device", _latency),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,12 @@ def _summary(data: dict[str, Any]) -> list[str]:
                          f"{context['static_dir']}/): the Accelerators table says which file each accelerator "
                          "takes; they are not profiled here, where those accelerators are not.")
         elif context.get("static_in"):
-            lines.append(f"Static-shape files (`pipeline --static`) are made for the small model only, to keep the "
-                         f"built-in default quick: {context['static_in']}.")
+            lines.append("Static-shape files (`pipeline --static`) are made for the small model only, to keep the "
+                         f"built-in default quick: [its report]({context['static_in']}) has them.")
         if model.get("weights") == "random-init":
             lines.append("Weights: random (sizes and latency only; no accuracy is shown for these files"
-                         + (f": the trained model's report has it, {context['accuracy_in']}" if context.get("accuracy_in")
-                            else "") + ").")
+                         + (f": [the trained model's report]({context['accuracy_in']}) has it"
+                            if context.get("accuracy_in") else "") + ").")
     return lines
 
 
@@ -118,11 +119,11 @@ def html_page(data: dict[str, Any], title: str, chart_dir: Path) -> str:
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              '<link rel="icon" href="data:,">', f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
              f"<h1>{esc(title)}</h1>"]
-    parts += [f"<p>{_bold(esc(line))}</p>" for line in _summary(data)]
+    parts += [f"<p>{inline_html(line)}</p>" for line in _summary(data)]
     if data["missing"]:
         parts.append('<div class="missing"><strong>Not in this report:</strong><ul>'
-                     + "".join(f"<li>{esc(m)}</li>" for m in data["missing"]) + "</ul></div>")
-    parts += [f'<p class="note">note: {esc(n)}</p>' for n in data["notes"]]
+                     + "".join(f"<li>{inline_html(m)}</li>" for m in data["missing"]) + "</ul></div>")
+    parts += [f'<p class="note">note: {inline_html(n)}</p>' for n in data["notes"]]
     if data.get("chart_note"):
         parts.append(f'<p class="note">{esc(data["chart_note"])}</p>')
     charts = {c["name"]: c for c in data["charts"]}
@@ -134,9 +135,9 @@ def html_page(data: dict[str, Any], title: str, chart_dir: Path) -> str:
             parts.append(_img(chart, chart_dir))
             shown.add(chart["name"])
         if table.lead:
-            parts.append(f'<p class="lead">{esc(table.lead)}</p>')
+            parts.append(f'<p class="lead">{inline_html(table.lead)}</p>')
         parts.append(_html_table(table))
-        parts += [f'<p class="note">{esc(n)}</p>' for n in table.notes]
+        parts += [f'<p class="note">{inline_html(n)}</p>' for n in table.notes]
     for name, chart in charts.items():
         if name not in shown:
             parts += [f"<h2>{esc(chart['title'])}</h2>", _img(chart, chart_dir)]
@@ -191,7 +192,7 @@ def _html_snippets(groups: list[dict[str, Any]]) -> list[str]:
         facts, code = _snippet_lines(group)
         parts.append(f"<details><summary><strong>{esc(group['framework'])}</strong>: "
                      f"{esc(', '.join(f.get('label', f['name']) for f in group['files']))}</summary>")
-        parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in facts) + "</ul>")
+        parts.append("<ul>" + "".join(f"<li>{inline_html(line)}</li>" for line in facts) + "</ul>")
         for platform, text, names in code:
             parts.append(f"<p>{esc(PLATFORM_TITLES[platform])}, {esc(_for_files(names))}:</p>"
                          f'<pre><code class="language-{LANGUAGES[platform]}">{esc(text)}</code></pre>')
@@ -204,10 +205,22 @@ def _made_by(data: dict[str, Any]) -> str:
     return f"albert-edge {version}" if version else "albert-edge"
 
 
-def _bold(text: str) -> str:
-    # the summary's **name** -> <strong>name</strong>
-    pieces = text.split("**")
-    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(pieces))
+# The Markdown a report's sentences use: `code`, **bold** and [text](relative link).
+_INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*|\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def inline_html(text: str) -> str:
+    """A sentence of the report in HTML: escaped, its Markdown made tags, so no backtick or
+    asterisk is left on the page and a link is a link."""
+    esc = html.escape
+    out, at = [], 0
+    for m in _INLINE.finditer(text):
+        out.append(esc(text[at:m.start()]))
+        code, bold, label, href = m.groups()
+        out.append(f"<code>{esc(code)}</code>" if code is not None else f"<strong>{esc(bold)}</strong>"
+                   if bold is not None else f'<a href="{esc(href, quote=True)}">{esc(label)}</a>')
+        at = m.end()
+    return "".join(out) + esc(text[at:])
 
 
 def _img(chart: dict, chart_dir: Path) -> str:

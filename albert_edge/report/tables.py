@@ -3,13 +3,14 @@ HTML writers and the terminal alike, so all three show the same figures."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import math
 import re
 
 from ..profile.record import APP
+from .answer import COLUMNS as ANSWER_COLUMNS, TITLE as ANSWER_TITLE, answer_notes, answer_rows
+from .cells import Table, fmt_bytes, fmt_count
 
 __all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK", "HALF_WIDTH_NOTE", "half_width_text",
            "interval_words", "accuracy_interval"]
@@ -19,43 +20,13 @@ HALF_WIDTH_NOTE = ("half the width of the p50's 95% confidence interval, as a % 
                    "the p50 wide shows as ±4.7%)")
 
 
-@dataclass(frozen=True)
-class Table:
-    key: str
-    title: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    right: tuple[int, ...] = ()  # number columns
-    notes: tuple[str, ...] = field(default=())
-    chart: str | None = None  # the chart drawn from the same figures
-    lead: str | None = None  # one sentence shown above the table
-
-
-def fmt_count(n: float | None) -> str:
-    if n is None:
-        return ""
-    for unit, size in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.2f}{unit}"
-    return str(int(n))
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return ""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
-
-
 def _ms(x: float | None) -> str:
     return "" if x is None else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 
 def tables(data: dict[str, Any]) -> list[Table]:
     out = []
-    for make in (_params, _compute, _presets, _files, _accelerators, _profile):
+    for make in (_answer, _profile, _files, _accelerators, _params, _compute, _presets):
         table = make(data)
         if table is not None:
             out.append(table)
@@ -65,6 +36,15 @@ def tables(data: dict[str, Any]) -> list[Table]:
 # How every parameter count of a report is counted (one count per model).
 PARAMS_COUNTED = ("params: unique parameters of the base model, each shared weight once; token, position and "
                   "token-type embeddings, their LayerNorm and the pooler included, task heads left out")
+
+
+def _answer(data) -> Table | None:
+
+    rows = answer_rows(data)
+    if not rows:
+        return None
+    return Table("answer", ANSWER_TITLE, ANSWER_COLUMNS, tuple(rows), (2, 3), tuple(answer_notes(data)), "latency",
+                 keep=(1, 2, 3))
 
 
 def _params(data) -> Table | None:
@@ -86,7 +66,7 @@ def _params(data) -> Table | None:
     c = params["config"]
     title = (f"Parameters of {params['name']} (V={c['vocab_size']} E={c['embedding_size']} H={c['hidden_size']} "
              f"L={c['num_hidden_layers']} G={c['num_hidden_groups']}), beside BERT of the same shape")
-    return Table("params", title, ("part", "shape", "params", "", "note"), tuple(rows), (2, 3),
+    return Table("params", title, ("part", "shape", "params", "short", "note"), tuple(rows), (2, 3),
                  tuple([PARAMS_COUNTED, *notes, *params["notes"]]), "overview")
 
 
@@ -211,9 +191,9 @@ def _profile(data) -> Table | None:
     doubled = _fp16_memory_above_fp32(records)
     rows = tuple(_profile_row(r, warned, doubled) for r in records)
     return Table("profile", "Latency and memory (from profile records)",
-                 ("file", "scheme", "device", "runtime", "batch", "seq len", "", "p50 ms", "p50 ±", "timing",
-                  "p90 ms", "load ms", "peak RSS"), rows, (4, 5, 7, 8, 10, 11, 12),
-                 tuple(_profile_notes(data, doubled, warned)), "latency")
+                 ("file", "scheme", "device", "runtime", "batch", "seq len", "kind", "p50 ms", "p50 ±", "p90 ms",
+                  "timing", "load ms", "peak RSS"), rows, (4, 5, 7, 8, 9, 11, 12),
+                 tuple(_profile_notes(data, doubled, warned)), "latency", keep=(5, 7, 9))
 
 
 def _profile_row(r: dict[str, Any], warned: list[str], doubled: dict[int, tuple[dict, dict]]) -> tuple[str, ...]:
@@ -227,7 +207,7 @@ def _profile_row(r: dict[str, Any], warned: list[str], doubled: dict[int, tuple[
         mark = f" [{len(warned)}]"
     return (r["file_name"], r["scheme"] or "", r["device"], _runs_on(r),
             str(r["batch"]), seq, kind + mark, QUALITY_MARK.get(r.get("quality"), "") + _ms(r["p50_ms"]),
-            _interval(r), r.get("quality") or ("range" if r.get("ms_range") else ""), _ms(r["p90_ms"]),
+            _interval(r), _ms(r["p90_ms"]), r.get("quality") or ("range" if r.get("ms_range") else ""),
             _ms(r["load_ms"]), fmt_bytes(r["peak_rss"]) + (" †" if id(r) in doubled else ""))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,8 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 SCRIPT = Path(sys.executable).with_name("albert-edge")
 N = 16
 FAST = ["--threads", "1", "--runs", "5", "--min-seconds", "0", "--max-seconds", "0.5", "--warmup", "1"]
+# the progress lines profile prints on stderr when it is not a terminal
+PROGRESS = ("profiling ", "[profile ")
 
 
 def _needs_vulkan() -> None:
@@ -141,6 +144,8 @@ CASES = {
     "estimate": (["{w}/static.tflite", "--accelerator", "gpu", "--estimate", "pi4"],
                  "--accelerator gpu: --estimate scales CPU rooflines"),
     "onnx without CUDA": (["{w}/model.onnx", "--accelerator", "gpu"], NO_CUDA),
+    "onnx on the GPU path": (["{w}/model.onnx", "--accelerator", "gpu"], "the GPU path of phones and Pis here is "
+                             "LiteRT's, for .tflite files"),
 }
 
 
@@ -158,13 +163,21 @@ def _case(world: Path, scratch: Path, args: list[str], message: str) -> str:
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
 def test_profile_bad_input_is_one_line(world, tmp_path, case):
     args, message = CASES[case]
-    if case == "onnx without CUDA":
+    if case.startswith("onnx "):
         import onnxruntime
 
         if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
             pytest.skip("this onnxruntime build has CUDA")
     line = _case(world, tmp_path, [*PROFILE, *args], message)
     assert line.startswith("Error: ")
+
+
+def test_static_file_without_seq_len_names_the_option_not_a_value(world, tmp_path):
+    """Without --seq-len the message says so, and names no length the user did not type."""
+    line = _case(world, tmp_path, ["profile", "{w}/static.tflite", *FAST, "--append", "{scratch}/records.jsonl"],
+                 f"this file takes {N} tokens ([1, {N}] inputs), and without --seq-len profile measures 16,32,64,128: "
+                 f"give --seq-len {N}")
+    assert not re.search(r"--seq-len \d+:", line), line
 
 
 def test_inspect_of_another_format_on_the_gpu_is_one_line(world, tmp_path):
@@ -189,7 +202,7 @@ def test_a_real_process_prints_one_line_and_exits_2(world, tmp_path):
                            "--seq-len", str(N), "--append", str(tmp_path / "records.jsonl")],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
     assert done.returncode == 2, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("profiling ")]
+    lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith(PROGRESS)]
     assert len(lines) == 1 and lines[0].startswith("Error: ") and "convert --static" in lines[0], done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert snapshot(world, tmp_path) == before

@@ -38,7 +38,7 @@ DATA = Path(__file__).parents[1] / "data"
 SCRIPT = Path(sys.executable).with_name("albert-edge")
 TINY = AlbertConfig.preset("tiny").replace(vocab_size=400)  # the size of the shared spiece_model
 # the lines training and the profiler print when stderr is not a terminal
-PROGRESS = ("step ", "eval at step ", "profiling ")
+PROGRESS = ("step ", "eval at step ", "profiling ", "[pipeline ", "[convert ", "[quantize ", "[profile ")
 
 
 # ------------------------------------------------------------------------------------- world

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -156,6 +157,10 @@ def test_real_subprocess(ckpt, tmp_path):
                              capture_output=True, text=True, timeout=300, env=env)
     assert convert.returncode == 0, convert.stderr
     assert json.loads(convert.stdout)["files"][0]["name"] == "model.onnx"  # progress went to stderr
+    # stderr is a pipe: one line per step with the time since the start, never a silent log
+    steps = re.findall(r"^\[convert (\d+)/(\d+) .+\] \d+:\d\d elapsed$", convert.stderr, re.M)
+    assert len(steps) >= 2 and steps[-1][0] == steps[-1][1], convert.stderr
+    assert re.search(r"^\[convert done\] \d+:\d\d in all$", convert.stderr, re.M), convert.stderr
     inspect = subprocess.run([str(SCRIPT), "inspect", str(out / "model.onnx"), "--json"],
                              capture_output=True, text=True, timeout=300, env=env)
     assert inspect.returncode == 0, inspect.stderr
@@ -203,5 +208,6 @@ def test_sigterm_mid_conversion_leaves_nothing(tmp_path):
     proc.send_signal(signal.SIGTERM)  # the file is written, verification is running
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stderr  # 128 + SIGTERM, as a shell reports it
-    assert stderr.strip().splitlines() == ["Error: terminated (SIGTERM); nothing half-written was left behind"]
+    said = [line for line in stderr.strip().splitlines() if not line.startswith("[convert ")]  # progress lines
+    assert said == ["Error: terminated (SIGTERM); nothing half-written was left behind"]
     assert not out.exists()

@@ -177,3 +177,15 @@ def test_a_padded_embedding_table_is_accepted(tiny_bundle, tmp_path):
     engine = Engine(Bundle(copy), "onnx-fp32", num_threads=1)
     ids = [p["id"] for m in engine.fill_mask("the [MASK] loop", top_k=20)["masks"] for p in m["predictions"]]
     assert len(ids) == 20 and all(0 <= i < 400 for i in ids)
+
+
+@pytest.mark.parametrize("text", ["The event ___ runs tasks.", "open the [MASK]"])
+def test_fill_mask_answers_a_blank_with_words(engine, text):
+    """A blank between spaces is answered with pieces that start a word, so the filled text reads
+    as words: never "open theline" ("▁the" followed by the piece "line")."""
+    tok = engine.bundle.tokenizer
+    result = engine.fill_mask(text, top_k=5)
+    for p in result["masks"][0]["predictions"]:
+        assert tok.id_to_piece([p["id"]])[0].startswith("\u2581"), p
+    best = result["masks"][0]["predictions"][0]["token"]
+    assert best in result["filled"].split() or f"{best}." in result["filled"].split(), result["filled"]

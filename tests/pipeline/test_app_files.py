@@ -33,7 +33,7 @@ def _classifier(out: Path, spiece: Path) -> Path:
 def _pipeline(*args) -> dict:
     result = CliRunner().invoke(main, ["pipeline", *map(str, args)])
     assert result.exit_code == 0, result.output
-    return {s["step"]: s["status"] for s in json.loads(result.output)["steps"]}
+    return {s["step"]: s["status"] for s in json.loads(result.stdout)["steps"]}  # progress lines: stderr
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 from albert_edge.config import AlbertConfig
 
 from ..converters.conftest import tiny_model
+from ..cli.conftest import tables_fit  # noqa: F401 (autouse: every table printed fits 100 columns)
 
 CONFIG = dataclasses.replace(AlbertConfig.preset("tiny"), vocab_size=400)  # max_position_embeddings 64
 FAST = ["--threads", "1", "--runs", "5", "--min-seconds", "0", "--max-seconds", "0.5", "--warmup", "1"]

@@ -23,6 +23,8 @@ from albert_edge.profile.job import ProfileJob
 from .conftest import FAST
 
 DATA = Path(__file__).parents[1] / "data"
+# the progress lines profile prints on stderr when it is not a terminal
+PROGRESS = ("profiling ", "[profile ")
 
 
 def profile_json(*args) -> list[dict]:
@@ -276,7 +278,7 @@ def test_bad_input_is_one_line_and_exit_2(model_dir, args, message, tmp_path):
         argv = ["profile", *(a.format(dir=model_dir) for a in args), "--runs", "5", "--csv", str(out)]
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("profiling ")]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith(PROGRESS)]
     assert message in result.stderr and len(lines) == 1, result.stderr
     assert "Traceback" not in result.output and not out.exists()
 

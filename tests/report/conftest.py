@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ..cli.conftest import tables_fit  # noqa: F401 (autouse: every table printed fits 100 columns)
+
 SEQ = 16
 
 

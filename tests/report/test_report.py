@@ -325,9 +325,9 @@ def test_quantize_json_result(tmp_path, conversion):
     result = run("quantize", edge / "model.tflite", "--scheme", "fp16", "--eval-samples", "8", "--threads", "1",
                  "--out", edge / "model.fp16.tflite", "--json")
     assert result.exit_code == 0, result.output
-    printed = json.loads(result.output)
+    printed = json.loads(result.stdout)  # progress lines go to stderr
     saved = tmp_path / "quantize.json"
-    saved.write_text(result.output)
+    saved.write_text(result.stdout)
     data = report_json(write(tmp_path, edge, saved))
     row = next(f for f in data["files"] if f["name"] == "model.fp16.tflite")
     assert row["accuracy"]["headline"] == printed["headline"] and row["scheme"] == "fp16"
