@@ -118,6 +118,17 @@ class TFAlbert(tf.Module):
         shape = tf.shape(x)
         return shape[0], shape[1]
 
+    def _shape(self, x: tf.Tensor, *tail: int):
+        """(B, T, *tail) for a (B, T, ...) tensor ``x``, as RESHAPE and SLICE take a shape. In a
+        dynamic file it is made of SHAPE, a STRIDED_SLICE and a CONCATENATION of constants, ops
+        that TFLite evaluates while it prepares the graph; a PACK of the sizes is evaluated only
+        when the graph runs, which leaves every later tensor without a shape until then: LiteRT's
+        CompiledModel then sizes the outputs of a run from the run before it and writes past
+        them when the new inputs are longer."""
+        if self.static_len is not None:
+            return [1, self.static_len, *tail]
+        return tf.concat([tf.shape(x)[:2], tf.constant(tail, tf.int32)], axis=0)
+
     def _lookup(self, table: nn.Embedding, ids: tf.Tensor) -> tf.Tensor:
         """Rows of ``table`` for (B, T) ids; in a static file through (T,) ids: GPU delegates
         gather with 1-D indices only."""
@@ -134,14 +145,17 @@ class TFAlbert(tf.Module):
         H = hidden.shape[-1]
         return tf.reshape(tf.slice(hidden, [0, 0, 0], [1, 1, H]), [1, H])
 
-    def _add_positions(self, x: tf.Tensor, table: nn.Embedding, T) -> tf.Tensor:
-        """``x`` (B, T, E) plus the embeddings of positions 0..T-1."""
+    def _add_positions(self, x: tf.Tensor, table: nn.Embedding, ids: tf.Tensor) -> tf.Tensor:
+        """``x`` (B, T, E) plus the embeddings of positions 0..T-1 (``ids``: the (B, T) input)."""
         if self.static_len is None:
-            return x + tf.slice(self._w(table.weight), [0, 0], [T, -1])
+            # Rows gathered by the positions 0..T-1 of each input: a SLICE of T rows would take
+            # its size from the graph, which TFLite evaluates only when it runs (see _shape).
+            positions = tf.math.cumsum(tf.ones_like(ids), axis=1, exclusive=True)  # (B, T)
+            return x + tf.gather(self._w(table.weight), positions)
         # LiteRT's GPU accelerator (ai-edge-litert 2.3, WebGPU) adds a constant of the tensor's
         # own shape wrongly in 2-D and 3-D (one row of one operand for every position); in the
         # (1, T, 1, E) layout it adds element by element.
-        E = table.embedding_dim
+        E, T = table.embedding_dim, self.static_len
         positions = tf.reshape(tf.slice(self._w(table.weight), [0, 0], [T, E]), [1, T, 1, E])
         return tf.reshape(tf.reshape(x, [1, T, 1, E]) + positions, [1, T, E])
 
@@ -154,18 +168,18 @@ class TFAlbert(tf.Module):
         return x * self._w(ln.weight, row=True) + self._w(ln.bias, row=True)
 
     def _attention(self, x: tf.Tensor, mask_bias: tf.Tensor, att) -> tf.Tensor:
-        B, T = self._sizes(x)
         nh, hd, H = att.num_heads, att.head_dim, self.config.hidden_size
+        split = self._shape(x, nh, hd)
 
         def heads(t: tf.Tensor) -> tf.Tensor:
-            return tf.transpose(tf.reshape(t, [B, T, nh, hd]), [0, 2, 1, 3])  # (B, nh, T, hd)
+            return tf.transpose(tf.reshape(t, split), [0, 2, 1, 3])  # (B, nh, T, hd)
 
         q, k, v = heads(self._linear(x, att.query)), heads(self._linear(x, att.key)), heads(self._linear(x, att.value))
         # The scale comes after the matmul: folded into the query weight it would be a new
         # copy of that weight.
         scores = tf.matmul(q, k, transpose_b=True) / math.sqrt(hd)  # (B, nh, T, T)
         probs = tf.nn.softmax(scores + mask_bias, axis=-1)
-        context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), [B, T, H])  # (B, T, H)
+        context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), self._shape(x, H))  # (B, T, H)
         return self._layer_norm(x + self._linear(context, att.dense), att.LayerNorm)
 
     def _layer(self, x: tf.Tensor, mask_bias: tf.Tensor, layer: AlbertLayer) -> tf.Tensor:
@@ -182,12 +196,15 @@ class TFAlbert(tf.Module):
     def _embed(self, albert: AlbertModel, input_ids, attention_mask, token_type_ids) -> tuple[tf.Tensor, tf.Tensor]:
         """The (B, T, H) input of the first layer application and the (B, 1, 1, T) mask bias."""
         emb, enc = albert.embeddings, albert.encoder
-        B, T = self._sizes(input_ids)
         x = self._lookup(emb.word_embeddings, input_ids) + self._lookup(emb.token_type_embeddings, token_type_ids)
-        x = self._add_positions(x, emb.position_embeddings, T)  # (B, T, E)
+        x = self._add_positions(x, emb.position_embeddings, input_ids)  # (B, T, E)
         x = self._layer_norm(x, emb.LayerNorm)
         # (B, 1, 1, T): computed once, shared by every layer application.
-        mask = tf.reshape(tf.cast(attention_mask, tf.float32), [B, 1, 1, T])
+        mask = tf.cast(attention_mask, tf.float32)
+        if self.static_len is None:  # no RESHAPE to (B, 1, 1, T), whose shape would be a PACK (see _shape)
+            mask = tf.expand_dims(tf.expand_dims(mask, 1), 1)
+        else:
+            mask = tf.reshape(mask, [1, 1, 1, self.static_len])
         mask_bias = (1.0 - mask) * MASK_VALUE
         # Its bias as a row: a 1-D shift feeding the first layer's Q/K/V would be folded into
         # their biases, a second copy of them for the first layer application. (Google's layout

@@ -16,7 +16,8 @@ import numpy as np
 
 from .calibration import Batch
 
-__all__ = ["OutputAccuracy", "AccuracyReport", "measure", "output_kind", "COLUMNS"]
+__all__ = ["OutputAccuracy", "AccuracyReport", "measure", "output_kind", "length_bucket", "COLUMNS",
+           "LENGTH_COLUMNS", "LENGTH_BUCKETS"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,15 @@ _KINDS = {
 _AGREEMENT = {"mlm": "MLM top-1", "label": "label", "token-label": "label", "span": "label",
               "passes": "same passes"}
 COLUMNS = ("output", "rows", "cosine mean", "cosine min", "max |diff|", "agreement", "of")
+# Inputs by their real tokens (special tokens included, padding not): a short text padded to a
+# static file's length runs through activations a calibration on long text never saw.
+LENGTH_BUCKETS = ((8, "<=8"), (32, "9-32"), (128, "33-128"), (None, ">128"))
+LENGTH_COLUMNS = ("output", "tokens", "rows", "cosine mean", "max |diff|", "agreement", "of")
+
+
+def length_bucket(tokens: int) -> str:
+    """The LENGTH_BUCKETS label of an input of ``tokens`` real tokens."""
+    return next(label for top, label in LENGTH_BUCKETS if top is None or tokens <= top)
 
 
 def output_kind(name: str, head: str) -> str:
@@ -58,6 +68,9 @@ class OutputAccuracy:
     agreement: float | None = None
     agreement_of: str | None = None  # "MLM top-1" | "label"
     agreement_count: int = 0
+    # The same figures for the inputs of each LENGTH_BUCKETS label that occurred:
+    # {label: {"rows", "cosine_mean", "max_abs_diff", "agreement", "agreement_count"}}
+    by_length: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def row(self) -> tuple:
         agreement = "" if self.agreement is None else f"{100 * self.agreement:.2f}%"
@@ -96,6 +109,17 @@ class AccuracyReport:
     def rows(self) -> list[tuple]:
         return [o.row() for o in self.outputs]
 
+    def length_rows(self) -> list[tuple]:
+        """One row per output and length bucket, in LENGTH_COLUMNS order."""
+        rows = []
+        for o in self.outputs:
+            for label, f in o.by_length.items():
+                agreement = "" if f["agreement"] is None else f"{100 * f['agreement']:.2f}%"
+                of = "" if f["agreement"] is None else f"{o.agreement_of} ({f['agreement_count']})"
+                rows.append((o.name, label, f["rows"], f"{f['cosine_mean']:.5f}", f"{f['max_abs_diff']:.4g}",
+                             agreement, of))
+        return rows
+
     def to_dict(self) -> dict[str, Any]:
         value, what = self.headline
         return {"text": self.text, "batches": self.batches, "headline": value, "headline_of": what,
@@ -112,8 +136,17 @@ class _Running:
         self.max_abs = 0.0
         self.agree = 0
         self.count = 0
+        self.buckets: dict[str, _Running] = {}  # the same figures, for the rows of each length bucket
 
-    def add(self, ref: np.ndarray, got: np.ndarray, batch: Batch) -> None:
+    def add(self, ref: np.ndarray, got: np.ndarray, batch: Batch, by_length: bool = True) -> None:
+        if by_length:
+            tokens = batch.valid.sum(-1)
+            labels = [length_bucket(int(n)) for n in tokens]
+            for label in dict.fromkeys(labels):
+                rows = np.array([lab == label for lab in labels])
+                part = Batch({k: v[rows] for k, v in batch.feeds.items()},
+                             None if batch.masked is None else batch.masked[rows], batch.source)
+                self.buckets.setdefault(label, _Running(self.name, self.kind)).add(ref[rows], got[rows], part, False)
         ref, got = ref.astype(np.float64), got.astype(np.float64)
         valid = batch.valid
         if self.kind == "passes":
@@ -153,7 +186,14 @@ class _Running:
             agreement=(self.agree / self.count) if of and self.count else None,
             agreement_of=of if of and self.count else None,
             agreement_count=self.count,
+            by_length={label: _bucket_figures(self.buckets[label].result()) for _, label in LENGTH_BUCKETS
+                       if label in self.buckets},
         )
+
+
+def _bucket_figures(result: OutputAccuracy) -> dict[str, Any]:
+    return {"rows": result.rows, "cosine_mean": result.cosine_mean, "max_abs_diff": result.max_abs_diff,
+            "agreement": result.agreement, "agreement_count": result.agreement_count}
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -21,11 +21,15 @@ from albert_edge.errors import ConfigError, DataError, TokenizerError
 from albert_edge.text import read_sentences
 
 __all__ = ["TextSplit", "Batch", "Prepared", "prepare", "read_sentences", "split_text", "load_tokenizer",
-           "text_batches", "random_batches", "MASK_FRACTION"]
+           "text_batches", "random_batches", "short_texts", "MASK_FRACTION", "SHORT_SHARE"]
 
 log = logging.getLogger(__name__)
 
 MASK_FRACTION = 0.15  # of the real tokens in an evaluation batch, replaced by [MASK]
+# Of the calibration and of the evaluation sentences, the share also sent alone as a short text
+# (its first few words): what users send is often a question or a command of a few tokens.
+SHORT_SHARE = 0.25
+_SHORT_WORDS = (1, 2, 3, 4, 6)
 
 
 @dataclass(frozen=True)
@@ -78,18 +82,26 @@ def load_tokenizer(path: str | os.PathLike, vocab_size: int):
     return tok
 
 
+def short_texts(sentences: Sequence[str]) -> list[str]:
+    """The first 1 to 6 words of a SHORT_SHARE of ``sentences`` (at least one): texts of a few
+    tokens, where a static file's padding is most of what it runs on."""
+    count = max(1, round(len(sentences) * SHORT_SHARE)) if sentences else 0
+    return [" ".join(s.split()[:_SHORT_WORDS[i % len(_SHORT_WORDS)]]) for i, s in enumerate(sentences[:count])]
+
+
 def text_batches(tok, sentences: Sequence[str], seq_len: int, batch_size: int, *, mask_id: int | None = None,
-                 pad_to_length: bool = False, seed: int = 0) -> list[Batch]:
+                 pad_to_length: bool = False, seed: int = 0, pairs: bool = True) -> list[Batch]:
     """Tokenized batches of ``sentences``, two neighbouring sentences per row (a sentence pair,
-    so both token types are exercised). With ``mask_id`` about 15% of the real tokens become
-    [MASK], and the batch records where."""
+    so both token types are exercised), or one per row without ``pairs``. With ``mask_id``
+    about 15% of the real tokens become [MASK], and the batch records where."""
     rng = np.random.default_rng(seed)
     padding = "max_length" if pad_to_length else "longest"
     batches = []
     for start in range(0, len(sentences), batch_size):
         chunk = list(sentences[start:start + batch_size])
-        firsts = chunk[0::2]
-        seconds = chunk[1::2] + [None] * (len(firsts) - len(chunk[1::2]))
+        firsts = chunk[0::2] if pairs else chunk
+        seconds = chunk[1::2] if pairs else []
+        seconds = seconds + [None] * (len(firsts) - len(seconds))
         rows = [tok(a, b, max_length=seq_len, padding=padding, truncation=True)
                 for a, b in zip(firsts, seconds, strict=True)]
         feeds = _stack(rows, tok.pad_id)
@@ -179,9 +191,9 @@ def prepare(config, source, recipe, seq_len: int) -> Prepared:
     # An MLM head is run on text with [MASK] tokens, where its logits are largest: calibrating
     # without them clips exactly the predictions that matter.
     mask_id = tok.mask_id if mlm else None
-    calibration = (text_batches(tok, split.calibration, seq_len, config.batch_size, mask_id=mask_id,
-                                pad_to_length=True, seed=config.seed + 1) if recipe.calibration else [])
-    evaluation = text_batches(tok, split.evaluation, seq_len, config.batch_size, mask_id=mask_id, seed=config.seed)
+    calibration = (_with_short(tok, split.calibration, seq_len, config.batch_size, mask_id=mask_id,
+                               pad_to_length=True, seed=config.seed + 1) if recipe.calibration else [])
+    evaluation = _with_short(tok, split.evaluation, seq_len, config.batch_size, mask_id=mask_id, seed=config.seed)
     names = ", ".join(Path(s).name for s in sources)
     return Prepared(calibration, evaluation, {
         "evaluation": f"{len(split.evaluation)} held-out sentences of {names}",
@@ -189,6 +201,12 @@ def prepare(config, source, recipe, seq_len: int) -> Prepared:
         "method": config.calibration_method.value if recipe.calibration else None,
         "tokenizer": str(tok.path), "seq_len": seq_len,
     })
+
+
+def _with_short(tok, sentences: Sequence[str], seq_len: int, batch_size: int, **options) -> list[Batch]:
+    """The batches of ``sentences`` in pairs, then of their :func:`short_texts` one per row."""
+    return (text_batches(tok, sentences, seq_len, batch_size, **options)
+            + text_batches(tok, short_texts(sentences), seq_len, batch_size, pairs=False, **options))
 
 
 def _checkpoint_spiece(source) -> Path | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..quantize.accuracy import COLUMNS
+from ..quantize.accuracy import COLUMNS, LENGTH_COLUMNS
 from ..quantize.schemes import FORMATS, TFLITE_COMPAT, CalibrationMethod, schemes_for
 from ._output import Steps, console, fmt_bytes, print_json, print_table
 from ._types import POSITIVE_INT, force_option, threads_option
@@ -87,6 +87,8 @@ def quantize(model_file: Path, scheme: str, calibration: tuple[str, ...], tokeni
 def _print(result) -> None:
     print_table(f"{result.scheme} vs fp32 parent ({result.accuracy.text})", list(COLUMNS),
                 result.accuracy.rows(), right=(1, 2, 3, 4, 5))
+    print_table("by input length (real tokens, padding left out)", list(LENGTH_COLUMNS),
+                result.accuracy.length_rows(), right=(2, 3, 4, 5))
     value, what = result.accuracy.headline
     limit = f" (max drop {result.max_drop})" if result.max_drop is not None else ""
     console.print(f"headline: {what} {value:.4f}{limit}")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from albert_edge.quantize.accuracy import AccuracyReport, OutputAccuracy, _cosine, _Running, measure, output_kind
+from albert_edge.quantize.accuracy import (AccuracyReport, OutputAccuracy, _cosine, _Running, length_bucket, measure,
+                                          output_kind)
 from albert_edge.quantize.calibration import Batch, random_batches
 from albert_edge.runtime import Session
 
@@ -42,6 +43,30 @@ def test_padded_tokens_are_left_out():
     running.add(ref, got, batch)
     result = running.result()
     assert result.rows == 2 and result.cosine_min == 1.0 and result.max_abs_diff == 0.0
+
+
+@pytest.mark.parametrize("tokens, bucket", [(1, "<=8"), (8, "<=8"), (9, "9-32"), (32, "9-32"), (33, "33-128"),
+                                           (128, "33-128"), (129, ">128")])
+def test_length_buckets(tokens, bucket):
+    assert length_bucket(tokens) == bucket
+
+
+def test_figures_by_length_of_input():
+    """A classifier right on long inputs and wrong on a short padded one: the whole agreement hides
+    it, the <=8 bucket shows it."""
+    batch = _batch([[1] * 4 + [0] * 36, [1] * 20 + [0] * 20, [1] * 40, [1] * 40])
+    ref = np.array([[2.0, 0.0], [2.0, 0.0], [0.0, 2.0], [0.0, 2.0]])
+    got = ref.copy()
+    got[0] = [-2.0, 2.0]  # the 4-token input
+    running = _Running("logits", "label")
+    running.add(ref, got, batch)
+    result = running.result()
+    assert result.agreement == 0.75 and list(result.by_length) == ["<=8", "9-32", "33-128"]
+    short, middle, long = result.by_length.values()
+    assert (short["rows"], short["agreement"], short["max_abs_diff"]) == (1, 0.0, 4.0)
+    assert (middle["agreement"], long["rows"], long["agreement"], long["max_abs_diff"]) == (1.0, 2, 1.0, 0.0)
+    rows = AccuracyReport([result]).length_rows()
+    assert rows[0] == ("logits", "<=8", 1, "-0.70711", "4", "0.00%", "label (1)")
 
 
 def test_mlm_agreement_counts_masked_positions_only():

@@ -12,6 +12,7 @@ from albert_edge.quantize.calibration import (
     load_tokenizer,
     random_batches,
     read_sentences,
+    short_texts,
     split_text,
     text_batches,
 )
@@ -96,3 +97,15 @@ def test_random_batches_pad_and_use_both_segments():
     first = batches[0]
     assert first.source == "random ids" and first.feeds["attention_mask"][1].min() == 0
     assert first.feeds["input_ids"].max() < 99 and first.feeds["token_type_ids"].max() == 1
+
+
+def test_short_texts_are_the_first_words_of_a_share_of_the_sentences(spiece_model):
+    sentences, _ = read_sentences([CORPUS])
+    shorts = short_texts(sentences[:40])
+    assert len(shorts) == 10 and all(s.split() == t.split()[:len(s.split())] for s, t in zip(shorts, sentences))
+    assert sorted({len(s.split()) for s in shorts}) == [1, 2, 3, 4, 6]
+    tok = load_tokenizer(spiece_model, 400)
+    rows = text_batches(tok, shorts, seq_len=24, batch_size=8, pairs=False)
+    lengths = np.concatenate([b.feeds["attention_mask"].sum(1) for b in rows])
+    assert len(lengths) == 10 and (lengths <= 8).sum() >= 5  # [CLS] + a few pieces + [SEP]
+    assert all(b.feeds["token_type_ids"].max() == 0 for b in rows)  # one text per row, no pair

@@ -30,8 +30,9 @@ def test_quantize_prints_a_table(workdir):
                   "--eval-samples", "16", "--out", workdir / "q.onnx")
     assert result.exit_code == 0, result.output
     for text in ("prediction_logits", "MLM top-1", "cosine mean", "every matrix-product weight is stored quantized",
-                 "stored exactly once", "wrote"):
+                 "stored exactly once", "wrote", "by input length", "<=8", "9-32"):
         assert text in result.output
+    assert all(len(line) <= 100 for line in result.output.splitlines() if "prediction_logits" in line)  # tables
     assert manifest_io.read(workdir).file("q.onnx").precision == "int8-dynamic"
 
 
@@ -43,6 +44,10 @@ def test_quantize_json(workdir):
     assert data["kept"] and data["scheme"] == "int8-static" and data["calibration"]["method"] == "percentile"
     assert data["check"]["problems"] == [] and data["check"]["copies"] == {} and data["float_weights"] == []
     assert data["accuracy"]["outputs"][0]["name"] == "prediction_logits" and data["size_ratio"] > 0
+    by_length = data["accuracy"]["outputs"][0]["by_length"]  # the held-out text has short texts too
+    assert "<=8" in by_length and sum(b["rows"] for b in by_length.values()) == data["accuracy"]["outputs"][0]["rows"]
+    parity = manifest_io.read(workdir).file("q.onnx").parity
+    assert parity["accuracy"]["outputs"][0]["by_length"] == by_length  # and the record keeps them
 
 
 @pytest.mark.parametrize("model", ["model.onnx", "model.tflite"])

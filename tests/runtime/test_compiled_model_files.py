@@ -79,6 +79,40 @@ OTHER_LENGTH = textwrap.dedent("""
 """)
 
 
+# One loaded model resized from run to run, as an app resizes per input, with the buffers
+# CompiledModel makes after each resize: sized from the shapes the file's graph gives the outputs,
+# which must follow the resize before the run (a file whose output shapes are known only once it
+# has run got buffers of the run before, and a longer input wrote past them).
+RESIZED = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from ai_edge_litert.compiled_model import CompiledModel
+
+    path, feeds_path, out_path = sys.argv[1:4]
+    lengths = [int(T) for T in sys.argv[4:]]
+    saved = np.load(feeds_path)
+    model = CompiledModel.from_file(path)
+    signature = model.get_signature_list()["serving_default"]
+    results = {}
+    for T in lengths:
+        for i in range(len(signature["inputs"])):
+            model.resize_input_tensor(i, [1, T], 0)
+        inputs, outputs = model.create_input_buffers(0), model.create_output_buffers(0)
+        for name, buffer in zip(signature["inputs"], inputs):
+            buffer.write(np.ascontiguousarray(saved[f"{name}.{T}"]))
+        try:
+            model.run_by_index(0, inputs, outputs)
+        except RuntimeError as exc:
+            results[f"error.{T}"] = np.array(str(exc))
+            continue
+        details = model.get_output_tensor_details("serving_default")
+        for name, buffer in zip(signature["outputs"], outputs):
+            shape, dtype = details[name]["shape"], np.dtype(details[name]["dtype"])
+            results[f"{name}.{T}"] = buffer.read(int(np.prod(shape)), dtype).reshape(shape)
+    np.savez(out_path, **results)
+""")
+
+
 def _feeds(T: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(T)
     mask = np.ones((1, T), np.int32)
@@ -143,3 +177,18 @@ def test_compiled_model_at_another_length_the_readme_way(files, T, tmp_path):
     got = _in_child(OTHER_LENGTH, path, feeds, tmp_path, str(T), str(TINY.hidden_size))
     want = _interpreter(path, feeds)["last_hidden_state"]
     assert np.abs(got["last_hidden_state"] - want).max() <= 1e-5
+
+
+@pytest.mark.parametrize("kind", ["dynamic loop", "dynamic unrolled", "int8-dynamic", "int8-full"])
+def test_compiled_model_follows_every_resize(files, kind, tmp_path):
+    """7 -> 16 -> the longest input the file was built for -> one past it: the same answers as the
+    Interpreter's, then a Python error (the position table has no row for it), never a crash."""
+    path, built = files[kind], TINY.max_position_embeddings
+    lengths = (7, 16, built, built + 1)
+    feeds = {f"{name}.{T}": value for T in lengths for name, value in _feeds(T).items()}
+    got = _in_child(RESIZED, path, feeds, tmp_path, *map(str, lengths))
+    for T in lengths[:-1]:
+        for name, want in _interpreter(path, _feeds(T)).items():
+            assert got[f"{name}.{T}"].shape == want.shape, (name, T)
+            assert np.abs(got[f"{name}.{T}"] - want).max() <= 1e-5 * max(1.0, np.abs(want).max()), (name, T)
+    assert "Failed to invoke" in str(got[f"error.{built + 1}"])
