@@ -30,14 +30,16 @@ from albert_edge.tokenizer import SPIECE_NAME, AlbertTokenizer
 from .checks import BundleError, check_labels, check_outputs, check_packed_files, check_seq_len, read_manifest
 from .tasks import MediaPipeClassifier, mediapipe_installed, session_label
 
-__all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "VARIANTS", "MEDIAPIPE", "ALL_VARIANTS", "Variant", "Bundle",
-           "Engine", "BundleError", "DemoInputError", "LatencyWindow"]
+__all__ = ["BUNDLE_FILE", "LABELS_FILE", "TASK_DIRS", "ADAPTIVE_DIR", "VARIANTS", "ADAPTIVE", "MEDIAPIPE",
+           "ALL_VARIANTS", "Variant", "Bundle", "Engine", "BundleError", "DemoInputError", "LatencyWindow"]
 
 log = logging.getLogger(__name__)
 
 BUNDLE_FILE = "bundle.json"
 LABELS_FILE = "labels.json"
 TASK_DIRS = {"mlm": "mlm", "classifier": "classifier"}
+# The classifier written with its early exits (convert --adaptive): model.onnx, model.tflite and their manifest.
+ADAPTIVE_DIR = "classifier-adaptive"
 BLANK = "___"  # typed for a [MASK] by people who do not want to type [MASK]
 MAX_CHARS = 2000  # characters of text looked at; the model sees far fewer tokens anyway
 MAX_TOP_K = 20
@@ -52,7 +54,7 @@ class Variant:
     """One model file per task: its format and precision."""
 
     format: str  # "onnx" | "tflite" | "mediapipe" (a .tflite with TFLite metadata, tokenizer inside)
-    scheme: str  # "fp32" | "int8"
+    scheme: str  # "fp32" | "int8" | "adaptive" (the fp32 classifier that stops early; the MLM at full depth)
 
     @property
     def key(self) -> str:
@@ -64,9 +66,22 @@ class Variant:
         return by_name(self.format)
 
     @property
+    def adaptive(self) -> bool:
+        return self.scheme == "adaptive"
+
+    @property
     def file_name(self) -> str:
         """model.onnx, model.int8-dynamic.tflite, model.mediapipe.tflite: the name convert and quantize give it."""
-        return "model" + ("" if self.scheme == "fp32" else ".int8-dynamic") + file_suffix(self.format)
+        return "model" + (".int8-dynamic" if self.scheme == "int8" else "") + file_suffix(self.format)
+
+    def scheme_of(self, task: str) -> str:
+        """The scheme of the file that answers ``task`` (an adaptive variant's MLM is fp32)."""
+        return "fp32" if self.adaptive and task != "classifier" else self.scheme
+
+    def folder(self, task: str) -> str:
+        """The bundle folder of this variant's ``task`` file: an adaptive classifier's own folder,
+        else the task's (an adaptive variant's MLM is the fp32 one: it has no exits)."""
+        return ADAPTIVE_DIR if self.adaptive and task == "classifier" else TASK_DIRS[task]
 
     @classmethod
     def parse(cls, key: str) -> Variant:
@@ -80,8 +95,11 @@ class Variant:
         return available(self.kind)
 
 
-# In order of preference for the default: int8 first (smaller, faster on a Pi), then fp32.
-VARIANTS = (Variant("onnx", "int8"), Variant("tflite", "int8"), Variant("onnx", "fp32"), Variant("tflite", "fp32"))
+# In order of preference for the default: the classifier that stops early (where the bundle has one),
+# then int8 (smaller, faster on a Pi), then fp32.
+ADAPTIVE = (Variant("onnx", "adaptive"), Variant("tflite", "adaptive"))
+VARIANTS = ADAPTIVE + (Variant("onnx", "int8"), Variant("tflite", "int8"), Variant("onnx", "fp32"),
+                       Variant("tflite", "fp32"))
 # convert --to mediapipe's file (a classifier's), put into a bundle's classifier folder: served when there.
 MEDIAPIPE = Variant("mediapipe", "fp32")
 ALL_VARIANTS = VARIANTS + (MEDIAPIPE,)
@@ -109,23 +127,31 @@ class Bundle:
                               "(install onnxruntime, or ai-edge-litert / tflite-runtime)")
         # The parts must agree before anything runs: each folder's task, the tokenizer against the
         # embedding tables, seq_len against the position table, the labels against the classifier.
-        self.manifests = {task: read_manifest(self.path / folder, task) for task, folder in TASK_DIRS.items()
-                          if any(self.file(task, v).is_file() for v in ALL_VARIANTS)}
+        self.manifests = {folder: read_manifest(self.path / folder, task) for task, folder in _FOLDERS
+                          if any(self.file(task, v).is_file() and v.folder(task) == folder for v in ALL_VARIANTS)}
         for manifest in self.manifests.values():
             self.tokenizer.check_vocab_size(manifest["config"]["vocab_size"])
         max_positions = min((m["config"]["max_position_embeddings"] for m in self.manifests.values()), default=None)
         self.seq_len = check_seq_len(info.get("seq_len"), self.path / BUNDLE_FILE, max_positions)
-        for task, variant in ((t, v) for t in self.manifests for v in ALL_VARIANTS if self.file(t, v).is_file()):
-            outputs = self._declared_outputs(task, variant.file_name)
+        for task, variant in ((t, v) for t in TASK_DIRS for v in ALL_VARIANTS if self.file(t, v).is_file()):
+            outputs = self._declared_outputs(variant.folder(task), variant.file_name)
             if outputs is not None:
                 self.check_file(task, self.file(task, variant), outputs)
 
     def file(self, task: str, variant: Variant) -> Path:
-        return self.path / TASK_DIRS[task] / variant.file_name
+        return self.path / variant.folder(task) / variant.file_name
 
     def variants(self, task: str) -> list[Variant]:
-        """The variants whose file exists and whose runtime is installed."""
-        return [v for v in ALL_VARIANTS if self.file(task, v).is_file() and v.runtime_installed()]
+        """The variants whose file exists and whose runtime is installed; an adaptive variant only
+        where the bundle has its adaptive classifier (bundles made before it have none)."""
+        return [v for v in ALL_VARIANTS if self.file(task, v).is_file() and v.runtime_installed()
+                and (not v.adaptive or self.file("classifier", v).is_file())]
+
+    def max_passes(self, task: str, variant: Variant) -> int | None:
+        """The passes of the shared layer a file runs at most (its manifest's num_hidden_layers)."""
+        manifest = self.manifests.get(variant.folder(task))
+        value = manifest["config"].get("num_hidden_layers") if manifest else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def check_file(self, task: str, path: Path, outputs: list[TensorSpec]) -> None:
         """Raise BundleError when ``outputs`` (of the file at ``path``) do not fit ``task``, the
@@ -136,8 +162,8 @@ class Bundle:
         """The file of ``task`` and ``variant`` against its entry in the task folder's manifest.json
         (size, then sha256, once per process: :func:`albert_edge.formats.manifest.check_file`);
         BundleError when it differs. A file the manifest does not list is not checked."""
-        path = self.file(task, variant)
-        files = self.manifests[task].get("files") if task in self.manifests else None
+        path, folder = self.file(task, variant), variant.folder(task)
+        files = self.manifests[folder].get("files") if folder in self.manifests else None
         entry = next((e for e in files if isinstance(e, dict) and e.get("name") == path.name), None) \
             if isinstance(files, list) else None
         if entry is None:
@@ -147,21 +173,25 @@ class Bundle:
         except FileChanged as exc:
             raise BundleError(str(exc)) from None
 
-    def _declared_outputs(self, task: str, name: str) -> list[TensorSpec] | None:
+    def _declared_outputs(self, folder: str, name: str) -> list[TensorSpec] | None:
         """The outputs manifest.json declares for a file (None when it does not list the file)."""
-        files = self.manifests[task].get("files")
+        files = self.manifests[folder].get("files")
         for entry in files if isinstance(files, list) else []:
             if isinstance(entry, dict) and entry.get("name") == name and isinstance(entry.get("outputs"), list):
                 try:
                     return [TensorSpec(str(o["name"]), str(o["dtype"]), tuple(o["shape"])) for o in entry["outputs"]]
                 except (KeyError, TypeError):
-                    raise BundleError(f"{self.path / TASK_DIRS[task] / 'manifest.json'}: the outputs of {name} "
+                    raise BundleError(f"{self.path / folder / 'manifest.json'}: the outputs of {name} "
                                       "cannot be read") from None
         return None
 
     def default_variant(self) -> Variant:
         both = [v for v in self.variants("classifier") if v in self.variants("mlm")]
         return (both or self.variants("classifier") or self.variants("mlm"))[0]
+
+
+# Each folder of model files and the task it holds.
+_FOLDERS = (*((task, folder) for task, folder in TASK_DIRS.items()), ("classifier", ADAPTIVE_DIR))
 
 
 def _read_json(path: Path) -> Any:
@@ -171,6 +201,12 @@ def _read_json(path: Path) -> Any:
         raise BundleError(f"{path} is missing: not a demo bundle (make one with `albert-edge demo bundle`)") from None
     except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json can read
         raise BundleError(f"{path} cannot be read: {exc}") from None
+
+
+@dataclass(frozen=True)
+class _Answer:
+    logits: np.ndarray
+    passes: int | None  # the passes an adaptive file ran; None for a file that runs them all
 
 
 class LatencyWindow:
@@ -273,14 +309,22 @@ class Engine:
         """The predicted label and the score of every label, with the latency of the model call."""
         text, cut_chars = _bounded(text)
         ids, truncated = self._encode(text)
-        logits, ms, variant, engine = self._run("classifier", ids, text)
-        scores = _softmax(logits.reshape(-1)[: len(self.bundle.labels)])
+        out, ms, variant, engine = self._run("classifier", ids, text)
+        scores = _softmax(out.logits.reshape(-1)[: len(self.bundle.labels)])
         order = np.argsort(-scores)
         return {
             "label": self.bundle.labels[int(order[0])],
             "scores": [{"label": self.bundle.labels[int(i)], "score": round(float(scores[i]), 4)} for i in order],
             **self._about("classifier", variant, ms, len(ids), truncated, cut_chars), "engine": engine,
+            **self._passes(variant, out.passes),
         }
+
+    def _passes(self, variant: Variant, passes: int | None) -> dict[str, Any]:
+        """``passes`` (how many passes of the shared layer an adaptive file ran) and ``max_passes``
+        (its depth); nothing for a file that always runs them all."""
+        if passes is None:
+            return {}
+        return {"passes": passes, "max_passes": self.bundle.max_passes("classifier", variant)}
 
     def fill_mask(self, text: str, top_k: int = 5) -> dict[str, Any]:
         """The ``top_k`` pieces for every [MASK] (or ``___``) in ``text``, and the text filled in
@@ -295,8 +339,8 @@ class Engine:
         if not positions:
             where = " in the part the model sees" if truncated else ""
             raise DemoInputError(f"write [MASK] or {BLANK} where a word is missing{where}")
-        logits, ms, variant, engine = self._run("mlm", ids, text)
-        logits = logits.reshape(len(ids), -1).astype(np.float64)
+        out, ms, variant, engine = self._run("mlm", ids, text)
+        logits = out.logits.reshape(len(ids), -1).astype(np.float64)
         logits[:, self._special] = -np.inf  # never suggest <pad>, [CLS], [MASK], ...
         logits[:, tok.vocab_size:] = -np.inf  # rows of a padded embedding table have no piece
         filled = list(ids)
@@ -320,14 +364,16 @@ class Engine:
             return ids, False
         return [*ids[: self.bundle.seq_len - 1], tok.sep_id], True
 
-    def _run(self, task: str, ids: list[int], text: str) -> tuple[np.ndarray, float, Variant, str]:
-        """The logits of ``task`` (the ids through a Session, or the text through MediaPipe), the
-        milliseconds the model call took, the variant and the engine that answered."""
+    def _run(self, task: str, ids: list[int], text: str) -> tuple[_Answer, float, Variant, str]:
+        """The logits of ``task`` (the ids through a Session, or the text through MediaPipe) with the
+        passes an adaptive file ran, the milliseconds the model call took, the variant and the
+        engine that answered."""
         with self._run_lock:
             with self._state_lock:
                 session, variant = self._sessions.get(task), self.variant
             if session is None:
                 raise DemoInputError(f"the {variant.key} files of this bundle have no {task} model")
+            passes = None
             if isinstance(session, MediaPipeClassifier):
                 start = time.perf_counter()
                 logits = session.log_scores(text)
@@ -339,9 +385,10 @@ class Engine:
                 ms = (time.perf_counter() - start) * 1000
                 logits = _main_output(out, session)
                 logits = logits[:, : len(ids)] if task == "mlm" else logits  # the padding of a fixed-length file
+                passes = int(out["passes"].reshape(-1)[0]) if "passes" in out else None  # an adaptive file's
             with self._state_lock:
                 self._latency.setdefault((task, variant.key), LatencyWindow()).add(ms)
-        return logits, ms, variant, _engine_label(session)
+        return _Answer(logits, passes), ms, variant, _engine_label(session)
 
     def _about(self, task: str, variant: Variant, ms: float, tokens: int, truncated: bool,
                cut_chars: bool) -> dict[str, Any]:
@@ -362,7 +409,7 @@ class Engine:
             for task, session in self._sessions.items():
                 models[task] = {
                     "file": str(session.path.relative_to(self.bundle.path)), "size_bytes": session.path.stat().st_size,
-                    "format": variant.format, "scheme": variant.scheme, "runtime": session.backend_name,
+                    "format": variant.format, "scheme": variant.scheme_of(task), "runtime": session.backend_name,
                     "engine": _engine_label(session),
                     "runtime_version": session.version() if isinstance(session, MediaPipeClassifier)
                     else version_of(session.backend_name),

@@ -2,9 +2,9 @@
 
     GET  /              the page
     GET  /api/status    the loaded files, running p50/p90, process memory, the device, the limits
-    POST /api/classify  {"text": ...}                 -> label, scores, latency
+    POST /api/classify  {"text": ...}                 -> label, scores, latency (and passes, from an adaptive file)
     POST /api/fill-mask {"text": ..., "top_k": 5}     -> predictions per [MASK] (or ___), latency
-    POST /api/model     {"model": "onnx-int8"}        -> switch files live (fp32/int8, onnx/tflite/mediapipe)
+    POST /api/model     {"model": "onnx-int8"}        -> switch files live (adaptive/fp32/int8, onnx/tflite/mediapipe)
 
 Every answer names the engine that gave it ("engine": "LiteRT via albert-edge Session",
 "MediaPipe Tasks TextClassifier", ...).
@@ -234,7 +234,7 @@ def _status(engine: Engine, worker: _Worker, device_info: _Device, options: Serv
         "uptime_s": round(time.time() - started, 1),
         "queue": {"inside": worker.inside, "limit": options.queue, "rejected": worker.rejected},
         "limits": {**{k: getattr(options, k) for k in _SHOWN_LIMITS}, "max_tokens": engine.bundle.seq_len},
-        "bundle": {k: engine.bundle.info.get(k) for k in ("preset", "trained_on", "held_out_accuracy")},
+        "bundle": {k: engine.bundle.info.get(k) for k in ("preset", "trained_on", "held_out_accuracy", "adaptive")},
     }
 
 

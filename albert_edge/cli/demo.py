@@ -16,8 +16,9 @@ from ._types import PORT, POSITIVE_INT, POSITIVE_SECONDS, threads_option
 _BUNDLE = click.argument("bundle", type=click.Path(path_type=Path))
 _TEXT = click.argument("text", required=False)
 _MODEL = click.option("--model", default=None, metavar="FORMAT-SCHEME",
-                      help="Which files to run: onnx-int8, tflite-int8, onnx-fp32 or tflite-fp32 "
-                           "[default: int8, ONNX first, of what this machine can run].")
+                      help="Which files to run: onnx-adaptive or tflite-adaptive (the classifier that stops "
+                           "early; the MLM at fp32), onnx-int8, tflite-int8, onnx-fp32 or tflite-fp32 [default: "
+                           "adaptive where the bundle has it, else int8; ONNX first, of what this machine runs].")
 _THREADS = threads_option("Runtime threads, at least 1 [default: the runtime's choice].")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON (at the prompt: one object per line).")
 
@@ -101,7 +102,8 @@ def _check_utf8(text: str, what: str) -> None:
 
 
 def _show_label(result: dict) -> None:
-    console.print(f"[bold]{escape(result['label'])}[/bold]  [dim]({result['latency_ms']:.2f} ms, "
+    passes = "" if result.get("passes") is None else f"{result['passes']} of {result['max_passes']} passes, "
+    console.print(f"[bold]{escape(result['label'])}[/bold]  [dim]({result['latency_ms']:.2f} ms, {passes}"
                   f"{result['model']}, {result['tokens']} tokens)[/dim]", markup=True)
     print_table(None, ["label", "score"], [(s["label"], f"{s['score']:.1%}") for s in result["scores"]], right=(1,))
     _show_note(result)
@@ -197,7 +199,8 @@ def serve(bundle: Path, host: str, port: int, model: str | None, threads: int | 
 def bundle(out_dir: Path, preset: str, threads: int | None, seed: int, force: bool, as_json: bool) -> None:
     """Make the demo's model bundle on this workstation, with no download: a tokenizer and a
     short pretraining on the builtin corpus, a topic classifier fine-tuned on labelled paragraphs
-    of it, ONNX and TFLite files in fp32 and int8, and the held-out accuracy of each file.
+    of it, ONNX and TFLite files in fp32 and int8, early exits trained on the classifier (only
+    its exit heads) and its adaptive ONNX and TFLite files, and the held-out accuracy of each file.
     Needs the build side, the [convert] extra.
 
     The bundle is built in .OUT.partial beside --out (OUT is the directory's name) and moved to
@@ -220,19 +223,31 @@ def bundle(out_dir: Path, preset: str, threads: int | None, seed: int, force: bo
     if as_json:
         print_json(info)
         return
+    _show_bundle(out_dir, info)
+
+
+def _show_bundle(out_dir: Path, info: dict) -> None:
+    """Each file of the bundle with its size, and a classifier's held-out accuracy (an adaptive
+    one's with its mean passes)."""
     from ..demo.engine import TASK_DIRS, VARIANTS
 
     acc = info["held_out_accuracy"]
+    early = (info.get("adaptive") or {}).get("held_out", {})
     rows = []
-    for task, folder in TASK_DIRS.items():
+    for task in TASK_DIRS:
         for variant in VARIANTS:
-            path = out_dir / folder / variant.file_name
-            if path.is_file():
-                score = acc.get(variant.key) if task == "classifier" else None
-                rows.append((f"{folder}/{path.name}", variant.key, fmt_bytes(path.stat().st_size),
-                             "" if score is None else f"{score:.1%}"))
-    print_table(f"Bundle {out_dir} ({info['build_seconds']:.0f} s)", ["file", "model", "size", "held-out accuracy"],
-                rows, right=(2, 3))
+            path = out_dir / variant.folder(task) / variant.file_name
+            if not path.is_file() or (variant.adaptive and task != "classifier"):
+                continue
+            score = acc.get(variant.key) if task == "classifier" else None
+            figures = early.get(variant.key) if task == "classifier" and variant.adaptive else None
+            if figures:
+                score = figures["accuracy"]
+            rows.append((f"{variant.folder(task)}/{path.name}", variant.key, fmt_bytes(path.stat().st_size),
+                         "" if score is None else f"{score:.1%}",
+                         f"{figures['mean_passes']:.2f} of {info['adaptive']['max_passes']}" if figures else ""))
+    print_table(f"Bundle {out_dir} ({info['build_seconds']:.0f} s)",
+                ["file", "model", "size", "held-out accuracy", "passes"], rows, right=(2, 3, 4))
     console.print(f"{acc['examples']} held-out paragraphs; majority class {acc['majority_class']:.1%}")
 
 

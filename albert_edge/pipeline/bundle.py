@@ -3,7 +3,12 @@ download: a tokenizer and a short pretraining on the builtin corpus (the MLM hea
 fill-in-the-blank uses; made and cached by :mod:`.small`, the recipe the pipeline's default
 shares), a topic classifier fine-tuned on labelled paragraphs of the same corpus
 (``albert_edge.train.labelled``), conversion to ONNX and TFLite, int8 quantization of each file,
-and the held-out accuracy of every file measured in its own runtime.
+and the held-out accuracy of every file measured in its own runtime; then early exits trained on
+the fine-tuned classifier with its backbone and final classifier frozen (``finetune --exits
+frozen``: only the small exit heads learn, so the full-depth answers stay as they were) and the
+classifier converted ``--adaptive`` (files that stop when the recorded exit rule says the answer
+is settled), with their accuracy, agreement with the full depth and mean passes measured in their
+own runtimes too.
 
 This is the build side (torch, and tensorflow for TFLite): the server never imports this module,
 and the build side is imported inside the functions only.
@@ -16,6 +21,8 @@ The bundle directory::
     classifier/ mlm/           model.onnx, model.tflite, model.int8-dynamic.{onnx,tflite}, manifest.json,
                                and what an app reads beside them (convert writes them): spiece.model,
                                and in classifier/ labels.json
+    classifier-adaptive/       the classifier with its exits: model.onnx, model.tflite (outputs logits
+                               and passes), manifest.json, spiece.model, labels.json
 
 It is made in ``.NAME.partial/`` beside it (:func:`partial_dir`), with ``pipeline.json`` recording
 each finished step as the pipeline does (:mod:`.state`); the bundle is put in place only when
@@ -34,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert_edge.demo.engine import BUNDLE_FILE, LABELS_FILE, TASK_DIRS, Bundle, Engine
+from albert_edge.demo.engine import ADAPTIVE, ADAPTIVE_DIR, BUNDLE_FILE, LABELS_FILE, TASK_DIRS, Bundle, Engine, Variant
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.files import atomic_write, check_output_dir, link_or_copy, missing_root, staged
 from albert_edge.quantize.schemes import Scheme
@@ -54,18 +61,20 @@ PRESETS: dict[str, dict[str, Any]] = {
         config=dict(embedding_size=64, hidden_size=128, num_hidden_layers=4, num_hidden_groups=1,
                     num_attention_heads=4, intermediate_size=512, max_position_embeddings=128),
         vocab_size=4000, pretrain_steps=1200, pretrain_batch=32, pretrain_seq_len=64, lr=1e-2,
-        finetune_epochs=4, finetune_lr=2e-4, seq_len=128,
+        finetune_epochs=4, finetune_lr=2e-4, seq_len=128, exit_epochs=2, exit_lr=1e-3,
     ),
     "tiny": dict(
         config=dict(embedding_size=8, hidden_size=16, num_hidden_layers=2, num_hidden_groups=1,
                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=64),
         vocab_size=400, pretrain_steps=4, pretrain_batch=8, pretrain_seq_len=32, lr=1e-2,
-        finetune_epochs=1, finetune_lr=1e-3, seq_len=32, max_train_examples=64, max_eval_examples=32,
+        finetune_epochs=1, finetune_lr=1e-3, seq_len=32, exit_epochs=1, exit_lr=1e-3, max_train_examples=64,
+        max_eval_examples=32,
     ),
 }
 SCHEME = {"onnx": Scheme.INT8_DYNAMIC, "tflite": Scheme.INT8_DYNAMIC}  # the int8 file made for each format
 STEPS = ("tokenizer and pretraining", "labelled data", "fine-tuning", "converting the MLM",
-         "converting the classifier", "quantizing", "held-out accuracy", "writing the bundle")
+         "converting the classifier", "quantizing", "held-out accuracy", "training the exits",
+         "the adaptive classifier", "writing the bundle")
 
 
 @dataclass(frozen=True)
@@ -187,6 +196,7 @@ class _Build:
         work = self.work = state.root
         self.bundle, self.checkpoint, self.topics_dir, self.fine_dir = (work / "bundle", work / "pretrained",
                                                                         work / "topics", work / "finetune")
+        self.exits_dir = work / "exits"
         self.train_file, self.eval_file = self.topics_dir / "train.jsonl", self.topics_dir / "eval.jsonl"
         self.spiece, self.labels_file = self.bundle / SPIECE_NAME, self.bundle / LABELS_FILE
         self.topics = tuple(opts.topics or TOPICS)
@@ -207,7 +217,11 @@ class _Build:
         quantized_agreement = step(5, digest([*fp32, self.spiece], work), self.quantized)["quantized"]
         accuracy = step(6, digest([bundle / TASK_DIRS["classifier"], self.eval_file, self.labels_file], work),
                         lambda _: ([], held_out_accuracy(bundle, self.eval_file, fine["labels"], s["seq_len"])))
-        return self.info(pre, fine, accuracy, quantized_agreement)
+        exits = step(7, {**digest([self.fine_dir, self.topics_dir], work),
+                         "settings": [s["exit_epochs"], s["exit_lr"], s["seq_len"], opts.seed]}, self.exits)
+        adaptive = step(8, {**digest([self.exits_dir, self.spiece, bundle / TASK_DIRS["classifier"], self.eval_file,
+                                      self.labels_file], work), "seq_len": s["seq_len"]}, self.adaptive)
+        return {**self.info(pre, fine, accuracy, quantized_agreement), "adaptive": {**exits, **adaptive}}
 
     def step(self, index: int, inputs: dict[str, Any],
              make: Callable[[Callable[[dict], None]], tuple[list, dict]]) -> dict:
@@ -254,6 +268,35 @@ class _Build:
         atomic_write(self.labels_file, json.dumps(labels) + "\n")
         config = {k: v for k, v in asdict(fine.model.config).items() if k not in ("extra", "label_names")}
         return [self.fine_dir, self.labels_file], {"labels": labels, "config": config, "metrics": fine.metrics}
+
+    def exits(self, on_event) -> tuple[list, dict]:
+        """Early exits on the fine-tuned classifier, trained with everything else frozen; the exit
+        rule is chosen on the held-out texts and recorded in the checkpoint."""
+        from albert_edge.train.finetune import FinetuneOptions, finetune
+
+        s, opts = self.s, self.opts
+        run = finetune(FinetuneOptions(
+            task="classification", train_file=str(self.train_file), eval_file=str(self.eval_file),
+            model=str(self.fine_dir), out_dir=str(_fresh(self.exits_dir)), tokenizer=str(self.spiece),
+            epochs=s["exit_epochs"], lr=s["exit_lr"], max_seq_length=s["seq_len"], seed=opts.seed, device="cpu",
+            threads=opts.threads, exits="frozen"), on_event=on_event)
+        chosen = run.metrics["exits"]
+        return [self.exits_dir], {
+            "training": f"frozen: the fine-tuned classifier's exit heads only, {s['exit_epochs']} epoch(s)",
+            "rule": chosen["rule"], "max_passes": chosen["passes"]}
+
+    def adaptive(self, _) -> tuple[list, dict]:
+        """The classifier with its exits as files that stop early (ONNX Loop, TFLite WHILE), and
+        their held-out figures, each file run by the demo's engine in its own runtime."""
+        from albert_edge.converters.export import convert
+
+        folder = _fresh(self.bundle / ADAPTIVE_DIR)
+        result = convert(str(self.exits_dir), folder, targets=("onnx", "tflite"), head="classification",
+                         seq_len=self.s["seq_len"], tokenizer=self.spiece, adaptive=True)
+        labels = json.loads(self.labels_file.read_text(encoding="utf-8"))
+        figures = adaptive_figures(self.bundle, self.eval_file, labels, self.s["seq_len"])
+        files = [folder / f.name for f in result.files] + [folder / a.name for a in result.app_files]
+        return [*files, folder / "manifest.json"], {"held_out": figures}
 
     def converted(self, task: str, run: Path, head: str) -> Callable:
         def make(_) -> tuple[list, dict]:
@@ -323,21 +366,58 @@ def _training(report: Callable[[Progress], None], name: str, index: int) -> Call
 
 
 def held_out_accuracy(bundle_dir: Path, eval_file: Path, labels: list[str], seq_len: int) -> dict[str, Any]:
-    """Accuracy of every classifier file of the bundle on ``eval_file``, each run by the demo's own
-    engine in its real runtime (the figures the README and the page quote)."""
-    rows = [json.loads(line) for line in Path(eval_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    """Accuracy of every full-depth classifier file of the bundle on ``eval_file``, each run by the
+    demo's own engine in its real runtime (the figures the README and the page quote)."""
+    rows = _rows(eval_file)
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["label"]] = counts.get(row["label"], 0) + 1
     majority = max(counts.values()) / len(rows) if rows else 0.0
-    # Labels and seq_len are known before bundle.json exists: give them to the engine directly.
-    engine = Engine(Bundle(Path(bundle_dir), info={"labels": labels, "seq_len": seq_len}))
+    engine = _engine(bundle_dir, labels, seq_len)
     result: dict[str, Any] = {"examples": len(rows), "majority_class": round(majority, 4)}
     for variant in engine.bundle.variants("classifier"):
-        engine.select(variant)
-        correct = sum(engine.classify(row["text"])["label"] == row["label"] for row in rows)
-        result[variant.key] = round(correct / len(rows), 4) if rows else None
+        if not variant.adaptive:
+            result[variant.key] = _accuracy(_answers(engine, variant, rows), rows)
     return result
+
+
+def adaptive_figures(bundle_dir: Path, eval_file: Path, labels: list[str], seq_len: int) -> dict[str, Any]:
+    """Of each adaptive classifier file, on ``eval_file``, run by the demo's engine in its own
+    runtime: its accuracy, its agreement (top-1) with the full-depth fp32 file of its format, and
+    the passes it ran (mean, and the count of each)."""
+    rows = _rows(eval_file)
+    engine = _engine(bundle_dir, labels, seq_len)
+    result: dict[str, Any] = {"examples": len(rows)}
+    for variant in (v for v in ADAPTIVE if v in engine.bundle.variants("classifier")):
+        answers = _answers(engine, variant, rows)
+        full = _answers(engine, Variant(variant.format, "fp32"), rows)
+        passes = [a["passes"] for a in answers]
+        result[variant.key] = {
+            "accuracy": _accuracy(answers, rows),
+            "agreement_with_full_depth": round(sum(a["label"] == f["label"] for a, f in zip(answers, full))
+                                               / len(rows), 4) if rows else None,
+            "mean_passes": round(sum(passes) / len(passes), 3) if passes else None,
+            "passes": {str(n): passes.count(n) for n in sorted(set(passes))},
+        }
+    return result
+
+
+def _rows(eval_file: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(eval_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _engine(bundle_dir: Path, labels: list[str], seq_len: int) -> Engine:
+    # Labels and seq_len are known before bundle.json exists: give them to the engine directly.
+    return Engine(Bundle(Path(bundle_dir), info={"labels": labels, "seq_len": seq_len}))
+
+
+def _answers(engine: Engine, variant: Variant, rows: list[dict]) -> list[dict]:
+    engine.select(variant)
+    return [engine.classify(row["text"]) for row in rows]
+
+
+def _accuracy(answers: list[dict], rows: list[dict]) -> float | None:
+    return round(sum(a["label"] == row["label"] for a, row in zip(answers, rows)) / len(rows), 4) if rows else None
 
 
 def _fresh(path: Path) -> Path:

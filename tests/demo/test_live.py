@@ -3,6 +3,7 @@ port) under a short load test, and its page in headless Chromium."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -63,6 +64,14 @@ def test_page_in_headless_chromium(server, tmp_path):
         wait.until(lambda d: "now tflite-int8" in d.find_element(By.ID, "switch-state").text)
         driver.find_element(By.ID, "classify").click()
         wait.until(lambda d: "tflite-int8" in d.find_element(By.ID, "class-result").text)
+        assert not driver.find_elements(By.ID, "class-passes")  # a full-depth file runs every pass
+        # The classifier that stops early: its answer says how many passes it ran.
+        driver.find_element(By.ID, "adaptive-choice").click()
+        wait.until(lambda d: "now tflite-adaptive" in d.find_element(By.ID, "switch-state").text)
+        driver.find_element(By.ID, "classify").click()
+        passes = wait.until(lambda d: d.find_elements(By.ID, "class-passes") and d.find_element(By.ID, "class-passes").text)
+        assert re.fullmatch(r"[12] of 2 passes", passes), passes
+        wait.until(lambda d: "passes (held out)" in d.find_element(By.ID, "running").text)
         # The running panel shows p50/p90, memory and the device.
         wait.until(lambda d: "p50 / p90" in d.find_element(By.ID, "running").text)
         running = driver.find_element(By.ID, "running").text

@@ -77,7 +77,8 @@ def test_training_progress_and_a_rerun_that_goes_on_from_the_finished_steps(tmp_
     seen = build(out, **settings)
     assert reused(seen) == list(STEPS[:3])
     assert ran(seen) == list(STEPS[3:])
-    assert not [p for p in seen if p.train_step is not None]  # nothing was trained again
+    # nothing was trained again; the exits, trained after the interruption, train now
+    assert {p.step for p in seen if p.train_step is not None} == {STEPS[7]}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
 
     whole = tmp_path / "whole"
@@ -101,8 +102,16 @@ def test_changed_options_and_damaged_steps_are_redone(tmp_path):
     (partial_dir(out) / "bundle" / "mlm" / "model.onnx").write_bytes(b"damaged")
     seen = build(out, overrides={"finetune_lr": 5e-3})
     assert reused(seen) == [STEPS[0], STEPS[1], STEPS[2], STEPS[4]]
-    assert ran(seen) == [STEPS[3], STEPS[5], STEPS[6], STEPS[7]]
+    assert ran(seen) == [STEPS[3], *STEPS[5:]]
     assert Bundle(out).info["preset"] == "tiny" and not partial_dir(out).exists()
+
+
+def test_other_exit_settings_redo_only_the_exits_and_the_adaptive_files(tmp_path):
+    out = tmp_path / "bundle"
+    build(out, stop_at=STEPS[-1])  # every step recorded, the bundle not yet in place
+    seen = build(out, overrides={"exit_lr": 5e-3})
+    assert reused(seen) == list(STEPS[:7]) and ran(seen) == list(STEPS[7:])
+    assert json.loads((out / "bundle.json").read_text())["adaptive"]["max_passes"] == 2
 
 
 def test_ctrl_c_on_the_command_then_the_same_command_goes_on(tmp_path, cache):
@@ -112,7 +121,7 @@ def test_ctrl_c_on_the_command_then_the_same_command_goes_on(tmp_path, cache):
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     for line in proc.stderr:  # not a terminal: one plain line per step
-        if line.startswith(f"bundle [5/8] {STEPS[4]}"):
+        if line.startswith(f"bundle [5/{len(STEPS)}] {STEPS[4]}"):
             proc.send_signal(signal.SIGINT)
             break
     rest = proc.communicate(timeout=300)[1]
@@ -123,7 +132,7 @@ def test_ctrl_c_on_the_command_then_the_same_command_goes_on(tmp_path, cache):
     again = subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 0, again.stderr
     said = [line for line in again.stderr.splitlines() if REUSED in line]
-    assert said == [f"bundle [{i + 1}/8] {STEPS[i]}: {REUSED}" for i in range(4)]
+    assert said == [f"bundle [{i + 1}/{len(STEPS)}] {STEPS[i]}: {REUSED}" for i in range(4)]
     assert json.loads(again.stdout) == json.loads((out / "bundle.json").read_text())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
 
