@@ -184,13 +184,21 @@ def _rules(args: argparse.Namespace, default: dict | None = None) -> list[tuple[
     return rules + [r for r in chosen if r not in rules]
 
 
-def _converted(checkpoint: Path, out: Path, targets: tuple[str, ...], rule) -> dict[str, Path]:
-    """{target: its model file} of ``convert`` into ``out`` (kept when a previous run made it)."""
+def _convert_all(checkpoint: Path, wanted: dict[Path, tuple], jobs: int) -> None:
+    """``convert`` into each folder of ``wanted`` ({out: (targets, rule or None)}) not made by an
+    earlier run, ``jobs`` conversions at a time (each in a process of its own; none is timed)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     from albert_edge.converters.export import convert
 
-    if not (out / "manifest.json").is_file():
-        convert(checkpoint, out, targets=targets, seq_len=MAX_SEQ_LEN, adaptive=rule or False, force=True, keep=False)
-    return {t: out / f"model.{t}" for t in targets}
+    todo = {out: spec for out, spec in wanted.items() if not (out / "manifest.json").is_file()}
+    with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+        running = [pool.submit(convert, checkpoint, out, targets=targets, seq_len=MAX_SEQ_LEN,
+                               adaptive=rule or False, force=True, keep=False)
+                   for out, (targets, rule) in todo.items()]
+        for future in running:
+            future.result()
 
 
 def files(args: argparse.Namespace, checkpoint: Path, default: dict) -> dict[str, dict]:
@@ -199,17 +207,17 @@ def files(args: argparse.Namespace, checkpoint: Path, default: dict) -> dict[str
     from albert_edge.exits import ExitRule
 
     root = args.work / "files"
-    made = {}
-    full = _converted(checkpoint, root / "full", ("tflite", "onnx"), None)
-    for runtime in ("tflite", "onnx"):
-        made[f"{runtime} full"] = {"file": str(full[runtime]), "runtime": runtime, "kind": None, "setting": None}
+    wanted = {root / "full": (("tflite", "onnx"), None)}
+    made = {f"{runtime} full": {"file": str(root / "full" / f"model.{runtime}"), "runtime": runtime, "kind": None,
+                                "setting": None} for runtime in ("tflite", "onnx")}
     for kind, setting in _rules(args, default):
         rule = ExitRule(kind, setting, 1)
-        tflite = _converted(checkpoint, root / f"tflite-{kind}-{setting:g}", ("tflite",), rule)["tflite"]
-        onnx = _converted(checkpoint, root / f"onnx-{kind}", ("onnx",), rule)["onnx"]
-        for runtime, path in (("tflite", tflite), ("onnx", onnx)):
-            made[f"{runtime} {kind} {setting:g}"] = {"file": str(path), "runtime": runtime, "kind": kind,
-                                                     "setting": setting}
+        paths = {"tflite": root / f"tflite-{kind}-{setting:g}", "onnx": root / f"onnx-{kind}"}
+        for runtime, folder in paths.items():
+            wanted.setdefault(folder, ((runtime,), rule))
+            made[f"{runtime} {kind} {setting:g}"] = {"file": str(folder / f"model.{runtime}"), "runtime": runtime,
+                                                     "kind": kind, "setting": setting}
+    _convert_all(checkpoint, wanted, args.jobs)
     return made
 
 
@@ -371,6 +379,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    "albert-base: what --train-minutes allows).")
     p.add_argument("--epochs", type=int, help="Fine-tuning epochs (default: the model's recipe; the small "
                    "model's is the demo's 4).")
+    p.add_argument("--jobs", type=int, default=2, help="Conversions run at a time (before any timing).")
     p.add_argument("--texts", type=int, default=200, help="Held-out texts timed (the first of the eval file).")
     p.add_argument("--passes", type=int, default=2, help="Timed passes over the texts per child (after one untimed).")
     p.add_argument("--confidence", type=float, nargs="*", default=[0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99],
