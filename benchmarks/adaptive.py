@@ -262,7 +262,11 @@ def _onnx_call(path: str, setting: float | None):
     names = [i.name for i in session.get_inputs()]
     outputs = [o.name for o in session.get_outputs()]
     dtypes = {i.name: np.int64 if "int64" in i.type else np.int32 for i in session.get_inputs()}
-    extra = {"exit_setting": np.array(setting, np.float32)} if setting is not None and "exit_setting" in names else {}
+    # an optional input with a default is an initializer that a feed overrides: not in get_inputs()
+    optional = {i.name for i in session.get_overridable_initializers()}
+    if setting is not None and "exit_setting" not in optional | set(names):
+        raise SystemExit(f"{path}: no exit_setting input to feed the setting {setting:g} to")
+    extra = {"exit_setting": np.array(setting, np.float32)} if setting is not None else {}
 
     def call(ids: list[int]) -> tuple[list[float], int]:
         n = len(ids)
