@@ -27,7 +27,7 @@ def test_the_smallest_run_writes_every_figure_the_guide_renders(tmp_path, spiece
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "adaptive.py"), "--model", "tiny",
                            "--tokenizer", str(spiece_model), "--work", str(tmp_path / "work"), "--out", str(out),
                            "--train-examples", "32", "--texts", str(TEXTS), "--rounds", "1", "--passes", "1",
-                           "--confidence", "--patience", "1", "--threads", "1"],
+                           "--confidence", "--patience", "1", "2", "--threads", "1"],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -38,13 +38,14 @@ def test_the_smallest_run_writes_every_figure_the_guide_renders(tmp_path, spiece
         full = result["full_depth"][runtime]
         assert full["file_bytes"] > 0 and full["ms_per_text"] > 0 and full["accuracy"]["count"] == TEXTS
     settings = {(r["kind"], r["setting"]) for r in result["rows"]}
-    assert ("patience", 1.0) in settings
+    assert {("patience", 1.0), ("patience", 2.0)} <= settings
     default = result["default_rule"]
     assert (default["kind"], float(default["setting"])) in settings
     for kind, setting in settings:
         by = {r["runtime"]: r for r in result["rows"] if (r["kind"], r["setting"]) == (kind, setting)}
         assert set(by) == {"tflite", "onnx"}
-        # both engines run the same rule on the same texts: the same passes
+        # both engines run the same rule on the same texts: the same passes (the .onnx is one file per
+        # kind, fed each setting through exit_setting; a setting that never reached it shows here)
         assert by["tflite"]["mean_passes"] == by["onnx"]["mean_passes"]
         for r in by.values():
             assert 1 <= r["mean_passes"] <= layers
