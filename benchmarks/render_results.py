@@ -382,6 +382,71 @@ def pipeline_accuracy() -> str:
     return "\n".join([*rows, "", _source(name, result)])
 
 
+# --- benchmarks/adaptive.py: adaptive-depth files against the same model at full depth ----------
+
+def _adaptive_caption(result: dict) -> str:
+    """The model, how it was trained, the texts and the full-depth figures of one adaptive result."""
+    shape, training, full = result["shape"], result["training"], result["full_depth"]
+    fine, exits = training["fine_tuning"], training["exits"]
+    tokens = result["texts"]["tokens"]
+    return (f"**{result['model']}** (H={shape['hidden_size']}, {shape['num_hidden_layers']} passes, vocabulary "
+            f"{shape['vocab_size']:,}), from {training['start']}: fine-tuned on {training['train_examples']:,} texts "
+            f"({_training_time(fine)}), held-out accuracy {fine['metrics']['acc']:.1%}; "
+            f"frozen exits {_training_time(exits)}. Full depth: TFLite "
+            f"{full['tflite']['ms_per_text']:.2f} ms, ORT {full['onnx']['ms_per_text']:.2f} ms per text, "
+            f"accuracy {full['tflite']['accuracy']['rate']:.1%}. {result['texts']['count']} held-out texts of "
+            f"{tokens['min']}-{tokens['max']} tokens (mean {tokens['mean']}) at their own lengths, "
+            f"{result['rounds']} rounds; default rule {result['default_rule']['kind']} "
+            f"{result['default_rule']['setting']:g}.")
+
+
+def _training_time(step: dict) -> str:
+    """A training step's length: its optimizer steps and minutes (when recorded)."""
+    minutes = f", {step['seconds'] / 60:.1f} min" if step.get("seconds") is not None else ", time not recorded"
+    return f"{step['steps']} steps{minutes}"
+
+
+def _adaptive_rows(result: dict) -> list[str]:
+    rows = ["| setting | passes | speedup TFLite | speedup ORT | agreement % [95 %]; ORT's | accuracy Δ |",
+            "|---|---:|---:|---:|---|---:|"]
+    default = (result["default_rule"]["kind"], float(result["default_rule"]["setting"]))
+    settings = dict.fromkeys((r["kind"], r["setting"]) for r in result["rows"])
+    for kind, setting in sorted(settings, key=lambda k: (k[0], k[1])):
+        by = {r["runtime"]: r for r in result["rows"] if (r["kind"], r["setting"]) == (kind, setting)}
+        t, o = by["tflite"], by["onnx"]
+        low, high = t["agreement"]["interval"]
+        ort = "same" if o["agreement"]["rate"] == t["agreement"]["rate"] else f"{100 * o['agreement']['rate']:.1f}"
+        name = f"{kind} {setting:g}" + (" *" if (kind, setting) == default else "")
+        rows.append(f"| {name} | {t['mean_passes']:.2f} | {_range(t['speedup'], t['speedup_spread'])} | "
+                    f"{_range(o['speedup'], o['speedup_spread'])} | {100 * t['agreement']['rate']:.1f} "
+                    f"[{100 * low:.1f}-{100 * high:.1f}]; {ort} | {t['accuracy_delta_points']:+.1f} |")
+    return rows
+
+
+def _adaptive_targets(result: dict) -> str:
+    """The issue's size and memory targets, as measured."""
+    rows = result["rows"]
+    over = max(r["file_bytes"] - r["full_bytes"] for r in rows if r["runtime"] == "tflite")
+    over_onnx = max(r["file_bytes"] - r["full_bytes"] for r in rows if r["runtime"] == "onnx")
+    return (f"Adaptive files against full depth: the .tflite {over / 1e3:+.1f} kB, the .onnx "
+            f"{over_onnx / 1e3:+.1f} kB (the exit heads are {result['exit_heads_bytes'] / 1e3:.1f} kB); peak "
+            f"resident memory at most {max(r['peak_rss_ratio'] for r in rows):.3f}x the full-depth child's.")
+
+
+def adaptive() -> str:
+    """Each adaptive result: speedup and agreement with the full-depth file per exit-rule setting."""
+    names = sorted(p.name for p in RESULTS.glob("adaptive-*.json"))
+    parts = ["Speedup is full-depth time over adaptive time per text, median of the rounds' ratios with their "
+             "range; agreement is top-1 with the full-depth file of the same runtime (TFLite's, with its Wilson "
+             "interval, then ORT's); accuracy Δ is in points against the labels, from full depth; * marks the "
+             "default setting, the rule fine-tuning chose and recorded."]
+    for name in names:
+        result = _load(name)
+        parts += ["", _adaptive_caption(result), "", *_adaptive_rows(result), "", _adaptive_targets(result),
+                  "", _source(name, result)]
+    return "\n".join(parts)
+
+
 # --- figures recorded before their benchmark wrote result files ---------------------------------
 
 RECORDED = RESULTS / "recorded"
@@ -408,7 +473,8 @@ TABLES: dict[str, Callable[[], str]] = {"gpu_static": gpu_static, "onnx_partitio
                                         "peers_files": peers_files, "peers_executorch": peers_executorch,
                                         "peers_ratios": peers_ratios, "pipeline_run": pipeline_run,
                                         "pipeline_files": pipeline_files, "pipeline_compute": pipeline_compute,
-                                        "pipeline_latency": pipeline_latency, "pipeline_accuracy": pipeline_accuracy}
+                                        "pipeline_latency": pipeline_latency, "pipeline_accuracy": pipeline_accuracy,
+                                        "adaptive": adaptive}
 
 
 def table(name: str) -> Callable[[], str] | None:
