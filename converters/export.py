@@ -236,6 +236,8 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
     if not report.ok:
         raise report.error(f"{target.file_name} failed verification")
     entry = manifest_io.file_entry(path, report)
+    if target.folder is not None:  # the folder written with the file: every reader checks it with the file
+        entry.folder_files = manifest_io.folder_entries(tmp / target.folder)
     return ConvertedFile(target.file_name, path, target.name, t1 - t0, t2 - t1, report, entry), done + 2
 
 
