@@ -124,8 +124,8 @@ def mobile_partitions(path: str | os.PathLike, providers: tuple[Provider, ...] =
     kind = find(path)
     if kind is not None and kind is not ONNX:
         raise RuntimeUnavailable(f"{path.name}: --partitions shows how onnxruntime's NPU providers would split an "
-                                 f".onnx, and this is a .{kind.name} file; inspect the .onnx of the same conversion "
-                                 "(for a .tflite on a GPU: --accelerator gpu)")
+                                 f".onnx, and this is a {path.suffix.lower()} file; inspect the .onnx of the same "
+                                 "conversion (for a .tflite on a GPU: --accelerator gpu)")
     try:
         ort, checker, utils = _checker_modules()
     except ImportError as exc:
