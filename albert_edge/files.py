@@ -356,10 +356,14 @@ def _raise_named(exc: BaseException, staged: Sequence[tuple[Path | None, Path]],
 
 
 def _named(text: str, staged: Sequence[tuple[Path | None, Path]]) -> str:
-    """``text`` naming each output where it named the output's temporary."""
+    """``text`` naming each output where it named the output's temporary. A path inside a staged
+    directory keeps its part below it (``OUT/model.onnx``) unless that part goes through a hidden
+    name (a writer's own scratch directory or temporary file): then it is the output's path only."""
     for tmp, out in staged:
         if tmp is not None:
-            text = text.replace(str(tmp), str(out)).replace(tmp.name, out.name)
+            text = re.sub(re.escape(str(tmp)) + r"((?:/[^/\s'\",:;()]+)*)",
+                          lambda m, out=out: str(out) + ("" if "/." in m.group(1) else m.group(1)), text)
+            text = text.replace(tmp.name, out.name)
     return text
 
 

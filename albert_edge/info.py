@@ -5,7 +5,8 @@ The front of `albert-edge info`, like the CLI it spans both sides: model files a
 outputs are read on the device side (:mod:`albert_edge.formats.describe`), checkpoints on the
 build side (:func:`albert_edge.checkpoints.describe`, which needs torch), imported only for one.
 A conversion output's files, and a model file with a manifest beside it, are checked against the
-manifest first (:func:`albert_edge.formats.manifest.check_file`): what is described is what is there.
+manifest first, with the app files and the transformers-js/ folder it lists
+(:func:`albert_edge.formats.manifest.check_listed` / ``check_beside``): what is described is what is there.
 A MediaPipe file's packed tokenizer and labels are opened and checked against its model
 (:func:`albert_edge.formats.packed.check_packed`): a file MediaPipe cannot run is not described as whole."""
 
@@ -18,7 +19,7 @@ from typing import Any
 from .errors import AlbertEdgeError
 from .formats.describe import describe_manifest, describe_model_file
 from .formats.kinds import find
-from .formats.manifest import MANIFEST_NAME, check_file
+from .formats.manifest import MANIFEST_NAME, check_beside, check_listed
 from .formats.packed import check_packed
 from .hub import resolve
 
@@ -32,15 +33,16 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
         raise AlbertEdgeError(f"{path} does not exist")
     if path.is_file() and find(path) is not None:  # a model file of a format the device side reads
         if (path.parent / MANIFEST_NAME).is_file():
-            _check_entries(path.parent, describe_manifest(path.parent)["files"], only=path.name)
+            describe_manifest(path.parent)  # one that cannot be read is refused, not passed over
+            check_beside(path)
         packed = check_packed(path)
         data = describe_model_file(path)
         if packed is not None:
             data["packed"] = packed.to_dict() | {"summary": packed.summary()}
         return data
     if path.is_dir() and (path / MANIFEST_NAME).is_file():
+        check_listed(path)
         data = describe_manifest(path)
-        _check_entries(path, data["files"])
         for entry in data["files"]:  # each MediaPipe file's tokenizer and labels against its model
             check_packed(path / entry["name"])
         return data
@@ -48,14 +50,3 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
 
     return describe_checkpoint(path)
 
-
-def _check_entries(directory: Path, files: Any, only: str | None = None) -> None:
-    """Each file ``directory``'s manifest lists (or only the one named ``only``) against its entry."""
-    manifest = directory / MANIFEST_NAME
-    if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in files):
-        raise AlbertEdgeError(f"{manifest} is not an albert-edge manifest: its files are not a list of named entries")
-    for entry in files:
-        if only is None or entry["name"] == only:
-            if Path(entry["name"]).name != entry["name"]:
-                raise AlbertEdgeError(f"{manifest} lists {entry['name']!r}, which is not a file of its folder")
-            check_file(directory / entry["name"], entry, manifest)

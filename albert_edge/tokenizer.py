@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 SPIECE_NAME = "spiece.model"
 SPIECE_UNDERLINE = "\u2581"
+# The shortest input a file padded to a fixed length can take: [CLS], one id, [SEP].
+MIN_SEQ_LEN = 3
 # Every ALBERT vocabulary starts with these pieces, at these ids.
 SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 PADDING = ("max_length", "longest", False)

@@ -23,6 +23,7 @@ from albert_edge.files import check_not_input, check_output_dir, staged
 
 from albert_edge.formats import manifest as manifest_io
 from albert_edge.exits import ExitRule
+from albert_edge.tokenizer import MIN_SEQ_LEN
 
 from . import app_files
 from .adaptive import adaptive_model
@@ -67,6 +68,7 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
             named = " and ".join([", ".join(takers[:-1]), takers[-1]] if len(takers) > 1 else takers)
             raise ConversionError(f"--{option.replace('_', '-')} is for the {named} target"
                                   f"{'s' if len(takers) > 1 else ''}; targets given: {', '.join(t.name for t in wanted)}")
+    _check_static(wanted, seq_len, bool(export_options.get("static")))
     if "scheme" in export_options:
         _check_scheme(export_options["scheme"], wanted)
     _check_head(head)
@@ -86,6 +88,24 @@ def convert(checkpoint_or_model, out_dir: str | os.PathLike, targets: Sequence[s
                                outputs=outputs, keep=keep, adaptive=adaptive)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _check_static(wanted: list[Target], seq_len: int, static: bool) -> None:
+    """``--static`` with a target that writes dynamic-shape files only would write one beside the
+    static files without a word; and a static file pads every input to ``seq_len``, which must hold
+    [CLS], one id and [SEP]. Both refused before anything is written."""
+    if not static:
+        return
+    dynamic = [t.name for t in wanted if "static" not in t.options]
+    if dynamic:
+        takers = [t.name for t in TARGETS.values() if "static" in t.options]
+        raise ConversionError(f"--static is for the {', '.join(takers[:-1])} and {takers[-1]} targets, and "
+                              f"{', '.join(dynamic)} writes dynamic-shape files only: convert {'it' if len(dynamic) == 1 else 'them'} in a run "
+                              "of its own, without --static")
+    if isinstance(seq_len, int) and not isinstance(seq_len, bool) and 0 < seq_len < MIN_SEQ_LEN:
+        raise ConversionError(f"--seq-len {seq_len} is too short for a static file, which pads every input to "
+                              f"--seq-len ids, [CLS] and [SEP] included: give {MIN_SEQ_LEN} or more (up to the "
+                              "model's max_position_embeddings)")
 
 
 def _check_lengths(wanted: list[Target], seq_len: int, max_seq_len: int | None) -> None:
@@ -237,6 +257,8 @@ def _convert_one(target: Target, model, tmp: Path, step: Step, done: int, steps:
     if not report.ok:
         raise report.error(f"{target.file_name} failed verification")
     entry = manifest_io.file_entry(path, report)
+    if target.folder is not None:  # the folder written with the file: every reader checks it with the file
+        entry.folder_files = manifest_io.folder_entries(tmp / target.folder)
     return ConvertedFile(target.file_name, path, target.name, t1 - t0, t2 - t1, report, entry), done + 2
 
 

@@ -97,6 +97,10 @@ def check_lengths(seq_len: int, max_seq_len: int | None) -> None:
     example's length.)"""
     if max_seq_len is None or isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int):
         return
+    if max_seq_len < 1:
+        raise ConversionError(f"--max-seq-len ({max_seq_len}) is the longest input the .pte takes: give "
+                              f"{seq_len if isinstance(seq_len, int) and seq_len > 0 else 'the --seq-len'} or more, "
+                              "up to the model's max_position_embeddings")
     if isinstance(seq_len, int) and max_seq_len < seq_len:
         raise ConversionError(f"--max-seq-len ({max_seq_len}) is below --seq-len ({seq_len}): the .pte is built and "
                               f"verified at --seq-len; give --max-seq-len {seq_len} or more, or a --seq-len of "

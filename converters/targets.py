@@ -87,6 +87,9 @@ class Target:
     # What quantizes a file of this target afterwards (``albert-edge quantize``), with quantize()'s
     # arguments; None: albert_edge.quantize.quantize, which says why a file it cannot take is refused.
     quantizer: Lazy[Callable[..., Any]] | None = field(default=None, compare=False, repr=False)
+    # A folder the exporter writes beside the file and apps load with it; the manifest lists each of
+    # its files in the file's entry (``folder_files``), so every reader checks them with the file.
+    folder: str | None = None
 
     @property
     def file_name(self) -> str:
@@ -196,7 +199,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     # A folder for transformers.js (config.json, tokenizer.json, onnx/model.onnx and model_quantized.onnx)
     # beside its fp32 file, which the manifest lists (converters.transformers_js).
     Target("transformers-js", ".transformers-js.onnx", "onnx", "convert", Lazy(_transformers_js),
-           options=("tokenizer", "opset")),
+           options=("tokenizer", "opset"), folder="transformers-js"),
 )}
 
 

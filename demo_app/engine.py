@@ -21,7 +21,7 @@ import numpy as np
 from albert_edge.errors import AlbertEdgeError
 from albert_edge.formats.graph import TensorSpec
 from albert_edge.formats.kinds import Format, by_name, file_suffix
-from albert_edge.formats.manifest import MANIFEST_NAME, FileChanged, check_file
+from albert_edge.formats.manifest import MANIFEST_NAME, FileChanged, check_used
 from albert_edge.formats.tflite_reader import read as read_tflite
 from albert_edge.runtime import Session
 from albert_edge.runtime.engines import available, version_of
@@ -159,8 +159,9 @@ class Bundle:
         check_outputs(task, str(path), outputs, self.labels, self.path / LABELS_FILE, self.tokenizer.vocab_size)
 
     def check_against_manifest(self, task: str, variant: Variant) -> None:
-        """The file of ``task`` and ``variant`` against its entry in the task folder's manifest.json
-        (size, then sha256, once per process: :func:`albert_edge.formats.manifest.check_file`);
+        """The file of ``task`` and ``variant`` against its entry in the task folder's manifest.json,
+        and the app files it lists (size, then sha256, once per process:
+        :func:`albert_edge.formats.manifest.check_used`);
         BundleError when it differs. A file the manifest does not list is not checked."""
         path, folder = self.file(task, variant), variant.folder(task)
         files = self.manifests[folder].get("files") if folder in self.manifests else None
@@ -168,8 +169,10 @@ class Bundle:
             if isinstance(files, list) else None
         if entry is None:
             return
+        app_files = self.manifests[task].get("app_files")  # the folder's spiece.model and labels.json
         try:
-            check_file(path, entry, path.parent / MANIFEST_NAME, "make the bundle again with `albert-edge demo bundle`")
+            check_used(path, entry, app_files if isinstance(app_files, list) else [], path.parent / MANIFEST_NAME,
+                       "make the bundle again with `albert-edge demo bundle`")
         except FileChanged as exc:
             raise BundleError(str(exc)) from None
 

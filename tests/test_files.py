@@ -254,6 +254,28 @@ def test_staged_output_error_inside_names_out_once(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("nested", [False, True], ids=["scratch-file", "staged-in-scratch"])
+def test_staged_full_disk_in_a_writers_scratch_directory_names_the_users_path_only(tmp_path, nested):
+    """A writer's own scratch directory inside the staging directory (the transformers-js target
+    quantizes in .transformers-js-XXXX/): a full disk there names --out, not the scratch path."""
+    out = tmp_path / "out"
+    with pytest.raises(OutputError) as raised, staged(out, directory=True) as tmp:
+        scratch = tmp / ".transformers-js-k2x9"
+        scratch.mkdir()
+
+        def full(path: str) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        if nested:
+            atomic_write(scratch / "model.int8-dynamic.onnx", full)
+        else:
+            full(str(scratch / "model.onnx"))
+    message = str(raised.value)
+    assert message.startswith(f"cannot write {out}: ") and "the disk is full" in message, message
+    assert ".transformers-js-" not in message and STAGING_MARK not in message, message
+    assert message.endswith(f"({out} was left as it was)") and message.count("was left as it was") == 1, message
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_staged_start_that_fails_removes_the_parents_it_made(tmp_path, monkeypatch):
     import tempfile
 

@@ -5,6 +5,7 @@ flipped bytes by its sha256, and each file is hashed once per process."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -148,3 +149,136 @@ def test_each_file_is_hashed_once_per_process(conversion, tmp_path, monkeypatch)
     with pytest.raises(manifest_io.FileChanged, match="sha256 differs"):  # a rewrite is read again
         manifest_io.check_beside(path)
     assert reads.count("model.onnx") == 2
+
+
+# -- the app files and the transformers-js/ folder: what a reader uses with a file ----------------
+
+LABELS = ("negative", "neutral", "positive")
+
+
+@pytest.fixture(scope="module")
+def web_conversion(tmp_path_factory, spiece_model) -> Path:
+    """A classifier converted to onnx and transformers-js: spiece.model and labels.json beside the
+    files, the transformers-js/ folder beside model.transformers-js.onnx."""
+    from albert_edge.converters.export import convert
+
+    torch.manual_seed(0)
+    model = build_model(TINY.replace(num_labels=3, label_names=LABELS), "classification").eval()
+    out = tmp_path_factory.mktemp("web") / "out"
+    convert(model, out, targets=("onnx", "transformers-js"), tokenizer=spiece_model, seq_len=16)
+    return out
+
+
+def _reorder(path: Path) -> None:
+    from albert_edge.labels import labels_json
+
+    before = path.stat().st_size
+    path.write_text(labels_json(reversed(json.loads(path.read_text()))), encoding="utf-8")
+    assert path.stat().st_size == before  # same size: only the sha256 tells
+
+
+def _flip_middle(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x55
+    path.write_bytes(bytes(data))
+
+
+def _other_config(path: Path) -> None:
+    config = json.loads(path.read_text())
+    config.update(num_hidden_layers=config["num_hidden_layers"] + 1, id2label={"0": "a", "1": "b"})
+    path.write_text(json.dumps(config, indent=2))
+
+
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+# name -> (file, damage): what a hidden corpus of malformed folders found passing `info` and `report`
+DAMAGE = {
+    "labels-reordered": ("labels.json", _reorder),
+    "labels-missing": ("labels.json", Path.unlink),
+    "spiece-flipped": ("spiece.model", _flip_middle),
+    "spiece-missing": ("spiece.model", Path.unlink),
+    "tokenizer-invalid": ("transformers-js/tokenizer.json", lambda p: p.write_text("{not json")),
+    "tokenizer-missing": ("transformers-js/tokenizer.json", Path.unlink),
+    "config-of-another-model": ("transformers-js/config.json", _other_config),
+    "int8-cut": ("transformers-js/onnx/model_quantized.onnx", _cut),
+    "int8-missing": ("transformers-js/onnx/model_quantized.onnx", Path.unlink),
+}
+
+
+def _damaged(web_conversion: Path, tmp_path: Path, name: str) -> tuple[Path, str]:
+    copy = tmp_path / name
+    shutil.copytree(web_conversion, copy)
+    file, damage = DAMAGE[name]
+    damage(copy / file)
+    return copy, file
+
+
+def test_the_manifest_lists_every_file_of_the_transformers_js_folder(web_conversion):
+    manifest = manifest_io.read(web_conversion)
+    entry = manifest.file("model.transformers-js.onnx")
+    folder = web_conversion / "transformers-js"
+    on_disk = sorted(p.relative_to(web_conversion).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert [f["name"] for f in entry.folder_files] == on_disk
+    assert "transformers-js/onnx/model_quantized.onnx" in on_disk and "transformers-js/tokenizer.json" in on_disk
+    for f in entry.folder_files:
+        assert f["size"] == (web_conversion / f["name"]).stat().st_size
+        assert f["sha256"] == manifest_io.sha256_of(web_conversion / f["name"])
+    assert {a.name for a in manifest.app_files} == {"spiece.model", "labels.json"}
+    assert manifest.file("model.onnx").folder_files == []  # a file with no folder lists none
+
+
+@pytest.mark.parametrize("name", list(DAMAGE))
+def test_info_and_report_refuse_a_damaged_app_file_or_folder(web_conversion, tmp_path, name):
+    copy, file = _damaged(web_conversion, tmp_path, name)
+    used = "model.transformers-js.onnx" if file.startswith("transformers-js/") else "model.onnx"
+    for args in (["info", str(copy)], ["info", str(copy / used)],
+                 ["report", str(copy), "--out", str(tmp_path / "report"), "--no-charts", "--json"]):
+        line = one_line(CliRunner().invoke(main, args), Path(file).name, "convert again")
+        assert ("missing" in line) == name.endswith("-missing"), line
+    assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize("name", ["tokenizer-invalid", "int8-cut"])
+def test_inspect_and_profile_refuse_a_damaged_folder(web_conversion, tmp_path, name):
+    copy, file = _damaged(web_conversion, tmp_path, name)
+    path = str(copy / "model.transformers-js.onnx")
+    one_line(CliRunner().invoke(main, ["inspect", path]), Path(file).name, "has changed since", "convert again")
+    one_line(CliRunner().invoke(main, ["profile", path, "--seq-len", "16", "--threads", "1", "--runs", "2",
+                                       "--min-seconds", "0", "--warmup", "0"]), Path(file).name, "has changed since")
+
+
+def test_a_damaged_folder_is_refused_in_a_real_process(web_conversion, tmp_path):
+    copy, _ = _damaged(web_conversion, tmp_path, "tokenizer-invalid")
+    done = subprocess.run([str(SCRIPT), "info", str(copy)], capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert len(lines) == 1 and "transformers-js/tokenizer.json has changed since" in lines[0], done.stderr
+
+
+def test_a_manifest_written_before_the_folder_was_listed_still_reads(web_conversion, tmp_path):
+    copy = tmp_path / "old"
+    shutil.copytree(web_conversion, copy)
+    data = json.loads((copy / "manifest.json").read_text())
+    data["schema_version"] = 2
+    for entry in data["files"]:
+        del entry["folder_files"]
+    (copy / "manifest.json").write_text(json.dumps(data))
+    _cut(copy / "transformers-js/onnx/model_quantized.onnx")  # unlisted there: not checked
+    for path in (copy, copy / "model.transformers-js.onnx"):
+        result = CliRunner().invoke(main, ["info", str(path)])
+        assert result.exit_code == 0, result.output
+    _reorder(copy / "labels.json")  # the app files it lists still are
+    one_line(CliRunner().invoke(main, ["info", str(copy)]), "labels.json has changed since")
+
+
+@pytest.mark.parametrize("name", ["../model.onnx", "/etc/passwd", "transformers-js/../../x"])
+def test_a_folder_file_outside_the_folder_is_refused(web_conversion, tmp_path, name):
+    copy = tmp_path / "outside"
+    shutil.copytree(web_conversion, copy)
+    data = json.loads((copy / "manifest.json").read_text())
+    entry = next(e for e in data["files"] if e["folder_files"])
+    entry["folder_files"][0]["name"] = name
+    (copy / "manifest.json").write_text(json.dumps(data))
+    one_line(CliRunner().invoke(main, ["info", str(copy)]), "which is not a file of its folder")

@@ -66,3 +66,19 @@ def test_the_check_needs_no_torch(static_dir, run_blocked):
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "[]"]
+
+
+@pytest.mark.parametrize("suffix", [".tflite", ".pte"])
+def test_a_file_of_another_format_is_refused_by_name(tmp_path, suffix):
+    """Not onnxruntime's INVALID_PROTOBUF: the line says what --partitions reads."""
+    from albert_edge.errors import RuntimeUnavailable
+    from albert_edge.formats.mobile_partitions import mobile_partitions
+
+    path = tmp_path / f"model{suffix}"
+    path.write_bytes(b"\0\0\0\0" + bytes(64))
+    with pytest.raises(RuntimeUnavailable) as raised:
+        mobile_partitions(path)
+    message = str(raised.value)
+    assert message.startswith(f"model{suffix}: --partitions shows how onnxruntime's NPU providers would split an "
+                              f".onnx, and this is a {suffix} file"), message
+    assert "PROTOBUF" not in message

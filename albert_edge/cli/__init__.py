@@ -16,6 +16,7 @@ Every command keeps one contract, enforced here and nowhere else:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -111,8 +112,16 @@ def _stdout_closed() -> bool:
 @contextlib.contextmanager
 def _terminate_as_interrupt():
     """SIGTERM (a timeout, a service manager, `kill`) unwinds like Ctrl-C instead of killing the
-    process mid-write. A second SIGTERM while that cleanup runs is ignored, so it can finish."""
+    process mid-write. A second SIGTERM while that cleanup runs is ignored, so it can finish.
+
+    Python swallows an exception raised where it cannot propagate (a weakref callback, a
+    ``__del__``: "Exception ignored in ..."): such a Terminated or KeyboardInterrupt is not
+    printed but its signal is sent again (:func:`_unraisable`), to be raised at the next point
+    that can take it."""
     def terminate(signum, frame):
+        if _in_hook(frame):  # raised here, it would be swallowed again: later
+            _send_soon(signal.SIGTERM)
+            return
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Terminated
 
@@ -121,10 +130,47 @@ def _terminate_as_interrupt():
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_unraisable, terminate, previous_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         signal.signal(signal.SIGTERM, previous)
+
+
+def _unraisable(terminate, previous_hook, unraisable) -> None:
+    """The unraisable hook while a command runs: an interrupt raised where Python could not
+    propagate it is sent again, its handler back in place; anything else as before."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        previous_hook(unraisable)
+        return
+    if isinstance(unraisable.exc_value, Terminated):
+        signal.signal(signal.SIGTERM, terminate)
+        _send_soon(signal.SIGTERM)
+    else:
+        _send_soon(signal.SIGINT)
+
+
+def _send_soon(signum: int) -> None:
+    """``signum`` to this process in a moment, from a thread of its own: the main thread takes it
+    once it is out of the hook and the callback that swallowed it."""
+    import threading
+    import time
+
+    def send() -> None:
+        time.sleep(0.01)
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
+def _in_hook(frame) -> bool:
+    while frame is not None:
+        if frame.f_code is _unraisable.__code__ or frame.f_code is _send_soon.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _quiet_native_logs(verbose: int) -> None:

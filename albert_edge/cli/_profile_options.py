@@ -12,7 +12,7 @@ import click
 from ..profile import BaselineOptions, ProfileSettings, RemoteOptions
 from ._profile_print import print_devices
 from ._sections import section
-from ._types import COUNT, PERCENT, POSITIVE_INT, SECONDS
+from ._types import COUNT, PERCENT, POSITIVE_INT, SECONDS, gpu_precision_option
 
 __all__ = ["profile_options"]
 
@@ -71,10 +71,8 @@ _SECTIONS = [
                               "provider. Each record carries the accelerator's own report (operators on the GPU and "
                               "the CPU, each fallback with its reason, the adapter). On a software Vulkan device "
                               "(Mesa's lavapipe) the timings mean nothing: the record says so."),
-            click.option("--gpu-precision", type=click.Choice(["fp32", "fp16"]), default=_MEASURED.gpu_precision,
-                         show_default=True,
-                         help="With --accelerator gpu: the GPU's arithmetic, float32 (as exact as the CPU) or "
-                              "float16 (the accelerator's own default)."),
+            gpu_precision_option("With --accelerator gpu: the GPU's arithmetic, float32 (as exact as the CPU) or "
+                                 "float16 (the accelerator's own default)."),
             click.option("--as-app", is_flag=True,
                          help="Also measure every setting with each file opened as an app opens it: the runtime's "
                               "own API with its default options, the thread count the only setting (the TFLite "

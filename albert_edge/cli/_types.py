@@ -85,3 +85,23 @@ def force_option(what: str):
     """The --force option of a command whose output ``what`` may already exist."""
     return click.option("--force", is_flag=True,
                         help=f"Write even when {what}; without it the command refuses to replace anything.")
+
+
+GPU_PRECISIONS = ("fp32", "fp16")
+DEFAULT_GPU_PRECISION = "fp32"
+
+
+def gpu_precision_option(help: str):
+    """--gpu-precision, default fp32; given without --accelerator gpu it is refused
+    (:func:`gpu_precision`), not passed over."""
+    return click.option("--gpu-precision", type=click.Choice(GPU_PRECISIONS), default=None,
+                        show_default=DEFAULT_GPU_PRECISION, help=help)
+
+
+def gpu_precision(accelerator: str, given: str | None) -> str:
+    """The GPU arithmetic to use: ``given`` (--gpu-precision), which only goes with
+    --accelerator gpu, else fp32."""
+    if given is not None and accelerator != "gpu":
+        raise click.UsageError(f"--gpu-precision {given} sets the GPU's arithmetic and goes with --accelerator gpu "
+                               f"(given: --accelerator {accelerator}); add --accelerator gpu or leave it out")
+    return given or DEFAULT_GPU_PRECISION

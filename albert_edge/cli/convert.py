@@ -10,6 +10,7 @@ import click
 from ..converters.targets import TARGETS  # names and options only: no exporter is imported
 from ..formats.graph import LAYER_FORMS
 from ._output import Steps, console, err_console, fmt_bytes, print_json, print_table
+from ._types import gpu_precision as checked_gpu_precision, gpu_precision_option
 
 TARGET_NAMES = tuple(TARGETS)
 SCHEMES = tuple(dict.fromkeys(str(s) for t in TARGETS.values() for s in t.schemes))  # what --scheme adds
@@ -162,10 +163,9 @@ def _gpu_check_line(name: str, gpu: dict) -> str:
               help="'gpu': also where LiteRT's GPU accelerator puts a .tflite's operators, from its own report (run "
                    "in a child process): operators on the GPU and on the CPU, each fallback with its reason, its "
                    "refusal of a dynamic-shape file, the adapter it selected.")
-@click.option("--gpu-precision", type=click.Choice(["fp32", "fp16"]), default="fp32", show_default=True,
-              help="With --accelerator gpu: the GPU's arithmetic, float32 or float16 (the accelerator's default).")
+@gpu_precision_option("With --accelerator gpu: the GPU's arithmetic, float32 or float16 (the accelerator's default).")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-def inspect(model_file: Path, partitions: bool, accelerator: str, gpu_precision: str, as_json: bool) -> None:
+def inspect(model_file: Path, partitions: bool, accelerator: str, gpu_precision: str | None, as_json: bool) -> None:
     """Read MODEL_FILE (.onnx, ONNX Runtime .ort, .tflite or ExecuTorch .pte) back and report its inputs, outputs, op histogram,
     a .tflite's TFLite metadata (the MediaPipe task, tensor names, tokenizer inside, labels),
     weight tensors, stored vs unique weight bytes, and every duplicated weight: exact copies and
@@ -178,6 +178,7 @@ def inspect(model_file: Path, partitions: bool, accelerator: str, gpu_precision:
     from ..formats.packed import check_packed
     from ..labels import check_task_labels
 
+    gpu_precision = checked_gpu_precision(accelerator, gpu_precision)
     with err_console.status(f"reading {model_file.name}"):
         data = inspect_model(model_file)
         check_beside(model_file)  # a file its manifest lists must be the one it lists

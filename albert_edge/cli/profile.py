@@ -17,6 +17,7 @@ from ..errors import AlbertEdgeError
 from ._output import Steps, print_json
 from ._profile_options import profile_options
 from ._profile_print import print_result
+from ._types import gpu_precision
 from ._sections import SectionedCommand
 
 if TYPE_CHECKING:
@@ -69,7 +70,8 @@ def _options(given: dict[str, Any]) -> ProfileOptions:
             "threads": _int_list(given["threads"], "--threads"), "delegates": _name_list(given["delegate"]),
             "providers": _name_list(given["provider"]), "runs": runs, "min_seconds": min_seconds,
             "max_seconds": max(given["max_seconds"], min_seconds),
-            "runtimes": parse_runtimes(_name_list(given["runtime"]))}
+            "runtimes": parse_runtimes(_name_list(given["runtime"])),
+            "gpu_precision": gpu_precision(given["accelerator"], given["gpu_precision"])}
     return ProfileOptions(
         settings=ProfileSettings(**{**as_given, **read}),
         output=OutputOptions(csv=given["csv_path"], append=given["append_path"], force=given["force"]),

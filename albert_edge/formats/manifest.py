@@ -6,9 +6,11 @@ labels) with a note for each it could not have (``app_notes``). Reading it needs
 standard library (``albert-edge info`` runs on the device).
 
 Every reader of a conversion folder or bundle checks the files it uses against their entries
-with :func:`check_file` (or :func:`check_beside` / :func:`check_listed`): ``info``, ``inspect``,
-``profile``, ``report``, ``quantize`` and the demo. A file that is missing, whose size differs, or
-whose sha256 differs is one :class:`FileChanged` line."""
+with :func:`check_beside` (a model file: the file, its folder, the app files; :func:`check_used`
+where the caller has read the manifest) or
+:func:`check_listed` (the whole directory): ``info``, ``inspect``, ``profile``, ``report``,
+``quantize`` and the demo. A file that is missing, whose size differs, or whose sha256 differs is
+one :class:`FileChanged` line."""
 
 from __future__ import annotations
 
@@ -28,12 +30,15 @@ from .kinds import by_name
 
 __all__ = ["MANIFEST_NAME", "SCHEMA_VERSION", "FileEntry", "AppFile", "APP_ROLES", "Manifest", "app_file_entry",
            "file_entry", "to_text", "write", "read", "sha256_of",
-           "static_length", "FileChanged", "file_sha256", "check_file", "check_beside", "check_listed"]
+           "static_length", "FileChanged", "file_sha256", "check_file", "check_beside", "check_listed",
+           "check_used", "folder_entries"]
 
 MANIFEST_NAME = "manifest.json"
 # 2: app_files and app_notes. A manifest of 1 has neither and reads as listing no app file (its
 # folder may still hold one, unchecked: convert again to have it listed).
-SCHEMA_VERSION = 2
+# 3: a file's folder_files (the transformers-js/ folder beside its file). An entry of 2 has none
+# and reads as a file with no folder (one still there is unchecked: convert again to have it listed).
+SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -58,6 +63,9 @@ class FileEntry:
     # padded to; what GPU and NPU delegates take. None for a dynamic-shape file (and in manifests
     # written before the field).
     static_len: int | None = None
+    # The folder written with the file and used with it (the transformers-js target's
+    # transformers-js/), each of its files: [{"name": path relative to the manifest's directory, "sha256", "size"}].
+    folder_files: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -134,11 +142,13 @@ def check_file(path: str | os.PathLike, entry: FileEntry | dict[str, Any], manif
     What is checked when: the size first, from the file system (no read, so a cut or grown file
     costs nothing); then the sha256 of the whole file, computed once per process per file (see
     :func:`file_sha256`), so every reader in one process pays for one read of a big file. An
-    ONNX file's external data files listed in the entry are checked the same way."""
+    ONNX file's external data files and the files of the folder written with it (``folder_files``)
+    listed in the entry are checked the same way."""
     path, manifest_path = Path(path), Path(manifest_path)
     expected = _entry_dict(entry)
     if not path.is_file():
-        raise FileChanged(f"{manifest_path} lists {path.name}, which is missing from {path.parent}: {fix}")
+        raise FileChanged(f"{manifest_path} lists {_shown(path, manifest_path)}, which is missing from "
+                          f"{path.parent}: {fix}")
     size, sha = expected.get("size"), expected.get("sha256")
     actual_size = path.stat().st_size
     if actual_size != size:
@@ -148,43 +158,86 @@ def check_file(path: str | os.PathLike, entry: FileEntry | dict[str, Any], manif
     digest = file_sha256(path)
     if digest != sha:
         raise FileChanged(f"{path} has changed since {manifest_path} was written (same size, sha256 differs): {fix}")
-    for data in expected.get("data_files") or ():
+    for data in [*(expected.get("data_files") or ()), *(expected.get("folder_files") or ())]:
         if isinstance(data, dict) and isinstance(data.get("name"), str):
-            check_file(path.parent / data["name"], data, manifest_path, fix)
+            check_file(_listed_path(manifest_path, data["name"], fix), data, manifest_path, fix)
     return digest
 
 
 def check_beside(path: str | os.PathLike, fix: str = "convert again") -> FileEntry | None:
-    """Check a model file against the manifest.json beside it, when there is one that lists
-    it (:func:`check_file`); its entry, or None when no readable manifest there lists it."""
+    """The one check of a model file before it is used: against the manifest.json beside it, when
+    there is one that lists it, the file (:func:`check_file`: its data files and its folder too)
+    and the app files an app reads with it (the tokenizer, the labels). Its entry, or None when
+    no readable manifest there lists it."""
     path = Path(path)
     manifest_path = path.parent / MANIFEST_NAME
     if not manifest_path.is_file():
         return None
     try:
-        entry = read(manifest_path).file(path.name)
+        manifest = read(manifest_path)
+        entry = manifest.file(path.name)
     except (ConversionError, KeyError):
         return None
-    check_file(path, entry, manifest_path, fix)
+    check_used(path, entry, manifest.app_files, manifest_path, fix)
     return entry
+
+
+def check_used(path: str | os.PathLike, entry: FileEntry | dict[str, Any],
+               app_files: list[AppFile] | list[dict[str, Any]], manifest_path: str | os.PathLike,
+               fix: str = "convert again") -> str:
+    """:func:`check_file` of a model file, then of each of ``app_files`` (the manifest's, as read
+    or as its JSON holds them): what a reader uses with the file. Its sha256."""
+    manifest_path = Path(manifest_path)
+    digest = check_file(path, entry, manifest_path, fix)
+    for app in app_files:
+        name = app.get("name") if isinstance(app, dict) else app.name
+        if isinstance(name, str):
+            check_file(_listed_path(manifest_path, name, fix, nested=False), app, manifest_path, fix)
+    return digest
 
 
 def check_listed(directory: str | os.PathLike, fix: str = "convert again") -> Manifest:
     """Read ``directory``'s manifest and check every file it lists (:func:`check_file`), the app
-    files too."""
+    files and each file's folder too."""
     directory = Path(directory)
+    manifest_path = directory / MANIFEST_NAME
     manifest = read(directory)
-    for entry in [*manifest.files, *manifest.app_files]:
-        if Path(entry.name).name != entry.name:
-            raise FileChanged(f"{directory / MANIFEST_NAME} lists {entry.name!r}, which is not a file of its folder: "
-                              f"{fix}")
-        check_file(directory / entry.name, entry, directory / MANIFEST_NAME, fix)
+    for entry in manifest.files:
+        check_used(_listed_path(manifest_path, entry.name, fix, nested=False), entry, manifest.app_files,
+                   manifest_path, fix)
     return manifest
+
+
+def _listed_path(manifest_path: Path, name: str, fix: str, nested: bool = True) -> Path:
+    """Where the file a manifest lists as ``name`` is: in its directory (``nested``: or in a folder
+    below it); FileChanged for a name that points elsewhere."""
+    parts = name.split("/")
+    if (not name or name.startswith("/") or "\\" in name or any(p in ("", ".", "..") for p in parts)
+            or (not nested and len(parts) > 1)):
+        raise FileChanged(f"{manifest_path} lists {name!r}, which is not a file of its folder: {fix}")
+    return manifest_path.parent.joinpath(*parts)
+
+
+def _shown(path: Path, manifest_path: Path) -> str:
+    """A listed file's name as the manifest lists it (transformers-js/tokenizer.json)."""
+    try:
+        return path.relative_to(manifest_path.parent).as_posix()
+    except ValueError:
+        return path.name
 
 
 def _entry_dict(entry: FileEntry | dict[str, Any]) -> dict[str, Any]:
     return entry if isinstance(entry, dict) else {"size": entry.size, "sha256": entry.sha256,
-                                                  "data_files": getattr(entry, "data_files", [])}
+                                                  "data_files": getattr(entry, "data_files", []),
+                                                  "folder_files": getattr(entry, "folder_files", [])}
+
+
+def folder_entries(folder: str | os.PathLike) -> list[dict[str, Any]]:
+    """The ``folder_files`` of the folder at ``folder`` (written beside the manifest): each file
+    in it, by its path from the manifest's directory, with sha256 and size."""
+    folder = Path(folder)
+    return [{"name": p.relative_to(folder.parent).as_posix(), "sha256": sha256_of(p), "size": p.stat().st_size}
+            for p in sorted(folder.rglob("*")) if p.is_file()]
 
 
 def app_file_entry(path: str | os.PathLike, role: str, name: str | None = None) -> AppFile:

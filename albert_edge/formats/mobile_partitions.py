@@ -28,6 +28,8 @@ from typing import Any
 
 from albert_edge.errors import RuntimeUnavailable, optional_import
 
+from .kinds import ONNX, find
+
 __all__ = ["PROVIDERS", "Provider", "Unsupported", "Partitions", "PartitionReport", "mobile_partitions"]
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,11 @@ def mobile_partitions(path: str | os.PathLike, providers: tuple[Provider, ...] =
                                  "`convert --to ort --static` does, has its graph)")
     if not path.is_file():
         raise RuntimeUnavailable(f"{path}: no such model file")
+    kind = find(path)
+    if kind is not None and kind is not ONNX:
+        raise RuntimeUnavailable(f"{path.name}: --partitions shows how onnxruntime's NPU providers would split an "
+                                 f".onnx, and this is a {path.suffix.lower()} file; inspect the .onnx of the same "
+                                 "conversion (for a .tflite on a GPU: --accelerator gpu)")
     try:
         ort, checker, utils = _checker_modules()
     except ImportError as exc:

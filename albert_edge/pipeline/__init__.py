@@ -30,6 +30,7 @@ from ..errors import AlbertEdgeError
 from ..files import atomic_write, check_not_input, missing_root, staged_dir
 from ..hub import is_hub_id, repo_name, resolve
 from ..quantize.schemes import Scheme
+from ..tokenizer import MIN_SEQ_LEN
 from .state import PipelineError, State, digest
 from .static import (STATIC_DIR, STATIC_SCHEMES, quantize_static, static_fp32_files, static_model_files, static_of,
                      static_setting)
@@ -88,6 +89,10 @@ class PipelineOptions:
         if self.static and not self.static_targets:
             raise PipelineError(f"--static makes static {' and '.join(STATIC_SCHEMES)} files; targets given: "
                                 f"{', '.join(self.targets)} (add --to onnx or --to tflite)")
+        if self.seq_len < MIN_SEQ_LEN:
+            raise PipelineError(f"--seq-len {self.seq_len} is too short: the pipeline verifies and quantizes on "
+                                f"texts of --seq-len ids, [CLS] and [SEP] included; give {MIN_SEQ_LEN} or more (up to "
+                                "the model's max_position_embeddings)")
         if any(n > self.seq_len for n in self.profile_seq_lens):
             raise PipelineError(f"profile sequence lengths {self.profile_seq_lens} go beyond the conversion's "
                                 f"--seq-len {self.seq_len}")

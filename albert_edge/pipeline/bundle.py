@@ -47,7 +47,7 @@ from albert_edge.files import atomic_write, check_output_dir, link_or_copy, miss
 from albert_edge.quantize.schemes import Scheme
 
 from .small import SmallRecipe, pretrained
-from .state import STATE_NAME, State, digest
+from .state import STATE_NAME, PipelineError, State, digest
 
 __all__ = ["PRESETS", "STEPS", "BundleOptions", "Progress", "make_bundle", "partial_dir", "held_out_accuracy",
            "recipe"]
@@ -149,7 +149,10 @@ def make_bundle(opts: BundleOptions, on_progress: Callable[[Progress], None] | N
         # never ours to delete, --force or not
         raise AlbertEdgeError(f"{work} holds files a bundle build did not write; move it away or choose another --out")
     made = missing_root(work)
-    state = State.open(work, force=True)  # a damaged record is started over
+    try:
+        state = State.open(work, force=True)  # a damaged record is started over
+    except PipelineError as exc:  # the line names --out as given, not the build's directory beside it
+        raise PipelineError(str(exc).replace(str(work), str(out))) from None
     try:
         info = _build(opts, state, report)
         report(Progress(STEPS[-1], len(STEPS) - 1, len(STEPS)))

@@ -168,8 +168,8 @@ def _profile_on(machine: SshHost, files: list[Path], settings, remote_dir: str, 
 
     uploads: dict[str, Path] = {}  # name in the cache -> local file
 
-    def put(local: Path, digest: str, always: bool = False) -> str:
-        rel = f"{digest}/{local.name}"
+    def put(local: Path, digest: str, always: bool = False, name: str | None = None) -> str:
+        rel = f"{digest}/{name or local.name}"
         if always or rel not in held:
             uploads[rel] = local
         return f"{cache}/{rel}"
@@ -180,6 +180,8 @@ def _profile_on(machine: SshHost, files: list[Path], settings, remote_dir: str, 
         remote_of[put(f, digest)] = f
         for side in _data_files(f):
             put(side, digest)
+        for name in _used_with(f):  # what the device's manifest check reads with the file
+            put(f.parent / name, digest, name=name)
         manifest = f.with_name(MANIFEST_NAME)
         if manifest.is_file():  # small; it can change while the model does not
             put(manifest, digest, always=True)
@@ -218,6 +220,19 @@ def _data_files(model: Path) -> list[Path]:
         entry = next(e for e in manifest["files"] if e["name"] == model.name)
         names.update(d["name"] for d in entry.get("data_files", []))
     return [model.with_name(n) for n in sorted(names) if model.with_name(n).is_file()]
+
+
+def _used_with(model: Path) -> list[str]:
+    """The files the manifest beside ``model`` lists as used with it, which the profiler checks
+    with it there too: the app files (spiece.model, labels.json) and the folder written with it
+    (transformers-js/), by their names in the manifest, where they exist and stay in its folder."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        manifest = json.loads(model.with_name(MANIFEST_NAME).read_text())
+        entry = next(e for e in manifest["files"] if e["name"] == model.name)
+        names = [a["name"] for a in [*manifest.get("app_files", []), *entry.get("folder_files", [])]]
+        return [n for n in names if isinstance(n, str) and ".." not in n.split("/") and not n.startswith("/")
+                and (model.parent / n).is_file()]
+    return []
 
 
 def _probe(machine: SshHost, remote_dir: str, formats: set[str]) -> dict[str, Any]:

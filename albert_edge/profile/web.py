@@ -246,9 +246,14 @@ def _run_node(folder: Path, request: dict, work: Path, marks: dict, job: Profile
     req.write_text(json.dumps(request))
     seen = _Marks(marks)
     err = work / "node.stderr"
+    # onnxruntime-node's telemetry leaves an empty mat-debug-<pid>.log in the temporary folder on
+    # every run: Node gets one of its own, inside the job's, which is removed with it.
+    scratch = work / "node-tmp"
+    scratch.mkdir(exist_ok=True)
     with err.open("w") as stderr:
         node = subprocess.Popen(["node", str(folder / SCRIPT["node"]), str(req), str(resp)], cwd=folder,
-                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+                                stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                env={**os.environ, "TMPDIR": str(scratch)})
         seen.pid = node.pid
         timer = threading.Timer(_deadline(job), _stop, (node,))
         timer.start()

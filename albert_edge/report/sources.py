@@ -142,14 +142,11 @@ def _read_manifest(path: Path, inputs: Inputs) -> None:
     checkpoint = manifest.source.get("checkpoint")
     _set_config(inputs, config, Path(checkpoint).name if checkpoint else directory.name, str(directory))
     random = weights_note(checkpoint).get("weights") == "random-init" if checkpoint else False
+    # every file it lists, the app files and the transformers-js/ folder too: FileChanged naming the file
+    manifest_io.check_listed(directory, "convert again, or give the files that are there")
     for entry in manifest.files:
         file_path = directory / entry.name
-        try:
-            sha = manifest_io.check_file(file_path, entry, directory / manifest_io.MANIFEST_NAME,
-                                         "convert again, or give the files that are there")
-        except AlbertEdgeError as exc:
-            raise ReportError(str(exc)) from None
-        _add_file(inputs, ModelFileInput(file_path, sha, entry, directory, random))
+        _add_file(inputs, ModelFileInput(file_path, manifest_io.file_sha256(file_path), entry, directory, random))
     if inputs.manifest is None:
         inputs.manifest = manifest
     inputs.sources.append({"kind": "conversion", "source": str(directory)})

@@ -76,8 +76,9 @@ def _bundle(root: Path, spiece: Path, mlm: Path, classifier: Path, **change) -> 
     shutil.copyfile(spiece, root / "spiece.model")
     for task, source in (("mlm", mlm), ("classifier", classifier)):
         (root / task).mkdir()
-        shutil.copyfile(source / "model.onnx", root / task / "model.onnx")
-        shutil.copyfile(source / "manifest.json", root / task / "manifest.json")
+        for name in ("model.onnx", "manifest.json", "spiece.model", "labels.json"):  # the app files it lists too
+            if (source / name).is_file():
+                shutil.copyfile(source / name, root / task / name)
     return root
 
 

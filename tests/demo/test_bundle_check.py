@@ -112,3 +112,22 @@ def test_demo_refuses_bad_labels_json(labels, message, tiny_bundle, tmp_path):
     (copy / "labels.json").write_text(json.dumps(labels))
     line = one_line(CliRunner().invoke(main, ["demo", "classify", str(copy), TEXT, "--threads", "1"]), message)
     assert "labels.json" in line and "albert-edge demo bundle" in line
+
+
+@pytest.mark.parametrize("name", ["labels.json", "spiece.model"])
+def test_demo_classify_refuses_a_changed_app_file_of_the_task_folder(name, tiny_bundle, tmp_path):
+    """The classifier folder's labels.json reordered (same size) or its spiece.model with a byte
+    changed: the one manifest check of the file in use covers the app files its manifest lists."""
+    copy = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, copy)
+    path = copy / "classifier" / name
+    data = bytearray(path.read_bytes())
+    if name == "labels.json":
+        data = bytearray(json.dumps(list(reversed(json.loads(data))), ensure_ascii=False).encode() + b"\n")
+    else:
+        data[len(data) // 2] ^= 0x55
+    assert len(data) == path.stat().st_size and bytes(data) != path.read_bytes()
+    path.write_bytes(bytes(data))
+    one_line(CliRunner().invoke(main, ["demo", "classify", str(copy), TEXT, "--model", "tflite-fp32",
+                                       "--threads", "1"]),
+             f"classifier/{name} has changed since", "sha256 differs", "albert-edge demo bundle")

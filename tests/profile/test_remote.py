@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from albert_edge.cli import main
 from albert_edge.errors import install_line
 
-from .conftest import FAST
+from .conftest import CONFIG, FAST
 from .sshd import MISSING, LoopbackSshd, free_port
 
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
@@ -178,6 +178,38 @@ def test_onnx_external_data_travels_with_the_model(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(
         {"files": [{"name": "big.onnx", "data_files": [{"name": "weights.bin"}]}]}))
     assert _data_files(model) == [tmp_path / "big.onnx.data", tmp_path / "weights.bin"]
+
+
+def test_a_conversion_with_app_files_profiles_on_the_device(sshd, spiece_model, tmp_path):
+    """A real conversion's file: the device's manifest check finds the spiece.model it lists."""
+    from albert_edge.converters.export import convert
+
+    from .conftest import tiny_model
+
+    convert(tiny_model(CONFIG), tmp_path / "conv", targets=("onnx",), tokenizer=spiece_model, seq_len=16)
+    cache = tmp_path / "cache"
+    result = run(tmp_path / "conv" / "model.onnx", *FAST, "--seq-len", "8", "--json", *remote_args(sshd, cache))
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.stdout)
+    assert (cache / record["sha256"] / "spiece.model").read_bytes() == spiece_model.read_bytes()
+
+
+def test_the_app_files_and_the_folder_travel_with_the_model(tmp_path):
+    """The device checks a file with what its manifest lists as used with it (the app files, the
+    transformers-js/ folder): those are copied too, under their names in the manifest."""
+    from albert_edge.profile.remote import _used_with
+
+    model = tmp_path / "model.transformers-js.onnx"
+    model.write_bytes(b"\x08\x07")
+    (tmp_path / "transformers-js" / "onnx").mkdir(parents=True)
+    for name in ("spiece.model", "transformers-js/onnx/model_quantized.onnx", "unrelated.bin"):
+        (tmp_path / name).write_bytes(b"0")
+    assert _used_with(model) == []
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"files": [{"name": model.name, "folder_files": [{"name": "transformers-js/onnx/model_quantized.onnx"},
+                                                          {"name": "../outside.bin"}]}],
+         "app_files": [{"name": "spiece.model"}, {"name": "labels.json"}]}))  # labels.json: not there
+    assert _used_with(model) == ["spiece.model", "transformers-js/onnx/model_quantized.onnx"]
 
 
 def test_an_interrupted_copy_never_looks_cached(tmp_path):

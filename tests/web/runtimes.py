@@ -14,6 +14,7 @@ import functools
 import http.server
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -76,8 +77,10 @@ def run_node(script: str, request: dict, work: Path, timeout: float = 300) -> di
     work.mkdir(parents=True, exist_ok=True)
     req, resp = work / "request.json", work / "response.json"
     req.write_text(json.dumps(request))
+    scratch = work / "node-tmp"  # onnxruntime-node leaves a mat-debug-<pid>.log in its temporary folder
+    scratch.mkdir(exist_ok=True)
     done = subprocess.run(["node", str(WEB / script), str(req), str(resp)], capture_output=True, text=True,
-                          timeout=timeout, cwd=WEB)
+                          timeout=timeout, cwd=WEB, env={**os.environ, "TMPDIR": str(scratch)})
     assert done.returncode == 0, f"node {script} failed (exit {done.returncode}):\n{done.stderr[-4000:]}"
     return json.loads(resp.read_text())
 

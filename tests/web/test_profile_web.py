@@ -197,3 +197,21 @@ def test_node_modules_missing_names_npm_ci(tmp_path, small_files):
     assert f"onnxruntime-node not installed in {web / 'node_modules'}: cd {web} && npm ci" in line, line
     line = _refused([str(small_files["onnx"]), "--runtime", "node"], env={"ALBERT_EDGE_WEB_DIR": str(tmp_path)})
     assert f"{tmp_path} is not albert-edge's web/ folder" in line and "--web-dir" in line, line
+
+
+@pytest.mark.skipif(bool(node_missing() or package_missing("onnxruntime-node")),
+                    reason=node_missing() or package_missing("onnxruntime-node") or "")
+def test_node_leaves_nothing_in_the_temporary_folder(small_files, tmp_path, monkeypatch):
+    """onnxruntime-node writes an empty mat-debug-<pid>.log into its temporary folder on every run:
+    the profiler gives Node a folder of its own inside the job's, removed with it."""
+    import tempfile
+
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read $TMPDIR again
+    result = CliRunner().invoke(main, ["profile", str(small_files["onnx"]), "--runtime", "node", "--threads", "1",
+                                       *SHORT, "--json"])
+    assert result.exit_code == 0, result.output
+    assert [r["runtime"] for r in json.loads(result.stdout)] == ["onnxruntime-node"]
+    assert sorted(p.name for p in folder.iterdir()) == []
