@@ -245,7 +245,7 @@ def _tflite_call(path: str, setting: float | None):
     from ai_edge_litert.interpreter import Interpreter
 
     # default options and threads; the signature runner resizes the inputs to each text's length
-    runner = Interpreter(model_path=path).get_signature_runner()
+    runner = Interpreter(model_path=path).get_signature_runner("serving_default")
 
     def call(ids: list[int]) -> tuple[list[float], int]:
         n = len(ids)
