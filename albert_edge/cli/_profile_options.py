@@ -56,7 +56,11 @@ _SECTIONS = [
             click.option("--threads", default=_listed(_MEASURED.threads), show_default=True, metavar="N,...",
                          help="Runtime thread counts."),
             click.option("--fixed/--no-fixed", default=_MEASURED.fixed, show_default=True,
-                         help="Run the fixed-length sweep (--no-fixed with --text: real text only).")),
+                         help="Run the fixed-length sweep (--no-fixed with --text: real text only)."),
+            click.option("--exit-setting", type=float, default=None, metavar="X",
+                         help="Adaptive files (convert --adaptive): run at this setting of their exit rule (its "
+                              "patience, confidence or entropy) instead of their own, as an app changes it at run "
+                              "time; a value outside the rule's range is refused.")),
     section("Engines",
             click.option("--delegate", default=_listed(_MEASURED.delegates), show_default=True, metavar="NAME,...",
                          help="TFLite files: 'xnnpack' (the interpreter's default delegate) and/or 'none' (builtin "

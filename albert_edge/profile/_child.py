@@ -67,6 +67,10 @@ def measure(job: ProfileJob) -> ProfileRecord:
                Session(path, num_threads=job.threads, provider=job.provider, delegate=job.delegate,
                        app_defaults=app, accelerator=job.accelerator, gpu_precision=job.gpu_precision))
     load_ms = (time.perf_counter() - start) * 1e3
+    if job.settings.exit_setting is not None:  # an adaptive file at another setting than its own
+        in_effect = session.set_exit_setting(job.settings.exit_setting)
+        if fed.text_stats is not None:
+            fed.text_stats["exit_setting"] = in_effect
     memory.after_load_rss, memory.peak_after_load = _memory()
     limits = _after_load(session, path, job, fed, warnings)
 

@@ -91,6 +91,9 @@ def _file_jobs(path: Path, fmt: Format, settings: ProfileSettings) -> list[Profi
     if adaptive(path, fmt):  # its cost depends on the text: real sentences only
         _check_adaptive(path, settings, web)
         shapes = [(1, None)]
+    elif settings.exit_setting is not None:
+        raise ProfileError(f"{path}: --exit-setting is for adaptive files (convert --adaptive), and this one runs "
+                           "every pass")
     opened = (None, *([APP] if settings.as_app else []))
     jobs = [ProfileJob(**facts, **acc, threads=threads, batch=b, seq_len=n, engine=engine)
             for acc in (engines if NATIVE in settings.runtimes else [])
@@ -116,6 +119,13 @@ def adaptive(path: Path, fmt: Format) -> bool:
 
 
 def _check_adaptive(path: Path, settings: ProfileSettings, web: list[str]) -> None:
+    if settings.exit_setting is not None:  # a value outside the file's rule: one line, before any child
+        from ..runtime import Session
+
+        try:
+            Session(path, num_threads=1).set_exit_setting(settings.exit_setting)
+        except ValueError as exc:
+            raise ProfileError(f"--exit-setting: {exc}") from None
     if settings.text is None:
         raise ProfileError(f"{path}: an adaptive file runs as many passes as each text needs, so a time on token ids "
                            f"of one length is not its speed: profile it on real sentences (--text builtin, or "

@@ -82,6 +82,8 @@ class ProfileSettings:
     gpu_precision: str = "fp32"  # with accelerator "gpu": the GPU's arithmetic, "fp32" or "fp16"
     # "native" (Session), "node" (onnxruntime-node), "chromium" (onnxruntime-web's WebAssembly): see profile.web
     runtimes: tuple[str, ...] = ("native",)
+    # An adaptive file's (convert --adaptive) exit-rule setting instead of its own (Session.set_exit_setting).
+    exit_setting: float | None = None
     web_dir: Path | None = None  # the folder with web/'s scripts and node_modules (None: profile.web.web_dir())
 
     def __post_init__(self) -> None:
@@ -167,6 +169,8 @@ def forward_args(settings: ProfileSettings) -> list[str]:
         args.append("--as-app")
     if settings.runtimes != ("native",):
         args += ["--runtime", joined(settings.runtimes)]
+    if settings.exit_setting is not None:
+        args += ["--exit-setting", repr(float(settings.exit_setting))]
     if settings.accelerator != "cpu":  # a device with an older albert-edge knows no --accelerator for the CPU
         args += ["--accelerator", settings.accelerator, "--gpu-precision", settings.gpu_precision]
     return args

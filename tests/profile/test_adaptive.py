@@ -67,3 +67,33 @@ def test_one_fixed_length_is_refused_in_one_line(adaptive_file):
     lines = [line for line in result.output.strip().splitlines() if line]
     assert len(lines) == 1 and "an adaptive file runs as many passes as each text needs" in lines[0]
     assert "--text builtin" in lines[0]
+
+
+def test_another_setting_is_profiled_as_an_app_sets_it(adaptive_file, spiece_model):
+    """--exit-setting runs the file at another setting of its rule (fed at run time, not a new file):
+    a confidence near 1 runs more passes than the file's own, and the record names the setting."""
+    def passes(*extra):
+        result = CliRunner().invoke(main, ["profile", str(adaptive_file), "--text", "builtin", "--tokenizer",
+                                           str(spiece_model), "--max-sentences", str(SENTENCES), "--no-fixed",
+                                           *FAST, *extra, "--json"])
+        assert result.exit_code == 0, result.output
+        (record,) = json.loads(result.stdout)
+        return record["text"]
+
+    own, strict = passes(), passes("--exit-setting", "0.9999")
+    assert strict["exit_setting"] == pytest.approx(0.9999) and "exit_setting" not in own
+    assert strict["passes"]["mean"] > own["passes"]["mean"]
+
+
+@pytest.mark.parametrize("which, value, message", [
+    ("adaptive", "1.5", "--exit-setting: model.adaptive.onnx: exit setting 1.5 is outside the range"),
+    ("plain", "0.9", "--exit-setting is for adaptive files"),
+])
+def test_a_setting_the_file_cannot_take_is_refused_in_one_line(adaptive_file, onnx_file, spiece_model,
+                                                              which, value, message):
+    path = adaptive_file if which == "adaptive" else onnx_file
+    result = CliRunner().invoke(main, ["profile", str(path), "--text", "builtin", "--tokenizer", str(spiece_model),
+                                       "--no-fixed", "--exit-setting", value, *FAST])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.strip().splitlines() if line]
+    assert len(lines) == 1 and message in lines[0], result.output
