@@ -10,7 +10,7 @@ from albert_edge.exits import KINDS, ExitRule
 
 from .task_heads import AdaptiveClassifier
 
-__all__ = ["ADAPTIVE_TARGETS", "check_targets", "parse_rule", "adaptive_model"]
+__all__ = ["ADAPTIVE_TARGETS", "check_targets", "parse_rule", "adaptive_model", "adaptive_record"]
 
 # The targets whose engines run the loop, checked against PyTorch's adaptive answers and passes.
 ADAPTIVE_TARGETS = ("tflite", "onnx", "ort", "transformers-js")
@@ -74,3 +74,14 @@ def adaptive_model(model, rule: ExitRule | None) -> AdaptiveClassifier:
         return AdaptiveClassifier(model, rule)
     except ConfigError as exc:
         raise ConversionError(f"--exit-rule: {exc}") from None
+
+
+def adaptive_record(adaptive: AdaptiveClassifier) -> dict:
+    """What the manifest records of an adaptive file (its source's ``adaptive``): the rule it was
+    written with, the passes of the model, and the held-out figures of every setting fine-tuning
+    scored (``curve``, with how many texts: what a report's speed/accuracy curve draws)."""
+    record = {**adaptive.rule.to_dict(), "passes": adaptive.config.num_hidden_layers}
+    trained = adaptive.config.exit_training or {}
+    if trained.get("curve"):
+        record.update(curve=trained["curve"], n=(trained.get("held_out") or {}).get("n"))
+    return record

@@ -26,7 +26,7 @@ from albert_edge.exits import ExitRule
 from albert_edge.tokenizer import MIN_SEQ_LEN
 
 from . import app_files
-from .adaptive import adaptive_model
+from .adaptive import adaptive_model, adaptive_record
 from .adaptive import check_targets as check_adaptive
 from .outputs import head_of, select_outputs
 from .result import ConversionResult, ConvertedFile
@@ -142,7 +142,7 @@ def _convert_into(tmp: Path, checkpoint_or_model, out: Path, wanted: list[Target
     app = app_files.plan(model, tokenizer, source, wanted)  # labels refused here, before any export
     if adaptive is not False:  # the classifier's app files (labels) stay those of the model inside
         model = adaptive_model(model, None if adaptive is True else adaptive)
-        source = {**source, "adaptive": model.rule.to_dict()}  # what quantize rebuilds it with
+        source = {**source, "adaptive": adaptive_record(model)}  # what quantize rebuilds it with, a report draws
     result = ConversionResult(out_dir=out, head=source["head"], notes=list(app.notes))
     for note in app.notes:  # the result and the manifest carry them; the CLI prints them
         log.info("%s", note)

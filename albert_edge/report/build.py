@@ -14,6 +14,7 @@ from ..errors import RuntimeUnavailable
 from ..params import param_report
 from .accelerator_snippets import accelerator_snippets
 from .accelerators import accelerator_data
+from .adaptive import adaptive_data
 from .compute import DEFAULT_SEQ_LENS, compute_rows
 from .files import file_row
 from .snippets import snippets
@@ -69,6 +70,7 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
         data["missing"].append("no accuracy figures: no quantized file of trained weights measured on real text "
                                "(quantize with --tokenizer and --calibration)")
     data["profile_rows"] = profile_rows(inputs.profile, data["files"])
+    data["adaptive"] = adaptive_data(inputs.manifest, inputs.profile)
     if not inputs.profile:
         data["missing"].append("no profile results: latency and memory are not shown "
                                "(run `albert-edge profile FILES --json > profile.json` and add it)")

@@ -3,6 +3,7 @@ bytes."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -35,3 +36,14 @@ def fmt_bytes(n: float | None) -> str:
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"
     return f"{int(n)} B"
+
+
+Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def wilson(rate: float, n: int) -> tuple[float, float]:
+    """Wilson's score interval (95%) of a rate counted over ``n`` predictions."""
+    z = Z95
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..formats.kinds import ONNX, Format, by_name
 from ..profile.record import HEADLINE
+from .adaptive import adaptive_chart
 
 __all__ = ["draw_all", "available", "MAIN_CHART", "NO_MATPLOTLIB"]
 
@@ -255,4 +256,5 @@ _CHARTS = (
     ("file_sizes", "File size by format and scheme", _file_sizes),
     ("accuracy_vs_size", "Accuracy vs size", _accuracy),
     ("latency", "Latency vs sequence length, per file and device", _latency),
+    ("adaptive", "Adaptive depth: accuracy vs speed-up over the exit rule's settings", adaptive_chart),
 )

@@ -10,7 +10,8 @@ import re
 
 from ..profile.record import APP
 from .answer import COLUMNS as ANSWER_COLUMNS, TITLE as ANSWER_TITLE, answer_notes, answer_rows
-from .cells import Table, fmt_bytes, fmt_count
+from .adaptive import adaptive_table
+from .cells import Z95, Table, fmt_bytes, fmt_count, wilson
 
 __all__ = ["Table", "tables", "fmt_count", "fmt_bytes", "QUALITY_MARK", "HALF_WIDTH_NOTE", "half_width_text",
            "interval_words", "accuracy_interval"]
@@ -26,7 +27,7 @@ def _ms(x: float | None) -> str:
 
 def tables(data: dict[str, Any]) -> list[Table]:
     out = []
-    for make in (_answer, _profile, _files, _accelerators, _params, _compute, _presets):
+    for make in (_answer, _profile, adaptive_table, _files, _accelerators, _params, _compute, _presets):
         table = make(data)
         if table is not None:
             out.append(table)
@@ -141,9 +142,6 @@ def _files(data) -> Table | None:
                  "file_sizes")
 
 
-_Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
-
-
 def accuracy_interval(accuracy: dict[str, Any]) -> tuple[float, float] | None:
     """The 95% interval of a headline accuracy figure from the sample it was measured on, or None
     when the sample is not recorded. An agreement rate over n predictions: Wilson's score
@@ -152,11 +150,9 @@ def accuracy_interval(accuracy: dict[str, Any]) -> tuple[float, float] | None:
     n, value = accuracy.get("count"), accuracy.get("headline")
     if not isinstance(n, int) or n < 1 or not isinstance(value, (int, float)):
         return None
-    z = _Z95
+    z = Z95
     if "agreement" in str(accuracy.get("headline_of")):
-        centre = (value + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * math.sqrt(value * (1 - value) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return max(0.0, centre - half), min(1.0, centre + half)
+        return wilson(value, n)
     least = accuracy.get("cosine_min")
     if "cosine" in str(accuracy.get("headline_of")) and isinstance(least, (int, float)):
         half = z * math.sqrt(max(0.0, (1 - value) * (value - least)) / n)

@@ -260,7 +260,10 @@ def _record_exit_rule(model: nn.Module, features: list[Feature], vocab: Vocabula
     rule, rows = choose_rule(pass_logits, labels)
     chosen = next(row for row in rows if row["rule"] == rule.to_dict())
     figures = {k: chosen[k] for k in ("mean_passes", "agreement", "accuracy", "full_accuracy", "n")}
-    record = {**model.config.exit_training, "rule": rule.to_dict(), "held_out": figures}
+    curve = [{"kind": r["rule"]["kind"], "setting": r["rule"]["setting"],
+              **{k: round(r[k], 4) for k in ("mean_passes", "agreement", "accuracy") if k in r}} for r in rows]
+    # every candidate's figures too: what a report's speed/accuracy curve draws (albert_edge.report.adaptive)
+    record = {**model.config.exit_training, "rule": rule.to_dict(), "held_out": figures, "curve": curve}
     model.config = model.config.replace(exits=json.dumps(record, sort_keys=True))
     return {"rule": rule.to_dict(), **figures, "passes": pass_logits.shape[1], "curve": rows}
 
