@@ -18,9 +18,9 @@ from rich.console import Console
 
 # A pipe or a CI log is as wide as COLUMNS says, 100 columns when it says nothing (rich's own
 # fallback is 80; a log read in an editor or a CI page takes 100). Markup is off: what is printed is
-# text (file names, messages, labels, a user's own words), and rich would take "[tflite]" in
-# "pip install 'albert-edge[tflite]'" for a style and drop it, or fail on "[/x]". A line that
-# styles itself passes markup=True and escapes what it interpolates (rich.markup.escape).
+# text (file names, messages, labels, a user's own words), and rich would take the "[tflite]" of an
+# install line (errors.install_line) for a style and drop it, or fail on "[/x]". A line that styles
+# itself passes markup=True and escapes what it interpolates (rich.markup.escape).
 PIPE_WIDTH = 100
 
 
@@ -161,11 +161,12 @@ class Steps:
     """Progress of a long command on stderr: a bar on a terminal; in a pipe or a log, one line per
     step with the time since the start, "[pipeline 2/5 convert] 0:41 elapsed", so a log is never
     silent for the minutes a step takes. Call it with the step's words and, when known, the
-    steps done and their number. The first line waits until a second step comes or FIRST_AFTER
-    seconds pass: bad input, refused at the start, stays one line, and a command done by then
-    prints nothing."""
+    steps done and their number. Nothing is printed for the first QUIET_FOR seconds (then the step
+    under way, and every step after it): a command done or refused by then, bad input or a failure
+    early in the work, prints only its answer or its one line. ALBERT_EDGE_QUIET_FOR (seconds) sets
+    another wait."""
 
-    FIRST_AFTER = 2.0
+    QUIET_FOR = 20.0
 
     def __init__(self, command: str):
         self.command, self.start, self.last = command, time.monotonic(), None
@@ -187,6 +188,8 @@ class Steps:
             return
         if self.timer is not None:
             self.timer.cancel()
+        with self.lock:
+            self.held = None
         if exc[0] is None and self.printed:
             self.line(f"[{self.command} done] {elapsed(time.monotonic() - self.start)} in all")
 
@@ -201,25 +204,38 @@ class Steps:
         count = f" {min(done + 1, total)}/{total}" if done is not None and total else ""
         if (count, what) == self.last:
             return
-        text = f"[{self.command}{count} {what}] {elapsed(time.monotonic() - self.start)} elapsed"
-        if self.last is None:  # the first: held back a moment
-            self.held, self.timer = text, threading.Timer(self.FIRST_AFTER, self._release)
-            self.timer.daemon = True
-            self.timer.start()
-        else:
-            self._release()
-            self.line(text)
         self.last = (count, what)
+        step = f"[{self.command}{count} {what}]"
+        with self.lock:
+            if not self.printed:  # still quiet: the latest step waits for the end of QUIET_FOR
+                self.held = step
+                if self.timer is None:
+                    quiet = _seconds(os.environ.get("ALBERT_EDGE_QUIET_FOR"), self.QUIET_FOR)
+                    self.timer = threading.Timer(max(0.0, quiet - (time.monotonic() - self.start)),
+                                                 self._release)
+                    self.timer.daemon = True
+                    self.timer.start()
+                return
+        self.line(f"{step} {elapsed(time.monotonic() - self.start)} elapsed")
 
     def _release(self) -> None:
         with self.lock:
             held, self.held = self.held, None
+            if held is not None:
+                self.printed = True
         if held is not None:
-            self.line(held)
+            click.echo(f"{held} {elapsed(time.monotonic() - self.start)} elapsed", err=True)
 
     def line(self, text: str) -> None:
         self.printed = True
         click.echo(text, err=True)
+
+
+def _seconds(text: str | None, default: float) -> float:
+    try:
+        return max(0.0, float(text)) if text else default
+    except ValueError:
+        return default
 
 
 def fmt_count(n: float) -> str:

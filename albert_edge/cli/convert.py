@@ -253,6 +253,9 @@ def _print_gpu(p: dict) -> None:
     if p["fallbacks"]:
         print_table("Operators left on the CPU (the accelerator's reason)", ["op", "reason"],
                     [(f["op"], f["reason"]) for f in p["fallbacks"]])
+        if not p["refused"]:
+            console.print(f"note: {p['cpu_ops']} of {p['ops']} operators run on the CPU, each hand-over a copy "
+                          "between CPU and GPU memory; `convert --static` writes a file the accelerator takes whole")
     warning = software_warning(p["adapter"])
     if warning:
         console.print(f"adapter: {warning}")

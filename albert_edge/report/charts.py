@@ -178,7 +178,9 @@ def _accuracy(data, plt):
                    label=f"{f['format']} {f['scheme']}: {value:.2f}%")
         interval = accuracy_interval(f["accuracy"])
         if interval:  # its 95% interval from the sample it was counted on (the files table's note says how)
-            ax.errorbar(f["bytes"] / 2**20, value, yerr=[[value - 100 * interval[0]], [100 * interval[1] - value]],
+            # (a mean cosine can round to a hair above 1, over its interval's end: no bar there)
+            ax.errorbar(f["bytes"] / 2**20, value, yerr=[[max(0.0, value - 100 * interval[0])],
+                                                         [max(0.0, 100 * interval[1] - value)]],
                         color=color, capsize=3, elinewidth=1, linestyle="none")
     parents = [f for f in data["files"] if f["scheme"] == "fp32"]
     for f in parents:

@@ -154,7 +154,8 @@ def test_real_subprocess(ckpt, tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     convert = subprocess.run([str(SCRIPT), "convert", str(ckpt), "--out", str(out), "--seq-len", "8", "--json"],
-                             capture_output=True, text=True, timeout=300, env=env)
+                             capture_output=True, text=True, timeout=300,
+                             env={**env, "ALBERT_EDGE_QUIET_FOR": "0"})  # the lines start at once
     assert convert.returncode == 0, convert.stderr
     assert json.loads(convert.stdout)["files"][0]["name"] == "model.onnx"  # progress went to stderr
     # stderr is a pipe: one line per step with the time since the start, never a silent log

@@ -45,6 +45,7 @@ def piped_run(onnx_file, tmp_path_factory) -> tuple[str, str, list[dict]]:
     records it measured."""
     records = tmp_path_factory.mktemp("records") / "records.jsonl"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["ALBERT_EDGE_QUIET_FOR"] = "0"  # progress lines from the start (a log's first lines wait 20 s)
     proc = subprocess.run([sys.executable, "-m", "albert_edge", "profile", str(onnx_file), "--seq-len", "8,16",
                            *FAST, "--append", str(records)], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
