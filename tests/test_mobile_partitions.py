@@ -32,7 +32,7 @@ def static_dir(tmp_path_factory):
 def test_inspect_partitions_json(static_dir):
     result = CliRunner().invoke(main, ["inspect", str(static_dir / "model.onnx"), "--partitions", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)["partitions"]
+    report = json.loads(result.stdout)["partitions"]
     assert report["dynamic_inputs"] == [] and report["optimization"] == "basic"
     by_name = {p["provider"]: p for p in report["providers"]}
     assert set(by_name) == {"NNAPI", "CoreML MLProgram", "CoreML NeuralNetwork"}

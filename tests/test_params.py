@@ -127,7 +127,7 @@ def test_params_counts_huge_sizes_without_allocating_or_crashing(tmp_path):
     base = param_report(AlbertConfig.preset("albert-base-v2")).total
     result = CliRunner().invoke(main, ["params", str(_config_file(tmp_path, **HUGE)), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["total"] > 1.5e14
+    assert json.loads(result.stdout)["total"] > 1.5e14
     deep = _config_file(tmp_path, num_hidden_layers=10**9)
     proc = subprocess.run([sys.executable, "-m", "albert_edge", "params", str(deep), "--json"],
                           capture_output=True, text=True, timeout=60)
@@ -171,7 +171,7 @@ def test_an_eos_token_list_is_read_as_transformers_writes_it(tmp_path, eos, kept
     path = _config_file(tmp_path, eos_token_id=eos)
     result = CliRunner().invoke(main, ["params", str(path), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["config"]["eos_token_id"] == kept
+    assert json.loads(result.stdout)["config"]["eos_token_id"] == kept
     proc = subprocess.run([sys.executable, "-m", "albert_edge", "params", str(path)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0 and "11.68M" in proc.stdout, proc.stderr

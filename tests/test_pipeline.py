@@ -22,9 +22,9 @@ def pipeline(*args) -> tuple[int, str]:
 
 
 def statuses(*args) -> dict[str, str]:
-    code, output = pipeline(*args, "--json")
-    assert code == 0, output
-    data = json.loads(output)
+    result = CliRunner().invoke(main, ["pipeline", *map(str, args), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)  # (progress lines go to stderr)
     return {s["step"]: s["status"] for s in data["steps"]}
 
 

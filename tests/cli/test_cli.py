@@ -36,7 +36,7 @@ def test_help_lists_commands_with_one_line_each():
 def test_params_json_albert_base():
     result = run("params", "albert-base-v2", "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     with torch.device("meta"):
         unique = num_params(build_model(AlbertConfig.preset("albert-base-v2")))
     assert abs(data["total"] - unique) < 200_000
@@ -62,7 +62,7 @@ def hf_dir(tmp_path):
 def test_info_on_checkpoint(hf_dir):
     result = run("info", str(hf_dir), "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["heads"] == ["base", "mlm", "pretraining"]
     assert data["parameters"] == num_params(build_model(TINY, "pretraining"))
     assert data["file_bytes"] == (hf_dir / "model.safetensors").stat().st_size

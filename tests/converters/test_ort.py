@@ -218,7 +218,7 @@ def test_cli_convert_to_ort(tmp_path):
                                                       "required_operators_and_types.config"]
     shown = CliRunner().invoke(main, ["inspect", str(out / "model.ort"), "--json"])
     assert shown.exit_code == 0, shown.output
-    data = json.loads(shown.output)
+    data = json.loads(shown.stdout)
     assert data["format"] == "ort" and data["duplicates"] == [] and data["ort"]["nodes"] > 0
     assert data["stored_bytes"] == data["unique_bytes"] and data["within_bound"] is True
 

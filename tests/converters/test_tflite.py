@@ -252,7 +252,7 @@ def test_loads_in_tflite_runtime_214_and_inspect_says_so(exported):
     assert not too_new_for(ops, TFLITE_RUNTIME_LAST)
     shown = CliRunner().invoke(main, ["inspect", "--json", str(path)])
     assert shown.exit_code == 0, shown.output
-    report = json.loads(shown.output)
+    report = json.loads(shown.stdout)
     assert report["min_runtime"] == min_runtime(ops)
     assert report["loads_in_tflite_runtime"] == {TFLITE_RUNTIME_LAST: True}
     assert {(o["op"], o["version"]) for o in report["op_versions"]} == {(o.op, o.version) for o in ops}

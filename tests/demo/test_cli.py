@@ -35,14 +35,14 @@ def test_classify_table_and_json(tiny_bundle):
     # the adaptive file by default, saying its passes (tests/demo/test_adaptive.py checks the count)
     assert all(label in result.output for label in labels) and " of 2 passes, onnx-adaptive, " in result.output
     result = run("demo", "classify", str(tiny_bundle), "Round it.", "--json", "--model", "tflite-fp32")
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["model"] == "tflite-fp32" and data["label"] in labels
 
 
 def test_fill_mask_json(tiny_bundle):
     result = run("demo", "fill-mask", str(tiny_bundle), "the ___ loop", "--top-k", "2", "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert len(data["masks"]) == 1 and len(data["masks"][0]["predictions"]) == 2
 
 

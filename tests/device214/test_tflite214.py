@@ -112,6 +112,6 @@ def test_info_and_inspect_read_the_file(name):
     assert "tflite" in info.output
     shown = CliRunner().invoke(main, ["inspect", "--json", path])
     assert shown.exit_code == 0, shown.output
-    report = json.loads(shown.output)
+    report = json.loads(shown.stdout)
     assert report["min_runtime"] == INDEX["files"][name]["min_runtime"]
     assert report["loads_in_tflite_runtime"] == {"2.14.0": name in LOADABLE}

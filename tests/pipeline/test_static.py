@@ -19,7 +19,8 @@ FAST = ["--seq-len", "16", "--profile-seq-len", "8,16", "--runs", "2", "--min-se
 
 def pipeline(*args) -> tuple[int, str]:
     result = CliRunner().invoke(main, ["pipeline", *map(str, args)])
-    return result.exit_code, result.output
+    json_out = "--json" in args and result.exit_code == 0  # the answer on stdout, progress lines on stderr
+    return result.exit_code, result.stdout if json_out else result.output
 
 
 def _checkpoint(out: Path, spiece: Path | None) -> Path:

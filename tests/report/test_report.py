@@ -29,7 +29,7 @@ def report_json(out: Path) -> dict:
 def cli_json(*args) -> dict:
     result = run(*args, "--json")
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 @pytest.mark.parametrize("kind", ["preset", "config", "checkpoint"])

@@ -115,7 +115,7 @@ def test_inspect_json_and_table(ort_file):
     _, path = ort_file
     result = CliRunner().invoke(main, ["inspect", str(path), "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["format"] == "ort" and data["duplicates"] == [] and data["within_bound"] is True
     assert data["ort"]["ort_format_version"] and data["ort"]["nodes"] == sum(data["ops"].values())
     assert data["precision"]["weight_bytes_by_dtype"]["float32"] > 0
@@ -127,7 +127,7 @@ def test_info_describes_an_ort(ort_file):
     _, path = ort_file
     result = CliRunner().invoke(main, ["info", str(path), "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["format"] == "ort" and data["file_bytes"] == path.stat().st_size
 
 

@@ -99,7 +99,7 @@ def test_the_reader_agrees_with_executorchs_deserializer(pte_files):
 def test_inspect_json_and_table(pte_files):
     result = CliRunner().invoke(main, ["inspect", str(pte_files.xnnpack), "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["format"] == "executorch"
     assert data["stored_bytes"] == data["unique_bytes"] and data["duplicates"] == []
     assert data["executorch"]["backends"]["XnnpackBackend"] == data["executorch"]["delegates"]
@@ -112,7 +112,7 @@ def test_inspect_json_and_table(pte_files):
 def test_info_describes_a_pte(pte_files):
     result = CliRunner().invoke(main, ["info", str(pte_files.portable), "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["format"] == "executorch" and data["file_bytes"] == pte_files.portable.stat().st_size
 
 
