@@ -71,6 +71,8 @@ def show_table(title: str | None, columns: Sequence[Column], rows: Iterable[Sequ
     text in a legend below; when even that is too wide, whole columns are left out in their
     ``drop`` order with a line that names them. ``after``: lines printed below the table."""
     out = console  # looked up here: a test may give the module another console
+    if not out.is_terminal and out is console:  # COLUMNS as it is now, not as it was at import
+        out.width = pipe_width()
     cells = [["" if v is None else " ".join(str(v).split("\n")) for v in row] for row in rows]
     text, legend, left_out = fit_table(title, columns, cells, out.width)
     out.out(text, highlight=False)

@@ -108,10 +108,16 @@ class GpuPlacement:
         return {**dataclasses.asdict(self), "all_on_gpu": self.all_on_gpu}
 
     def check(self) -> None:
-        """Raise the refusal as an error: StaticShapeOnly for a dynamic-shape file."""
+        """Raise the refusal as an error: StaticShapeOnly for a dynamic-shape file, which albert-edge
+        does not run on the GPU even where the accelerator takes some of it (it leaves the shape
+        arithmetic on the CPU, a copy between the two at each hand-over): the static file is the fix."""
+        shapes = input_shapes(self.path)
+        if not self.refused and any(d < 0 for shape in shapes for d in shape):
+            raise StaticShapeOnly(refusal_message(self.path, f"shape arithmetic runs on the CPU ({self.cpu_ops} of "
+                                                  f"{self.ops} operators): it is dynamic-sized", shapes))
         if self.refused:
             kind = StaticShapeOnly if "dynamic-sized" in (self.reason or "") else RuntimeUnavailable
-            raise kind(refusal_message(self.path, self.reason or "refused", input_shapes(self.path)))
+            raise kind(refusal_message(self.path, self.reason or "refused", shapes))
 
 
 # -- Vulkan ---------------------------------------------------------------------------------------

@@ -130,10 +130,10 @@ def test_a_wrong_gpu_answer_fails_verification(tmp_path, monkeypatch):
     the wrong rows. verify() catches it on the GPU, where the CPU agrees with PyTorch."""
     _needs_vulkan()
 
-    def add_3d(self, x, table, T):
+    def add_3d(self, x, table, ids):
         import tensorflow as tf
 
-        return x + tf.slice(self._w(table.weight), [0, 0], [T, -1])
+        return x + tf.slice(self._w(table.weight), [0, 0], [self.static_len, -1])
 
     monkeypatch.setattr(tf_albert.TFAlbert, "_add_positions", add_3d)
     model = tiny_model()

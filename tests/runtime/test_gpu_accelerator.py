@@ -94,14 +94,15 @@ def _ids() -> np.ndarray:
     return (np.arange(T, dtype=np.int32)[None] * 7) % V
 
 
-def test_a_dynamic_file_is_refused_with_the_accelerators_reason(dynamic_file):
+def test_a_dynamic_file_leaves_its_shape_arithmetic_on_the_cpu(dynamic_file):
+    """A dynamic file's shapes are worked out when LiteRT prepares it (so CompiledModel follows every
+    resize): the accelerator takes its layers and leaves SHAPE and what follows the input's length to
+    the CPU, each with its reason."""
     placement = gpu_placement(dynamic_file)
-    assert placement.refused and not placement.all_on_gpu
-    assert placement.ops > 0 and placement.gpu_ops == 0 and placement.cpu_ops == placement.ops
-    # The accelerator names a tensor; the file says which operator made it (the position slice).
-    assert "is a dynamic-sized tensor" in placement.reason and "made by SLICE" in placement.reason
+    assert not placement.refused and not placement.all_on_gpu
+    assert 0 < placement.gpu_ops < placement.ops and placement.gpu_ops + placement.cpu_ops == placement.ops
+    assert "SHAPE" in {f.op for f in placement.fallbacks}
     assert placement.adapter and placement.runtime.startswith("ai-edge-litert ")
-    assert placement.to_dict()["refused"] is True
 
 
 def test_the_refusal_is_one_line_naming_the_fix(dynamic_file):
