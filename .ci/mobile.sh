@@ -25,10 +25,9 @@ project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
 print(*project["dependencies"], *extras["mobile"], *extras["train"], *extras["tflite"], sep="\n")')
 # constraints.txt pins the build environment's tensorflow 2.21, which this one cannot have:
-# constraints-mobile.txt holds this one's pins, as the MediaPipe guide installs it, the CPU build of torch
-# first. selenium drives headless Chromium for tests/mobile/test_mediapipe_web.py.
-"$venv/bin/python" -c 'import torch' 2>/dev/null ||
-    pip_install "$venv" torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+# constraints-mobile.txt holds this one's pins, as the MediaPipe guide installs it (the guide puts the
+# CPU build of torch first; here torch comes from the index this machine is given, as in the build
+# environment). selenium drives headless Chromium for tests/mobile/test_mediapipe_web.py.
 pip_install "$venv" -c constraints-mobile.txt "${wanted[@]}" tensorflow "pytest>=8" selenium
 install_wheel "$venv"
 "$venv/bin/python" -c 'import albert_edge, mediapipe; print("albert_edge", albert_edge.__file__, "mediapipe", mediapipe.__version__)'
