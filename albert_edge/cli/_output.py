@@ -204,7 +204,7 @@ class Steps:
             done, total = int(counted[1]) - 1, int(counted[2])
             what = what[:counted.start()] + what[counted.end():]
         count = f" {min(done + 1, total)}/{total}" if done is not None and total else ""
-        if (count, what) == self.last:
+        if (count, what) == self.last or what == "done":  # (the end has its own line)
             return
         self.last = (count, what)
         step = f"[{self.command}{count} {what}]"
