@@ -183,7 +183,8 @@ def test_report_from_the_profile_and_the_files(profiled, scratch):
 
 def test_demo_classify(scratch, labels):
     answer = json.loads(albert_edge("demo", "classify", "--json", str(BUNDLE), TEXT, cwd=scratch).stdout)
-    assert answer["model"] == "onnx-int8"  # int8, ONNX first: both engines are installed
+    # the adaptive classifier, ONNX first (both engines are installed), with the passes it ran
+    assert answer["model"] == "onnx-adaptive" and 1 <= answer["passes"] <= answer["max_passes"]
     assert answer["label"] in labels
     assert sorted(s["label"] for s in answer["scores"]) == sorted(labels)
     assert answer["label"] == max(answer["scores"], key=lambda s: s["score"])["label"]
@@ -198,7 +199,7 @@ def test_demo_classify(scratch, labels):
 def test_demo_fill_mask(scratch):
     answer = json.loads(albert_edge("demo", "fill-mask", "--json", "--top-k", "3", str(BUNDLE),
                                     "The event [MASK] runs coroutines.", cwd=scratch).stdout)
-    assert answer["model"] == "onnx-int8"
+    assert answer["model"] == "onnx-adaptive"  # the selected model; fill-mask has no exits, its MLM runs full depth
     (mask,) = answer["masks"]
     assert len(mask["predictions"]) == 3
     assert all(p["token"] and isinstance(p["id"], int) and 0 <= p["score"] <= 1 for p in mask["predictions"])
@@ -246,7 +247,7 @@ def test_demo_serve_answers_a_classify_request(scratch, labels):
             assert status is not None, f"the server did not answer within 60 s:\n{log.read_text()}"
             assert f"albert-edge demo on {url}/" in log.read_text()
             answer = _post_json(url + "/api/classify", {"text": TEXT})
-            assert answer["label"] in labels and answer["model"] == "onnx-int8"
+            assert answer["label"] in labels and answer["model"] == "onnx-adaptive"
             assert sorted(s["label"] for s in answer["scores"]) == sorted(labels)
         finally:
             if proc.poll() is None:
