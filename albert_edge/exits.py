@@ -25,7 +25,11 @@ import numpy as np
 
 from .errors import ConfigError
 
-__all__ = ["KINDS", "ExitRule", "decide", "stop_pass", "softmax", "sweep", "RULE_METADATA"]
+__all__ = ["KINDS", "ExitRule", "decide", "stop_pass", "softmax", "sweep", "RULE_METADATA", "SETTING"]
+
+# The name of an adaptive file's setting: the ONNX file's optional input, the TFLite file's
+# set_exit_setting signature's input and output (the setting in effect).
+SETTING = "exit_setting"
 
 # The key of an adaptive ONNX file's metadata entry holding its rule (ExitRule.to_dict and the
 # model's number of passes, as JSON): what a run-time setting is checked against.

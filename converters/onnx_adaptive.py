@@ -27,7 +27,7 @@ from onnx import TensorProto, helper
 from torch import Tensor, nn
 
 from albert_edge.errors import ConversionError
-from albert_edge.exits import RULE_METADATA
+from albert_edge.exits import RULE_METADATA, SETTING  # SETTING: the optional input, its default stored with it
 
 from albert_edge.formats.graph import INPUT_NAMES
 
@@ -35,7 +35,6 @@ from .task_heads import AdaptiveClassifier
 
 __all__ = ["adaptive_proto", "SETTING"]
 
-SETTING = "exit_setting"  # the optional input: the rule's setting, its default stored with it
 # The loop's state, carried from pass to pass and from one loop to the next.
 _STATE = ("pass", "hidden", "answer", "passes", "stopped", "top", "same")
 

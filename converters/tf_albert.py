@@ -17,6 +17,7 @@ from torch import nn
 
 from albert_edge.config import AlbertConfig
 from albert_edge.errors import ConversionError
+from albert_edge.exits import SETTING
 from albert_edge.model import (
     MASK_VALUE,
     AlbertForMaskedLM,
@@ -101,9 +102,9 @@ class TFAlbert(tf.Module):
         # and keeps only its serving signature (an adaptive file has two).
         self.serving = tf.function(self._serve, input_signature=input_signature(static_len), autograph=False)
         if isinstance(model, AdaptiveClassifier):  # its exit rule's setting, changeable at run time
-            self.exit_setting = tf.Variable(np.float32(model.rule.setting), trainable=False, name="exit_setting")
+            self.exit_setting = tf.Variable(np.float32(model.rule.setting), trainable=False, name=SETTING)
             self.set_exit_setting = tf.function(self._set_exit_setting, autograph=False, input_signature=[
-                tf.TensorSpec([], tf.float32, name="exit_setting")])
+                tf.TensorSpec([], tf.float32, name=SETTING)])
 
     # -- building blocks -----------------------------------------------------------------------
     def _linear(self, x: tf.Tensor, lin: nn.Linear, row_bias: bool = False) -> tf.Tensor:
@@ -261,7 +262,7 @@ class TFAlbert(tf.Module):
         else:
             valid = (value >= 0) & tf.math.is_finite(value)
         self.exit_setting.assign(tf.where(valid, value, self.exit_setting.read_value()))
-        return {"exit_setting": tf.identity(self.exit_setting.read_value(), name="exit_setting")}
+        return {SETTING: tf.identity(self.exit_setting.read_value(), name=SETTING)}
 
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
         """The functions the file holds by signature key: serving, and for an adaptive classifier

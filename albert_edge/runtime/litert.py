@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import RuntimeUnavailable, first_line, install_line, optional_import
 from ..formats.graph import TensorSpec
+from ..exits import SETTING
 from ..formats.tflite_reader import SETTING_SIGNATURE, layer_form
 from ..formats.kinds import TFLITE
 from .engines import engines_of
@@ -21,7 +22,6 @@ __all__ = ["InterpreterBackend", "DELEGATES", "tflite_interpreter"]
 log = logging.getLogger(__name__)
 
 _SIGNATURE = "serving_default"
-SETTING_OUTPUT = "exit_setting"  # SETTING_SIGNATURE's output: the setting in effect
 
 # TFLite: "xnnpack" keeps the interpreter's default XNNPACK delegate, "none" runs the builtin
 # kernels only (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES).
@@ -76,7 +76,7 @@ class InterpreterBackend:
         if self._setter is None:
             raise ValueError("it is not adaptive (convert --adaptive): it has no exit setting")
         wanted = np.float32(value)
-        kept = np.float32(self._setter(exit_setting=wanted)[SETTING_OUTPUT])
+        kept = np.float32(self._setter(**{SETTING: wanted})[SETTING])
         if kept != wanted:
             raise ValueError(f"exit setting {value:g} is outside the range of its exit rule; it stays {kept:g}")
         return float(kept)

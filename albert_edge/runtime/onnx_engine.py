@@ -372,7 +372,7 @@ class OnnxBackend:
     def set_exit_setting(self, value: float) -> float:
         """An adaptive file's (convert --adaptive) exit setting from the next run on: fed to its
         optional input, once checked against the rule its metadata records (ValueError)."""
-        from ..exits import RULE_METADATA, ExitRule
+        from ..exits import RULE_METADATA, SETTING, ExitRule
 
         recorded = self._session.get_modelmeta().custom_metadata_map.get(RULE_METADATA)
         if recorded is None:
@@ -382,7 +382,7 @@ class OnnxBackend:
             ExitRule(rule["kind"], float(value), int(rule["min_passes"])).check(int(rule["passes"]))
         except ConfigError as exc:
             raise ValueError(f"exit setting {value:g} is outside the range of its exit rule: {exc}") from None
-        self._setting = {"exit_setting": np.array(value, np.float32)}
+        self._setting = {SETTING: np.array(value, np.float32)}
         return float(np.float32(value))
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
