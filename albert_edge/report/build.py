@@ -70,7 +70,7 @@ def build_data(inputs: Inputs, seq_lens=DEFAULT_SEQ_LENS, on_file=None) -> dict[
         data["missing"].append("no accuracy figures: no quantized file of trained weights measured on real text "
                                "(quantize with --tokenizer and --calibration)")
     data["profile_rows"] = profile_rows(inputs.profile, data["files"])
-    data["adaptive"] = adaptive_data(inputs.manifest, inputs.profile)
+    data["adaptive"] = adaptive_data(inputs.adaptive_manifest, inputs.profile)
     if not inputs.profile:
         data["missing"].append("no profile results: latency and memory are not shown "
                                "(run `albert-edge profile FILES --json > profile.json` and add it)")

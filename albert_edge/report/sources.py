@@ -47,6 +47,7 @@ class Inputs:
     config: AlbertConfig | None = None
     config_from: str | None = None
     manifest: Any = None  # the first conversion directory's Manifest
+    adaptive_manifest: Any = None  # the first adaptive conversion's (convert --adaptive) Manifest
     files: list[ModelFileInput] = field(default_factory=list)
     profile: list[dict] = field(default_factory=list)  # ProfileRecord dicts, as read
     profile_from: list[str] = field(default_factory=list)
@@ -149,6 +150,8 @@ def _read_manifest(path: Path, inputs: Inputs) -> None:
         _add_file(inputs, ModelFileInput(file_path, manifest_io.file_sha256(file_path), entry, directory, random))
     if inputs.manifest is None:
         inputs.manifest = manifest
+    if inputs.adaptive_manifest is None and manifest.source.get("adaptive"):
+        inputs.adaptive_manifest = manifest
     inputs.sources.append({"kind": "conversion", "source": str(directory)})
 
 

@@ -63,8 +63,8 @@ def test_the_report_draws_the_curve(tmp_path, profiled):
     data = json.loads((out / "report.json").read_text())
     section = data["adaptive"]
     assert [r["own"] for r in section["curve"]] == [False, False, True]
-    assert len(section["measured"]) == 2 and section["time_model"] in ("line", "proportional")
-    speedups = {(r["kind"], r["setting"]): r["speedup"] for r in section["curve"]}
+    assert len(section["measured"]) == 2 and section["time_model"]["onnx"] in ("line", "proportional")
+    speedups = {(r["kind"], r["setting"]): r["speedup"]["onnx"] for r in section["curve"]}
     assert speedups[("patience", 1)] > speedups[("patience", 2)] > 1  # fewer passes, faster
     markdown = (out / "report.md").read_text()
     assert "## Adaptive depth: speed and accuracy over the exit rule's settings" in markdown
