@@ -31,6 +31,7 @@ from ..files import atomic_write, check_not_input, missing_root, staged_dir
 from ..hub import is_hub_id, repo_name, resolve
 from ..quantize.schemes import Scheme
 from ..tokenizer import MIN_SEQ_LEN
+from .adaptive import ADAPTIVE_DIR, adaptive_model_files, adaptive_targets, convert_adaptive, profile_on_text
 from .state import PipelineError, State, digest
 from .static import (STATIC_DIR, STATIC_SCHEMES, quantize_static, static_fp32_files, static_model_files, static_of,
                      static_setting)
@@ -154,6 +155,11 @@ class _Model:
     random_weights: bool = False  # agreement figures mean nothing: measure them on a few batches only
     context: dict[str, Any] = field(default_factory=dict)
     static: bool = True  # static-shape files are made for it when the options ask (not for the random base shape)
+    adaptive: bool = False  # a classifier trained with exits: adaptive files too, profiled on its held-out texts
+
+    @property
+    def adaptive_files(self) -> Path:
+        return self.dir / ADAPTIVE_DIR
 
     @property
     def files(self) -> Path:
@@ -213,11 +219,16 @@ def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
         small = _Model(default.SMALL_NAME, root / default.SMALL_NAME, root / default.SMALL_NAME / "checkpoint",
                        recipe=json.dumps(asdict(default.PIPELINE_RECIPE), sort_keys=True))
         small.make = lambda out, progress: {"pretraining": default.make_small(out, _training(progress))[1]}
-        return [random, small], default.DESCRIPTION
+        name = default.CLASSIFIER_NAME
+        classifier = _Model(name, root / name, root / name / "checkpoint", static=False, adaptive=True,
+                            recipe=json.dumps({"start": small.recipe, **asdict(default.CLASSIFIER_RECIPE)}, sort_keys=True))
+        classifier.make = lambda out, progress: {"fine_tuning": default.make_classifier(out, _training(progress))[1]}
+        return [random, small, classifier], default.DESCRIPTION
     hub_id = is_hub_id(options.source)
     source = resolve(options.source)
     name = repo_name(options.source) if hub_id else source.resolve().name
-    return [_Model(name, root / name, source)], f"checkpoint {options.source if hub_id else source}"
+    return ([_Model(name, root / name, source, adaptive=_trained_with_exits(source))],
+            f"checkpoint {options.source if hub_id else source}")
 
 
 def _training(progress: Callable[[str], None]) -> Callable[[dict], None]:
@@ -225,10 +236,12 @@ def _training(progress: Callable[[str], None]) -> Callable[[dict], None]:
     def on_event(event: dict) -> None:
         if event.get("event") == "start":
             progress("tokenizer trained; pretraining")
+        elif event.get("event") == "train" and "mlm_acc" in event:
+            progress(f"pretraining step {event['step']}, MLM accuracy {100 * event['mlm_acc']:.1f}%")
         elif event.get("event") == "train":
-            progress(f"pretraining step {event['step']}, MLM accuracy {100 * event.get('mlm_acc', 0):.1f}%")
+            progress(f"fine-tuning step {event['step']}, loss {event.get('loss', 0):.3f}")
         elif event.get("event") == "eval":
-            progress("pretraining: evaluating")
+            progress("evaluating")
 
     return on_event
 
@@ -256,7 +269,7 @@ def _in_manifest(model: _Model, outputs: dict[str, str], root: Path) -> bool:
     """Model files a step wrote must also be in their conversion's manifest with the same sha256."""
     from ..formats import manifest as manifest_io
 
-    for folder in (model.files, model.static_files):
+    for folder in (model.files, model.static_files, model.adaptive_files):
         files = {Path(rel).name: sha for rel, sha in outputs.items()
                  if (root / rel).parent == folder and Path(rel).suffix in SUFFIXES}
         if not files:
@@ -302,15 +315,17 @@ def _quantize_inputs(model: _Model, options, state) -> dict[str, str]:
 
 
 def _profile_inputs(model: _Model, options, state) -> dict[str, str]:
-    return {**digest(_model_files(model), state.root),
+    return {**digest(_model_files(model) + adaptive_model_files(model), state.root),
             **_settings(options, "profile_seq_lens", "threads", "runs", "min_seconds")}
 
 
 def _report_inputs(model: _Model, options, state) -> dict[str, str]:
     extra = [model.profile] if model.profile.is_file() else []
-    manifest = [folder / "manifest.json" for folder in (model.files, model.static_files)
-                if (folder / "manifest.json").is_file() and (folder == model.files or static_of(model, options))]
-    return {**digest(_model_files(model) + static_model_files(model, options) + manifest + extra, state.root),
+    manifest = [folder / "manifest.json" for folder in (model.files, model.static_files, model.adaptive_files)
+                if (folder / "manifest.json").is_file() and (folder == model.files or static_of(model, options)
+                                                             or (folder == model.adaptive_files and model.adaptive))]
+    made = _model_files(model) + static_model_files(model, options) + adaptive_model_files(model)
+    return {**digest(made + manifest + extra, state.root),
             **static_setting(model, options)}
 
 
@@ -354,6 +369,9 @@ def _convert(model: _Model, options: PipelineOptions, state, progress) -> tuple[
     if left_out:
         detail += (f" (left out: {', '.join(left_out)}; {'it carries' if len(left_out) == 1 else 'they carry'} the "
                    "tokenizer, and the checkpoint has no spiece.model)")
+    if adaptive_targets(model, options):
+        result, line = convert_adaptive(model, options, progress)
+        made, detail = made + _made(model.adaptive_files, result), f"{detail}; {line}"
     static = static_of(model, options)
     if not static:
         return made, detail, {}
@@ -370,6 +388,15 @@ def _pretraining(checkpoint: Path) -> bool:
     except (OSError, ValueError):
         return False
     return "AlbertForPreTraining" in (config.get("architectures") or ())
+
+
+def _trained_with_exits(checkpoint: Path) -> bool:
+    """Whether the checkpoint directory is a classifier trained with early exits (finetune --exits)."""
+    try:
+        config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return bool((config.get("albert_edge_exits") or {}).get("rule"))
 
 
 def _made(folder: Path, result) -> list[Path]:
@@ -415,8 +442,10 @@ def _profile(model: _Model, options: PipelineOptions, state, progress) -> tuple[
                                runs=options.runs, min_seconds=options.min_seconds, warmup=2,
                                mediapipe="mediapipe" in options.targets)
     records = profile(files, settings, progress=lambda line: progress(f"profile: {line}"))
-    atomic_write(model.profile, json.dumps([r.to_dict() for r in records], indent=2) + "\n")
-    return [model.profile], f"{len(records)} records", {}
+    on_text = profile_on_text(model, options, progress) if adaptive_model_files(model) else []
+    atomic_write(model.profile, json.dumps([r.to_dict() for r in records + on_text], indent=2) + "\n")
+    detail = f"{len(records)} records" + (f", {len(on_text)} on held-out text" if on_text else "")
+    return [model.profile], detail, {}
 
 
 def _report(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
@@ -427,6 +456,8 @@ def _report(model: _Model, options: PipelineOptions, state, progress) -> tuple[l
     if static_of(model, options) and (model.static_files / "manifest.json").is_file():
         sources.append(str(model.static_files))
         context["static_dir"] = STATIC_DIR
+    if adaptive_model_files(model):
+        sources.append(str(model.adaptive_files))
     if model.profile.is_file():
         sources.append(str(model.profile))
     result = write_report(sources, model.dir / "report", force=True, extra=context, name=model.shape or model.name,

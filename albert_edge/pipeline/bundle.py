@@ -46,6 +46,7 @@ from albert_edge.errors import AlbertEdgeError
 from albert_edge.files import atomic_write, check_output_dir, link_or_copy, missing_root, staged
 from albert_edge.quantize.schemes import Scheme
 
+from .classifier import fine_tune_topics
 from .small import SmallRecipe, pretrained
 from .state import STATE_NAME, PipelineError, State, digest
 
@@ -259,14 +260,10 @@ class _Build:
         return [self.topics_dir], {}
 
     def fine_tune(self, on_event) -> tuple[list, dict]:
-        from albert_edge.train.finetune import FinetuneOptions, finetune
-
         s, opts = self.s, self.opts
-        fine = finetune(FinetuneOptions(
-            task="classification", train_file=str(self.train_file), eval_file=str(self.eval_file),
-            model=str(self.checkpoint), out_dir=str(_fresh(self.fine_dir)), tokenizer=str(self.spiece),
-            epochs=s["finetune_epochs"], lr=s["finetune_lr"], max_seq_length=s["seq_len"], seed=opts.seed,
-            device="cpu", threads=opts.threads), on_event=on_event)
+        fine = fine_tune_topics(self.checkpoint, self.topics_dir, _fresh(self.fine_dir), self.spiece,
+                                epochs=s["finetune_epochs"], lr=s["finetune_lr"], seq_len=s["seq_len"], seed=opts.seed,
+                                threads=opts.threads, on_event=on_event)
         labels = list(fine.model.config.label_names)
         atomic_write(self.labels_file, json.dumps(labels) + "\n")
         config = {k: v for k, v in asdict(fine.model.config).items() if k not in ("extra", "label_names")}
@@ -275,14 +272,10 @@ class _Build:
     def exits(self, on_event) -> tuple[list, dict]:
         """Early exits on the fine-tuned classifier, trained with everything else frozen; the exit
         rule is chosen on the held-out texts and recorded in the checkpoint."""
-        from albert_edge.train.finetune import FinetuneOptions, finetune
-
         s, opts = self.s, self.opts
-        run = finetune(FinetuneOptions(
-            task="classification", train_file=str(self.train_file), eval_file=str(self.eval_file),
-            model=str(self.fine_dir), out_dir=str(_fresh(self.exits_dir)), tokenizer=str(self.spiece),
-            epochs=s["exit_epochs"], lr=s["exit_lr"], max_seq_length=s["seq_len"], seed=opts.seed, device="cpu",
-            threads=opts.threads, exits="frozen"), on_event=on_event)
+        run = fine_tune_topics(self.fine_dir, self.topics_dir, _fresh(self.exits_dir), self.spiece,
+                               epochs=s["exit_epochs"], lr=s["exit_lr"], seq_len=s["seq_len"], seed=opts.seed,
+                               threads=opts.threads, exits=True, on_event=on_event)
         chosen = run.metrics["exits"]
         return [self.exits_dir], {
             "training": f"frozen: the fine-tuned classifier's exit heads only, {s['exit_epochs']} epoch(s)",

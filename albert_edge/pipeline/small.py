@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import AlbertEdgeError
 from ..files import cache_root, staged
 
-__all__ = ["SmallRecipe", "PIPELINE_RECIPE", "cache_dir", "pretrained", "copy_checkpoint"]
+__all__ = ["SmallRecipe", "PIPELINE_RECIPE", "cache_dir", "pretrained", "copy_checkpoint", "copied", "verified"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def pretrained(recipe: SmallRecipe, name: str, on_event: Callable[[dict], None] 
 
     corpus = builtin_corpus_path()
     cached = cache_dir() / f"{name}-{recipe.key(sha256_of(corpus))}"
-    if not _verified(cached):
+    if not verified(cached):
         log.info("training %s into %s", name, cached)
         _train(recipe, cached, corpus, on_event, threads)
     figures = json.loads((cached / "cache.json").read_text(encoding="utf-8"))["figures"]
@@ -82,13 +82,19 @@ def copy_checkpoint(recipe: SmallRecipe, name: str, out: Path,
                     on_event: Callable[[dict], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """:func:`pretrained`, copied into ``out`` (replaced). Returns (out, training figures)."""
     checkpoint, figures = pretrained(recipe, name, on_event)
+    return copied(checkpoint, out), figures
+
+
+def copied(cached: Path, out: Path) -> Path:
+    """``out`` replaced by a copy of the cached checkpoint directory ``cached``."""
     if out.exists():
         shutil.rmtree(out)
-    shutil.copytree(checkpoint, out)
-    return out, figures
+    shutil.copytree(cached, out)
+    return out
 
 
-def _verified(cached: Path) -> bool:
+def verified(cached: Path) -> bool:
+    """Whether the cache entry ``cached`` is whole: every file its cache.json lists, unchanged."""
     from ..formats.manifest import sha256_of
 
     try:
