@@ -144,9 +144,11 @@ WHEEL=$(basename "$(ls "$STAGE"/wheels/albert_edge-*.whl | head -1)")
 cp -r "$BUNDLE" "$STAGE/bundle"
 cp "$REPO/demo_app/install.sh" "$REPO/demo_app/albert-edge-demo.service" "$STAGE/"
 
-summary() {  # one line out of an answer: the label or the filled-in text, and the latency
-    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(repr(d.get("label") or d.get("filled")), d["latency_ms"], "ms", d["model"])' "$1" 2>/dev/null || head -c 200 "$1"
+summary() {  # one line out of an answer: the label or the filled-in text, the latency, and an adaptive file's passes
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(repr(d.get("label") or d.get("filled")), d["latency_ms"], "ms", d["model"], *(["passes", d["passes"], "of", d["max_passes"]] if d.get("passes") else []))' "$1" 2>/dev/null || head -c 200 "$1"
 }
+# Whether an answer of the default (adaptive) classifier says how many passes it ran.
+has_passes() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (1 <= d.get("passes", 0) <= d.get("max_passes", 0)))' "$1"; }
 # The last lines of a log, indented, for a step that failed.
 log_tail() { echo "    --- last lines of $1:"; tail -n "${2:-15}" "$1" 2>/dev/null | sed 's/^/    | /'; }
 
@@ -208,18 +210,22 @@ for rt in $RUNTIMES; do
     fi
     inside /opt/albert-edge-demo/venv/bin/python -c \
         'import importlib.metadata as m; print("==> installed:", *(f"{p} {m.version(p)}" for p in ("numpy", "albert-edge") ), *(f"{p} {m.version(p)}" for p in ("tflite-runtime", "ai-edge-litert", "onnxruntime") if any(d.metadata["Name"] == p for d in m.distributions())))' || true
-    for args in "classify --model tflite-int8" "fill-mask --model tflite-int8" "classify --model tflite-fp32"; do
+    # "classify": the default, the adaptive classifier, whose answer names the passes it ran.
+    for args in "classify" "classify --model tflite-int8" "fill-mask --model tflite-int8" "classify --model tflite-fp32"; do
         read -r cmd model_opt model <<< "$args"
         text=$SENTENCE
         [ "$cmd" = fill-mask ] && text="Create a new event ___ and run the coroutine."
         out="$WORK/answer-$board-$rt.json"
         set +e
         as_service /opt/albert-edge-demo/venv/bin/albert-edge demo "$cmd" /opt/albert-edge-demo/bundle "$text" \
-            "$model_opt" "$model" --json > "$out" 2> "$out.err"
+            ${model_opt:+"$model_opt" "$model"} --json > "$out" 2> "$out.err"
         rc=$?
         set -e
-        if [ "$rc" -eq 0 ]; then
-            say "[$tag] demo $cmd $model: $(summary "$out")"; result=ok
+        if [ "$rc" -eq 0 ] && [ -z "$model_opt" ] && ! has_passes "$out"; then
+            say "[$tag] FAILED: demo $cmd (the default, adaptive) gave no passes: $(head -c 200 "$out")"
+            status=1; result=nopasses
+        elif [ "$rc" -eq 0 ]; then
+            say "[$tag] demo $cmd ${model:-(default)}: $(summary "$out")"; result=ok
         else
             say "[$tag] FAILED: demo $cmd $model (exit $rc$([ "$rc" -gt 128 ] && echo ", signal $((rc - 128))"))"
             log_tail "$out.err" 8; status=1; result="exit$rc"
@@ -232,7 +238,7 @@ for rt in $RUNTIMES; do
     slog="$WORK/serve-$board-$rt.log"
     rm -f "$WORK/status.json"
     exec_as_service /opt/albert-edge-demo/venv/bin/albert-edge demo serve /opt/albert-edge-demo/bundle \
-        --host 127.0.0.1 --port "$PORT" --model tflite-int8 > "$slog" 2>&1 &
+        --host 127.0.0.1 --port "$PORT" > "$slog" 2>&1 &
     SERVER=$!
     up=0
     for _ in $(seq 1 150); do
@@ -248,6 +254,9 @@ for rt in $RUNTIMES; do
             if curl -sS -f -X POST -H 'Content-Type: application/json' -d "{\"text\": \"$text\"}" \
                     "http://127.0.0.1:$PORT/api/$route" > "$WORK/answer.json" 2> "$WORK/curl.err"; then
                 say "[$tag] POST /api/$route: $(summary "$WORK/answer.json")"
+                if [ "$route" = classify ] && ! has_passes "$WORK/answer.json"; then
+                    ok=0; say "[$tag] FAILED: POST /api/classify (the default, adaptive) gave no passes"
+                fi
             else
                 ok=0
                 if kill -0 "$SERVER" 2>/dev/null; then
