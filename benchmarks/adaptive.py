@@ -3,8 +3,8 @@
 A classifier for the builtin topic task (albert_edge.train.labelled) is fine-tuned, its early exits
 are trained with ``--exits frozen`` (the backbone and the final classifier untouched), and it is
 converted twice: at full depth (``convert --to tflite --to onnx``) and adaptive (``--adaptive``),
-one .tflite per exit-rule setting (the WHILE keeps the setting it was written with) and one .onnx
-fed each setting through its ``exit_setting`` input. Each file then runs in a fresh child process
+one .tflite and one .onnx per rule kind, each run at every setting the way an app sets it (the
+.tflite's ``set_exit_setting`` signature, the .onnx's ``exit_setting`` input). Each file then runs in a fresh child process
 (one model each) in the runtime an app opens it with, default options: TFLite's ``Interpreter``
 from ai_edge_litert and onnxruntime's ``InferenceSession``. Every child runs the held-out texts at
 their own lengths (each tokenized, the TFLite input resized per text, no padding), one untimed pass
@@ -202,8 +202,9 @@ def _convert_all(checkpoint: Path, wanted: dict[Path, tuple], jobs: int) -> None
 
 
 def files(args: argparse.Namespace, checkpoint: Path, default: dict) -> dict[str, dict]:
-    """{name: {"file", "runtime", "kind", "setting"}}: the full-depth files, one adaptive .tflite per
-    setting, and one adaptive .onnx per rule kind fed each setting through ``exit_setting``."""
+    """{name: {"file", "runtime", "kind", "setting"}}: the full-depth files, and one adaptive .tflite
+    and .onnx per rule kind, each run at every setting as an app sets it (the .tflite's
+    ``set_exit_setting`` signature, the .onnx's ``exit_setting`` input)."""
     from albert_edge.exits import ExitRule
 
     root = args.work / "files"
@@ -212,7 +213,7 @@ def files(args: argparse.Namespace, checkpoint: Path, default: dict) -> dict[str
                                 "setting": None} for runtime in ("tflite", "onnx")}
     for kind, setting in _rules(args, default):
         rule = ExitRule(kind, setting, 1)
-        paths = {"tflite": root / f"tflite-{kind}-{setting:g}", "onnx": root / f"onnx-{kind}"}
+        paths = {"tflite": root / f"tflite-{kind}", "onnx": root / f"onnx-{kind}"}
         for runtime, folder in paths.items():
             wanted.setdefault(folder, ((runtime,), rule))
             made[f"{runtime} {kind} {setting:g}"] = {"file": str(folder / f"model.{runtime}"), "runtime": runtime,
@@ -244,8 +245,16 @@ def held_out(args: argparse.Namespace, labels: list[str]) -> dict:
 def _tflite_call(path: str, setting: float | None):
     from ai_edge_litert.interpreter import Interpreter
 
+    from albert_edge.exits import SETTING
+    from albert_edge.formats.tflite_reader import SETTING_SIGNATURE
+
     # default options and threads; the signature runner resizes the inputs to each text's length
-    runner = Interpreter(model_path=path).get_signature_runner("serving_default")
+    interpreter = Interpreter(model_path=path)
+    if setting is not None:  # as an app sets it: the interpreter keeps it for every later run
+        if SETTING_SIGNATURE not in interpreter.get_signature_list():
+            raise SystemExit(f"{path}: no {SETTING_SIGNATURE} signature to set the setting {setting:g} with")
+        interpreter.get_signature_runner(SETTING_SIGNATURE)(**{SETTING: np.float32(setting)})
+    runner = interpreter.get_signature_runner("serving_default")
 
     def call(ids: list[int]) -> tuple[list[float], int]:
         n = len(ids)
