@@ -4,10 +4,11 @@
 - :func:`adaptive_classification`, the loop file (TFLite, LiteRT): WHILE loops whose condition
   carries the rule, the rule's setting a variable that a second signature changes.
 - :func:`adaptive_probabilities`, the MediaPipe file: MediaPipe's TextClassifier takes a file of one
-  subgraph only (classification_postprocessing_graph.cc: "Classification tflite models are assumed to
-  have a single subgraph"), so no WHILE. The passes are written out, and after each one the texts it
-  settled leave the batch (WHERE, GATHER): the passes after a text stopped run on an empty batch, at
-  the cost of their shape bookkeeping. The setting is the one the file is written with.
+  subgraph only (a WHILE file is refused: "Text tflite models are assumed to have a single
+  subgraph"; its classification post-processing checks the same), so no WHILE. The passes are
+  written out, and after each one the texts it settled leave the batch (WHERE, GATHER): the passes
+  after a text stopped run on an empty batch, at the cost of their shape bookkeeping. The setting
+  is the one the file is written with.
 """
 
 from __future__ import annotations
