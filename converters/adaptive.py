@@ -13,11 +13,9 @@ from .task_heads import AdaptiveClassifier
 __all__ = ["ADAPTIVE_TARGETS", "check_targets", "parse_rule", "adaptive_model", "adaptive_record"]
 
 # The targets whose engines run the loop, checked against PyTorch's adaptive answers and passes.
-ADAPTIVE_TARGETS = ("tflite", "onnx", "ort", "transformers-js")
+ADAPTIVE_TARGETS = ("tflite", "onnx", "ort", "transformers-js", "mediapipe")
 # Why the others are refused, and what to convert instead.
 _NOT_ADAPTIVE = {
-    "mediapipe": "MediaPipe's TextClassifier reads one output of class scores, and an adaptive file also "
-                 "outputs the passes it ran",
     "executorch": "ExecuTorch's export traces one fixed path through the model, so a loop that ends on the "
                   "data cannot be written into a .pte",
     "onnx-text": "the tokenizer-in graph is not yet written with the passes' loop",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from albert_edge.errors import ConversionError, optional_import, user_message
@@ -35,11 +35,12 @@ from albert_edge.labels import CONFIG_FIX, check_labels
 from .mediapipe_check import MOBILE_EXTRA
 
 __all__ = ["export", "check_seq_len", "MIN_SEQ_LEN", "file_model", "task_of", "with_parent_metadata", "verified_model",
-           "writers", "TaskFile", "classifier_metadata", "MOBILE_EXTRA", "CLASSIFIER_OUTPUT", "VECTOR"]
+           "writers", "TaskFile", "classifier_metadata", "MOBILE_EXTRA", "CLASSIFIER_OUTPUT", "PASSES", "VECTOR"]
 
 log = logging.getLogger(__name__)
 
 CLASSIFIER_OUTPUT = "probability"  # the classifier's output tensor in the metadata (classifier_metadata)
+PASSES = "passes"  # an adaptive classifier's second head (classifier_metadata), its one category
 VECTOR = "pooled"  # the TextEmbedder file's vector (task_heads.EMBEDDINGS)
 _SPIECE_NAME = "spiece.model"  # the associated file's name inside the .tflite
 # The shortest length of a file: MediaPipe's BertPreprocessorCalculator takes 2 and up
@@ -54,12 +55,24 @@ class TaskFile:
 
     task: str  # "TextClassifier" | "TextEmbedder"
     labels: tuple[str, ...] = ()
+    passes: bool = False  # an adaptive classifier's: a second head, one category scored with the passes run
+
+    @property
+    def outputs(self) -> tuple[str, ...] | None:
+        """The file's outputs by name in head order, where it has more than one."""
+        from .task_heads import AdaptiveProbabilities
+
+        return AdaptiveProbabilities.output_names if self.passes else None
 
 
 def task_of(model) -> TaskFile:
     """The MediaPipe task ``model`` becomes; ConversionError for a head no text task carries."""
     from albert_edge.model import AlbertForSequenceClassification, AlbertModel
 
+    from .task_heads import AdaptiveClassifier
+
+    if isinstance(model, AdaptiveClassifier):  # convert --adaptive: the classifier's task, and its passes
+        return replace(task_of(model.classifier), passes=True)
     if isinstance(model, AlbertForSequenceClassification):
         labels = tuple(model.config.label_names or ())
         if not labels:  # config.json had no id2label, or only transformers' LABEL_0, LABEL_1, ...
@@ -78,9 +91,11 @@ def task_of(model) -> TaskFile:
 
 def file_model(model, vector: str = VECTOR):
     """The PyTorch module whose outputs the file holds (what verify compares it with)."""
-    from .task_heads import ClassProbabilities, SentenceEmbedding
+    from .task_heads import AdaptiveProbabilities, ClassProbabilities, SentenceEmbedding
 
     task = task_of(model)
+    if task.passes:
+        return AdaptiveProbabilities(model).eval()
     if task.task == "TextClassifier":
         return ClassProbabilities(model).eval()
     return SentenceEmbedding(model, vector if model.pooler is not None else "cls").eval()
@@ -120,7 +135,7 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     try:
         # the plain graph first, at the same name; the file with its metadata replaces it
         tflite.export(inner, out_path, seq_len=seq_len, layers="unrolled")  # the text tasks take one subgraph
-        buffer = _fixed_length(bytearray(out_path.read_bytes()), seq_len)
+        buffer = _heads_in_order(_fixed_length(bytearray(out_path.read_bytes()), seq_len), inner.output_names)
         with tempfile.TemporaryDirectory(prefix="albert-edge-mediapipe-") as scratch:
             embedded = Path(scratch) / _SPIECE_NAME
             embedded.write_bytes(with_albert_normalizer(spiece))
@@ -147,9 +162,11 @@ def check_seq_len(seq_len: int) -> None:
                               f"leaves no room for text); give --seq-len {MIN_SEQ_LEN} or more")
 
 
-def with_parent_metadata(flatbuffer: bytes, parent: str | os.PathLike, seq_len: int) -> bytes:
+def with_parent_metadata(flatbuffer: bytes, parent: str | os.PathLike, seq_len: int,
+                         heads: tuple[str, ...]) -> bytes:
     """``flatbuffer`` (the same task's graph, rebuilt: a quantized one) at ``parent``'s fixed
-    length, with ``parent``'s metadata and packed files copied in by MediaPipe's populator."""
+    length, its outputs in the order of ``heads``, with ``parent``'s metadata and packed files
+    copied in by MediaPipe's populator."""
     try:
         metadata = optional_import("mediapipe.tasks.python.metadata.metadata")
     except ImportError as exc:
@@ -158,7 +175,8 @@ def with_parent_metadata(flatbuffer: bytes, parent: str | os.PathLike, seq_len: 
                               f"{MOBILE_EXTRA}") from None
     displayer = metadata.MetadataDisplayer.with_model_file(str(parent))
     files = {name: displayer.get_associated_file_buffer(name) for name in displayer.get_packed_associated_file_list()}
-    populator = metadata.MetadataPopulator.with_model_buffer(bytes(_fixed_length(bytearray(flatbuffer), seq_len)))
+    fixed = _heads_in_order(_fixed_length(bytearray(flatbuffer), seq_len), heads)
+    populator = metadata.MetadataPopulator.with_model_buffer(bytes(fixed))
     populator.load_metadata_buffer(displayer.get_metadata_buffer())
     populator.load_associated_file_buffers(files)
     populator.populate()
@@ -185,6 +203,19 @@ def _fixed_length(buffer: bytearray, seq_len: int) -> bytearray:
     return buffer
 
 
+def _heads_in_order(buffer: bytearray, names: tuple[str, ...]) -> bytearray:
+    """``buffer`` with its subgraph's outputs in the order of ``names``, in place. MediaPipe reads
+    each output as a classification head by its position; the converter orders them by name, which
+    would put an adaptive file's passes before its class scores."""
+    from .tflite import _schema
+
+    model = _schema().Model.GetRootAs(buffer, 0)
+    sig = model.SignatureDefs(0)
+    index = {sig.Outputs(i).Name().decode(): sig.Outputs(i).TensorIndex() for i in range(sig.OutputsLength())}
+    model.Subgraphs(sig.SubgraphIndex()).OutputsAsNumpy()[:] = [index[n] for n in names]  # a view into buffer
+    return buffer
+
+
 def _input_tensor_names(buffer: bytes) -> dict[str, str]:
     """Input name -> the tensor's own name (what the metadata writer matches): the signature's
     inputs, or, in a file without one, the subgraph's inputs whose names hold the input names."""
@@ -202,17 +233,23 @@ def _input_tensor_names(buffer: bytes) -> dict[str, str]:
     return {name: next(t for t in tensors if name in t) for name in INPUT_NAMES}
 
 
-def classifier_metadata(writer, buffer: bytes, tokenizer, labels: list[str], names: dict[str, str]):
+def classifier_metadata(writer, buffer: bytes, tokenizer, labels: list[str], names: dict[str, str],
+                        passes: bool = False):
     """MediaPipe's metadata writer set up for a BERT-style text classifier: what its
     ``text_classifier.MetadataWriter.create_for_bert_model`` writes, but with the output named
     :data:`CLASSIFIER_OUTPUT`. The TFLite Task Library's BertNLClassifier (tflite-support 0.4.4)
     looks the output up by that name and crashes the app (a null tensor) when the file says
-    "score", the writer's default; MediaPipe's TextClassifier reads the output by position."""
+    "score", the writer's default; MediaPipe's TextClassifier reads the output by position.
+    ``passes``: an adaptive file's second output, a head of one category, :data:`PASSES`."""
     made = writer.MetadataWriter.create(buffer)
     made.add_general_info("TextClassifier", "Classify the input text into a set of known categories.")
     made.add_bert_text_input(tokenizer, names["input_ids"], names["attention_mask"], names["token_type_ids"])
     made.add_classification_output(writer.Labels().add(labels), name=CLASSIFIER_OUTPUT,
                                    description="Probability of each label.")
+    if passes:
+        # its own label file: the writer names every one labels.txt, and the second would replace the first
+        made.add_classification_output(writer.Labels().add([PASSES], exported_filename=PASSES), name=PASSES,
+                                       description="The passes of the shared layers run before the answer settled.")
     return made
 
 
@@ -224,7 +261,7 @@ def _with_metadata(buffer: bytes, task: TaskFile, spiece: Path, writer, inner) -
     tokenizer = writer.SentencePieceTokenizer(str(spiece))
     try:
         if task.task == "TextClassifier":
-            made = classifier_metadata(writer, buffer, tokenizer, list(task.labels), names)
+            made = classifier_metadata(writer, buffer, tokenizer, list(task.labels), names, task.passes)
         else:
             made = writer.MetadataWriter.create(buffer)
             made.add_general_info("TextEmbedder", "ALBERT: one vector per text.")

@@ -53,8 +53,9 @@ def _tasks():
 
 
 def task_answers(path: str | Path, task: str, texts: Sequence[str]) -> np.ndarray:
-    """(len(texts), n) float64: the classifier's score per class index, or the embedding,
-    as MediaPipe's ``task`` ("TextClassifier" / "TextEmbedder") gives them for each raw text."""
+    """(len(texts), n) float64: the classifier's score per class index (of each head in turn: an
+    adaptive file's second head is its passes), or the embedding, as MediaPipe's ``task``
+    ("TextClassifier" / "TextEmbedder") gives them for each raw text."""
     text, core = _tasks()
     base = core.BaseOptions(model_asset_path=str(path))
     rows = []
@@ -63,18 +64,22 @@ def task_answers(path: str | Path, task: str, texts: Sequence[str]) -> np.ndarra
             if task == "TextClassifier":
                 options = text.TextClassifierOptions(base_options=base, max_results=-1)
                 with text.TextClassifier.create_from_options(options) as classifier:
-                    for t in texts:
-                        categories = classifier.classify(t).classifications[0].categories
-                        row = np.zeros(len(categories))
-                        for c in categories:
-                            row[c.index] = c.score
-                        rows.append(row)
+                    heads = [classifier.classify(t).classifications for t in texts]
+                    rows = [np.concatenate([_scores(head.categories) for head in each]) for each in heads]
             else:
                 with text.TextEmbedder.create_from_options(text.TextEmbedderOptions(base_options=base)) as embedder:
                     rows = [np.asarray(embedder.embed(t).embeddings[0].embedding, dtype=np.float64) for t in texts]
         except (RuntimeError, ValueError) as exc:
             raise ConversionError(f"MediaPipe's {task} refused {path}: {engine_reason(exc)}") from None
     return np.stack(rows)
+
+
+def _scores(categories) -> np.ndarray:
+    """One head's scores by category index."""
+    row = np.zeros(len(categories))
+    for c in categories:
+        row[c.index] = c.score
+    return row
 
 
 def engine_reason(exc: BaseException, limit: int = 300) -> str:
@@ -86,18 +91,21 @@ def engine_reason(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
 
 
-def session_answers(path: str | Path, tokenizer, texts: Sequence[str], seq_len: int) -> np.ndarray:
-    """The same through albert_edge.runtime.Session, fed albert-edge's ids padded to ``seq_len``."""
+def session_answers(path: str | Path, tokenizer, texts: Sequence[str], seq_len: int,
+                    outputs: Sequence[str] | None = None) -> np.ndarray:
+    """The same through albert_edge.runtime.Session, fed albert-edge's ids padded to ``seq_len``:
+    the ``outputs`` named, one after the other (None: the first)."""
     from albert_edge.runtime import Session
     from albert_edge.tokenizer import AlbertTokenizer
 
     tok = tokenizer if callable(tokenizer) else AlbertTokenizer.from_dir(tokenizer)
     session = Session(path)
+    names = list(outputs or session.output_names[:1])
     rows = []
     for t in texts:
         feeds = tok([t], max_length=seq_len, padding="max_length", truncation=True)
         out = session.run({k: np.asarray(v, dtype=np.int32) for k, v in feeds.items()})
-        rows.append(np.asarray(out[session.output_names[0]], dtype=np.float64).reshape(-1))
+        rows.append(np.concatenate([np.asarray(out[n], dtype=np.float64).reshape(-1) for n in names]))
     return np.stack(rows)
 
 
@@ -113,7 +121,7 @@ def agreement(task: str, engine: np.ndarray, session: np.ndarray) -> dict[str, f
 def check_task(path: str | Path, task, tokenizer, seq_len: int, texts: Sequence[str] = TASK_TEXTS) -> dict[str, float]:
     """Raise a VerificationError (a ConversionError) unless MediaPipe's task and the Session agree on ``texts``."""
     engine = task_answers(path, task.task, texts)
-    session = session_answers(path, tokenizer, texts, seq_len)
+    session = session_answers(path, tokenizer, texts, seq_len, task.outputs)
     if engine.shape != session.shape:
         raise ShapeError(f"MediaPipe's {task.task} gives {engine.shape[1]} values per text, the file's output "
                          f"has {session.shape[1]}", shape=list(engine.shape), expected=list(session.shape))

@@ -2,8 +2,8 @@
 probabilities (MediaPipe's TextClassifier and the TFLite Task Library report the output tensor as
 it is, so logits would be shown as scores), one sentence vector per text (TextEmbedder reads
 each output tensor as one embedding), and a classifier that stops early (the answer and the passes
-it ran, by an exit rule). They hold no weights of their own: every parameter is the wrapped
-model's, so the weights-once check counts the same bytes."""
+it ran, by an exit rule; for MediaPipe, both as class scores). They hold no weights of their own:
+every parameter is the wrapped model's, so the weights-once check counts the same bytes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from albert_edge.errors import ConversionError
 from albert_edge.exits import ExitRule, decide
 from albert_edge.model import AlbertForSequenceClassification, AlbertModel
 
-__all__ = ["AdaptiveClassifier", "ClassProbabilities", "SentenceEmbedding", "EMBEDDINGS"]
+__all__ = ["AdaptiveClassifier", "AdaptiveProbabilities", "ClassProbabilities", "SentenceEmbedding", "EMBEDDINGS"]
 
 # Which vector SentenceEmbedding gives, by name.
 EMBEDDINGS = {
@@ -82,3 +82,21 @@ class AdaptiveClassifier(nn.Module):
         every = self.classifier.pass_logits(input_ids, attention_mask, token_type_ids)  # (B, L, C)
         answers, passes = decide(every.detach().float().cpu().numpy(), self.rule)
         return torch.from_numpy(answers).to(every.dtype), torch.from_numpy(passes.astype("int32"))
+
+
+class AdaptiveProbabilities(nn.Module):
+    """An adaptive classifier as MediaPipe's TextClassifier reads it, one classification head per
+    output: (softmax of the logits of the pass it stopped at (B, num_labels), passes (B, 1) float32,
+    a head of one category whose score is the passes)."""
+
+    output_names = ("probabilities", "passes")
+
+    def __init__(self, adaptive: AdaptiveClassifier):
+        super().__init__()
+        self.adaptive = adaptive
+        self.config = adaptive.config
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        logits, passes = self.adaptive(input_ids, attention_mask, token_type_ids)
+        return torch.softmax(logits, dim=-1), passes.to(torch.float32)[:, None]

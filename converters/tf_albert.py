@@ -32,7 +32,8 @@ from albert_edge.model import (
 from albert_edge.formats.graph import INPUT_NAMES, LAYER_FORMS
 from albert_edge.formats.tflite_reader import SETTING_SIGNATURE, SIGNATURE
 
-from .task_heads import AdaptiveClassifier, ClassProbabilities, SentenceEmbedding
+from .task_heads import AdaptiveClassifier, AdaptiveProbabilities, ClassProbabilities, SentenceEmbedding
+from .tf_adaptive import adaptive_classification, adaptive_probabilities
 
 __all__ = ["TFAlbert", "input_signature"]
 
@@ -331,64 +332,6 @@ def _sentence_embedding(m: TFAlbert, ids, mask, types):
     return (m._pool(albert, hidden) if m._model.vector == "pooled" else m._first_token(hidden),)
 
 
-def _adaptive_classification(m: TFAlbert, ids, mask, types):
-    """The passes as tf.while_loops that stop once every input's answer is settled by the exit rule
-    (albert_edge.exits), written by the converter as WHILE operators whose condition carries the
-    rule: one loop per run of a weight group, its body holding that group once, the state carried
-    from one to the next. Each pass's classifier is read from one (L, C, H) stack of the exit
-    classifiers and the final one."""
-    adaptive: AdaptiveClassifier = m._model
-    model, rule, config = adaptive.classifier, adaptive.rule, m.config
-    albert, L, C = model.albert, config.num_hidden_layers, config.num_labels
-    if not getattr(m, "extra_weights", None):  # created once, however often the function is traced
-        heads = [*model.exit_classifiers, model.classifier]
-        with tf.init_scope():
-            m.extra_weights = [tf.Variable(np.stack([getattr(h, name).detach().cpu().numpy() for h in heads])
-                                           .astype(np.float32), trainable=False) for name in ("weight", "bias")]
-    weights, biases = m.extra_weights  # (L, C, H), (L, C)
-    setting = m.exit_setting.read_value()  # the rule's setting, changed at run time by SETTING_SIGNATURE
-    B, _ = m._sizes(ids)
-    x, mask_bias = m._embed(albert, ids, mask, types)
-
-    def step(layers):
-        def body(i, x, answer, passes, stopped, top_before, same):
-            for layer in layers:
-                x = m._layer(x, mask_bias, layer)
-            logits = tf.matmul(m._pool(albert, x), tf.gather(weights, i), transpose_b=True) + tf.gather(biases, i)
-            top = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (B,)
-            same = tf.where((i > 0) & tf.equal(top, top_before), same + 1, tf.zeros_like(same))
-            settled = (_settled(rule.kind, setting, logits, same) & (i + 1 >= rule.min_passes)) | (i + 1 >= L)
-            now = settled & ~stopped
-            answer = tf.where(now[:, None], logits, answer)
-            passes = tf.where(now, tf.fill(tf.shape(passes), i + 1), passes)
-            return i + 1, x, answer, passes, stopped | settled, top, same
-        return body
-
-    zeros = tf.zeros(tf.stack([B]), tf.int32)
-    state = (tf.constant(0), x, tf.zeros(tf.stack([B, C])), zeros, tf.zeros(tf.stack([B]), tf.bool), zeros, zeros)
-    end = 0
-    for group, times in config.group_runs():
-        end += times
-        layers = albert.encoder.albert_layer_groups[group].albert_layers
-        state = tf.while_loop(lambda i, x, a, p, stopped, t, s, end=end: (i < end) & ~tf.reduce_all(stopped),
-                              step(layers), state, maximum_iterations=times)
-    # A WHILE's outputs are dynamic tensors, which LiteRT's CompiledModel cannot bind a model output
-    # to; a RESHAPE to the batch's shape puts an arena tensor in between (as _group does).
-    return tf.reshape(state[2], tf.stack([B, C])), tf.reshape(state[3], tf.stack([B]))
-
-
-def _settled(kind: str, setting: tf.Tensor, logits, same):
-    """Whether the rule ``kind`` at ``setting`` (a float scalar) stops each input after this pass
-    (before the minimum and the last pass)."""
-    if kind == "patience":
-        return tf.cast(same, tf.float32) >= setting
-    probs = tf.nn.softmax(logits, axis=-1)
-    if kind == "confidence":
-        return tf.reduce_max(probs, axis=-1) >= setting
-    entropy = -tf.reduce_sum(probs * tf.math.log(tf.maximum(probs, 1e-30)), axis=-1)
-    return entropy <= setting
-
-
 _HEADS: list[tuple[type, Callable]] = [
     (AlbertModel, _base),
     (AlbertForMaskedLM, _mlm),
@@ -398,7 +341,8 @@ _HEADS: list[tuple[type, Callable]] = [
     (AlbertForQuestionAnswering, _question_answering),
     (ClassProbabilities, _class_probabilities),
     (SentenceEmbedding, _sentence_embedding),
-    (AdaptiveClassifier, _adaptive_classification),
+    (AdaptiveClassifier, adaptive_classification),
+    (AdaptiveProbabilities, adaptive_probabilities),
 ]
 
 

@@ -50,16 +50,16 @@ def rebuild_model(source: ModelFile, task: dict | None = None):
     if config.to_hf_dict() != source.config.to_hf_dict():
         raise ConversionError(f"{source.checkpoint} no longer has the config recorded in the manifest "
                               f"of {source.path.name}")
-    if task is not None:  # a MediaPipe task file: its one output is the task's
-        return file_model(model)
     rule = source.adaptive
     if rule is not None:  # convert --adaptive: the same loop and exit rule
         from albert_edge.exits import ExitRule
 
         from .adaptive import adaptive_model
 
-        return adaptive_model(model, ExitRule.from_dict(rule))
-    return select_outputs(model, source.output_names)  # the outputs the parent was converted with
+        model = adaptive_model(model, ExitRule.from_dict(rule))
+    if task is not None:  # a MediaPipe task file: its outputs are the task's
+        return file_model(model)
+    return model if rule is not None else select_outputs(model, source.output_names)  # the parent's outputs
 
 
 def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
@@ -70,7 +70,7 @@ def build(source: ModelFile, out: Path, recipe: Recipe, config: QuantizeConfig,
     flatbuffer = exporter.convert(model, seq_len=settings.seq_len, run_converter=settings.run,
                                   runtime=settings.runtime, layers=settings.layers, static=settings.static)
     if settings.task is not None:  # the app reads the task, tokenizer and labels from it
-        flatbuffer = with_parent_metadata(flatbuffer, source.path, settings.seq_len)
+        flatbuffer = with_parent_metadata(flatbuffer, source.path, settings.seq_len, model.output_names)
         settings.notes.append("TFLite metadata (task, tokenizer, labels) copied from the fp32 file")
     out.write_bytes(flatbuffer)
     return Built(out, settings.kept_float, settings.notes)

@@ -74,9 +74,11 @@ HEAD_NAMES = ("base", "mlm", "pretraining", "classification", "token-classificat
                    "files stay the default: they run any length on the CPU.")
 @click.option("--adaptive", is_flag=True,
               help="A classifier trained with early exits (finetune --exits): files that stop when the exit rule "
-                   "says the answer is settled, the rule inside the file's loop (tflite, onnx, ort). They output "
-                   "logits and passes, the passes each input ran; the ONNX file takes the rule's setting as an "
-                   "optional input, exit_setting. Default rule: the one fine-tuning chose on held-out text.")
+                   "says the answer is settled, the rule inside the file's loop (tflite, onnx, ort, "
+                   "transformers-js). They output logits and passes, the passes each input ran; the ONNX file takes "
+                   "the rule's setting as an optional input, exit_setting. The mediapipe file has no loop (MediaPipe "
+                   "takes one subgraph): its passes are written out, a settled text leaving the batch, and its "
+                   "second head scores the passes. Default rule: the one fine-tuning chose on held-out text.")
 @click.option("--exit-rule", default=None, metavar="KIND=SETTING",
               help="With --adaptive: patience=P (the answer unchanged for P passes), confidence=T (the top "
                    "probability reaches T) or entropy=E (the probabilities' entropy falls to E nats).")

@@ -125,7 +125,10 @@ def _read(schema, raw: bytes) -> GraphContents:
 
     if sig is not None:
         inputs = [spec(_str(m.Name()), m.TensorIndex()) for m in map(sig.Inputs, range(sig.InputsLength()))]
-        outputs = [spec(_str(m.Name()), m.TensorIndex()) for m in map(sig.Outputs, range(sig.OutputsLength()))]
+        # in the graph's order, which MediaPipe reads as its heads' (a MediaPipe adaptive file: class scores, passes)
+        position = {int(t): k for k, t in enumerate(sub.OutputsAsNumpy())}
+        named = sorted(map(sig.Outputs, range(sig.OutputsLength())), key=lambda m: position.get(m.TensorIndex(), 0))
+        outputs = [spec(_str(m.Name()), m.TensorIndex()) for m in named]
     else:
         inputs = [spec(_str(sub.Tensors(int(i)).Name()), int(i)) for i in sub.InputsAsNumpy()]
         outputs = [spec(_str(sub.Tensors(int(i)).Name()), int(i)) for i in sub.OutputsAsNumpy()]

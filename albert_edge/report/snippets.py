@@ -62,6 +62,10 @@ _LOOP_NOTE = ("its layers are one WHILE body, so the Interpreter with default op
 _UNROLLED_NOTE = ("with default options the Interpreter packs the shared layer once per layer application "
                   "(about twice the peak RSS of the loop form, convert's default: convert --layers loop)")
 
+# A MediaPipe classifier that stops early (convert --adaptive): its second head is the passes.
+_PASSES_NOTE = ("; it stops early (convert --adaptive): its second head, classifications[1], has one category "
+                "whose score is the passes it ran")
+
 # The option albert-edge's own onnxruntime session sets and an app's API exposes (runtime.onnx_engine).
 _MEM_PATTERN = "one arena for every length, not a block planned per input shape: a lower peak"
 
@@ -176,6 +180,7 @@ def _fields(f: FileFacts) -> dict[str, str]:
         "dtype": f.inputs[0][1] if f.inputs else "", "bound": _bound(f),
         "cut": f"; each text is cut or padded to {f.seq_len} tokens inside" if f.seq_len else "",
         "labels": f"; labels: {', '.join(f.labels)}" if f.labels else "",
+        "passes": _PASSES_NOTE if f.task == "TextClassifier" and "passes" in dict(f.outputs) else "",
         "js_text": JS_TEXT, "packing": _LOOP_NOTE if f.loop else _UNROLLED_NOTE, "mem_pattern": _MEM_PATTERN,
         **_TASKS.get(f.task or "", {}),
     }
@@ -263,7 +268,7 @@ _MEDIAPIPE = Framework(
               "swift": "CocoaPods: pod 'MediaPipeTasksText', '~> 0.10.21'",
               "js": "npm: @mediapipe/tasks-text 1.0.1"},
     code=templates("mediapipe", "kotlin", "swift", "js"),
-    note="the file takes a string: its sentencepiece tokenizer is inside (TFLite metadata){cut}{labels}",
+    note="the file takes a string: its sentencepiece tokenizer is inside (TFLite metadata){cut}{labels}{passes}",
     tokenize=False,
 )
 

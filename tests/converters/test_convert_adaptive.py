@@ -102,7 +102,7 @@ def test_a_rule_given_at_conversion_replaces_the_recorded_one(tmp_path, checkpoi
 
 @pytest.mark.parametrize("args, message", [
     (["--to", "tflite", "--adaptive", "--static"], "--adaptive cannot be --static"),
-    (["--to", "mediapipe", "--adaptive"], "--adaptive cannot write --to mediapipe: MediaPipe's TextClassifier"),
+    (["--to", "onnx-text", "--adaptive"], "--adaptive cannot write --to onnx-text: the tokenizer-in graph"),
     (["--to", "executorch", "--adaptive"], "--adaptive cannot write --to executorch"),
     (["--to", "onnx", "--adaptive", "--exit-rule", "patience=9"], "patience (9) must be a whole number from 1 to 3"),
     (["--to", "onnx", "--adaptive", "--exit-rule", "confidence=1.5"], "confidence (1.5) must be above 0"),

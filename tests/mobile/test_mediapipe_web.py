@@ -93,3 +93,29 @@ def test_mediapipe_tasks_for_web_answer_as_mediapipe_and_pytorch(tmp_path, class
         assert f["TextClassifier top1 agreement"] >= 0.99, (against, f)
         assert f["TextEmbedder max_abs_diff"] <= 1e-4, (against, f)
         assert f["TextEmbedder min_cosine"] >= 0.9999, (against, f)
+
+
+
+@pytest.mark.parametrize("gpu", ["webgpu", "webgl2"])
+def test_the_gpu_delegate_falls_back_to_the_cpu(tmp_path, classifier_file, classifier_checkpoint, gpu):
+    """`baseOptions: {delegate: "GPU"}` in Chromium that offers the page a GPU (WebGPU on lavapipe, or
+    WebGL2 on SwiftShader, where there is no GPU): @mediapipe/tasks-text 1.0.1's WebAssembly registers
+    only the CPU inference calculator, so MediaPipe falls back to XNNPACK on the CPU without a word to
+    the page; the answers are the CPU delegate's, bit for bit. A release that runs text on the GPU
+    fails this test."""
+    texts = _held_out(classifier_checkpoint)[:40]
+    answers, delegates = {}, {}
+    for delegate in ("CPU", "GPU"):
+        request = tmp_path / f"{delegate}.json"
+        request.write_text(json.dumps({"classifier": "/files/classifier.tflite", "texts": texts, "delegate": delegate}))
+        files = {"classifier.tflite": classifier_file.path, "request.json": request}
+        with serve(files) as (base, _), chromium(tmp_path / f"profile-{delegate}", gpu=gpu) as driver:
+            result = run_page(driver, f"{base}/mediapipe.html?request=/files/request.json")
+            console = [e["message"] for e in driver.get_log("browser")]
+        offered = {"webgpu": result["webgpuAdapter"], "webgl2": result["webgl2"]}
+        assert result["delegate"] == delegate and offered[gpu], (gpu, offered)
+        answers[delegate] = decode(result["classifier"]["scores"])
+        delegates[delegate] = [m.split('"')[1] for m in console if "Created TensorFlow Lite" in m]
+    cpu = ["INFO: Created TensorFlow Lite XNNPACK delegate for CPU."]
+    assert delegates == {"CPU": cpu, "GPU": cpu}, delegates
+    np.testing.assert_array_equal(answers["GPU"], answers["CPU"])

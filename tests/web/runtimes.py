@@ -30,6 +30,13 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 NPM_CI = "run `npm ci` in web/ (.ci/web.sh does)"
 # A page's work in a browser on two shared cores: loading the WebAssembly, then the files.
 PAGE_SECONDS = 180
+# Chromium's GPU APIs where a machine has no GPU: WebGPU on Vulkan (Mesa's lavapipe), WebGL2 through
+# ANGLE on SwiftShader. Chromium 14x here gives a page one or the other, not both, under one set of flags.
+GPU_FLAGS = {
+    "webgpu": ("--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=native", "--use-angle=vulkan",
+               "--disable-vulkan-surface"),
+    "webgl2": ("--use-angle=swiftshader", "--enable-unsafe-swiftshader"),
+}
 
 
 def node_missing() -> str | None:
@@ -131,17 +138,18 @@ def serve(files: Mapping[str, Path]) -> Iterator[tuple[str, list[str]]]:
 
 
 @contextlib.contextmanager
-def chromium(profile: Path):
+def chromium(profile: Path, gpu: str | None = None):
     """Debian's headless Chromium through Selenium and chromedriver (no download), with its
-    console log kept (the report and demo page tests drive it the same way)."""
+    console log kept (the report and demo page tests drive it the same way). ``gpu``: a key of
+    :data:`GPU_FLAGS`, the GPU API it offers pages (none by default)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--window-size=1000,700",
-                 f"--user-data-dir={profile}"):
+    for flag in ("--headless", "--no-sandbox", *(GPU_FLAGS[gpu] if gpu else ("--disable-gpu",)),
+                 "--disable-background-networking", "--disable-component-update", "--no-first-run",
+                 "--window-size=1000,700", f"--user-data-dir={profile}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)

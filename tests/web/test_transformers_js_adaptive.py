@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from albert_edge.exits import ExitRule, decide, softmax
+from albert_edge.exits import decide, softmax
 
 from .conftest import SEQ
 from .runtimes import ATOL, decode, node_missing, package_missing, run_node
@@ -25,24 +25,16 @@ def adaptive_folder(tmp_path_factory, classifier_checkpoint, held_out):
     (ALBERT's passes share one layer and one pooler), converted adaptive under a confidence rule at
     the median of the first pass's top probability on the texts, so that they stop at different
     passes. Returns (model, rule, folder, texts)."""
-    from albert_edge import checkpoints
     from albert_edge.converters.export import convert
-    from albert_edge.model import build_model
     from albert_edge.tokenizer import AlbertTokenizer
-    from albert_edge.train.exits import with_exits
     from albert_edge.train.state import export_model
 
-    config, plain = checkpoints.load_model(classifier_checkpoint)
-    model = build_model(with_exits(config, "frozen"), "classification").eval()
-    model.load_state_dict(plain.state_dict(), strict=False)
-    with torch.no_grad():
-        for head in model.exit_classifiers:
-            head.load_state_dict(model.classifier.state_dict())
+    from ..exit_fixtures import classifier_with_exits, median_confidence_rule
+
+    model = classifier_with_exits(classifier_checkpoint)
     tok = AlbertTokenizer.from_dir(classifier_checkpoint)
     texts = [t for t in held_out if len(tok.encode(t)) <= SEQ - 2][:40]
-    with torch.no_grad():
-        first = [softmax(model.pass_logits(torch.tensor([tok.encode(t)])).numpy()[:, 0]).max() for t in texts]
-    rule = ExitRule("confidence", float(np.median(first)), 1)
+    rule = median_confidence_rule(model, tok, texts)
     work = tmp_path_factory.mktemp("adaptive-js")
     path = export_model(model, work / "ckpt", classifier_checkpoint / "spiece.model")
     convert(str(path), work / "out", targets=("transformers-js",), seq_len=SEQ, adaptive=rule)

@@ -1,0 +1,39 @@
+"""Test-only: a fine-tuned classifier given early exits without training them, each exit reading
+its pass with the final classifier (ALBERT's passes share one layer and one pooler, so the passes
+before the last answer much as the last does), and an exit rule under which texts stop at
+different passes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from albert_edge.exits import ExitRule, softmax
+
+__all__ = ["classifier_with_exits", "median_confidence_rule"]
+
+
+def classifier_with_exits(checkpoint: Path):
+    """The classifier at ``checkpoint`` with frozen exits, each a copy of its final classifier."""
+    from albert_edge import checkpoints
+    from albert_edge.model import build_model
+    from albert_edge.train.exits import with_exits
+
+    config, plain = checkpoints.load_model(checkpoint)
+    model = build_model(with_exits(config, "frozen"), "classification").eval()
+    model.load_state_dict(plain.state_dict(), strict=False)
+    with torch.no_grad():
+        for head in model.exit_classifiers:
+            head.load_state_dict(model.classifier.state_dict())
+    return model
+
+
+def median_confidence_rule(model, tokenizer, texts: Sequence[str]) -> ExitRule:
+    """A confidence rule at the median of the first pass's top probability on ``texts``: about half
+    of them stop after one pass, the others later."""
+    with torch.no_grad():
+        first = [softmax(model.pass_logits(torch.tensor([tokenizer.encode(t)])).numpy()[:, 0]).max() for t in texts]
+    return ExitRule("confidence", float(np.median(first)), 1)
