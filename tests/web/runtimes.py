@@ -130,18 +130,25 @@ def serve(files: Mapping[str, Path]) -> Iterator[tuple[str, list[str]]]:
         thread.join()
 
 
+# What headless Chromium needs to give a page a WebGPU adapter on a machine without a display: Dawn
+# on Vulkan (on a machine without a GPU, Chromium's own SwiftShader: a software adapter).
+WEBGPU_FLAGS = ("--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=native", "--use-angle=vulkan",
+                "--disable-vulkan-surface")
+
+
 @contextlib.contextmanager
-def chromium(profile: Path):
+def chromium(profile: Path, webgpu: bool = False):
     """Debian's headless Chromium through Selenium and chromedriver (no download), with its
-    console log kept (the report and demo page tests drive it the same way)."""
+    console log kept (the report and demo page tests drive it the same way); ``webgpu``: with
+    WEBGPU_FLAGS instead of --disable-gpu."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--window-size=1000,700",
-                 f"--user-data-dir={profile}"):
+    for flag in ("--headless", "--no-sandbox", *(WEBGPU_FLAGS if webgpu else ("--disable-gpu",)),
+                 "--disable-background-networking", "--disable-component-update", "--no-first-run",
+                 "--window-size=1000,700", f"--user-data-dir={profile}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
