@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from albert_edge.profile.web import WEBGPU_FLAGS
+
 WEB = Path(__file__).resolve().parents[2] / "web"
 NODE_MODULES = WEB / "node_modules"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -128,12 +130,6 @@ def serve(files: Mapping[str, Path]) -> Iterator[tuple[str, list[str]]]:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-# What headless Chromium needs to give a page a WebGPU adapter on a machine without a display: Dawn
-# on Vulkan (on a machine without a GPU, Chromium's own SwiftShader: a software adapter).
-WEBGPU_FLAGS = ("--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=native", "--use-angle=vulkan",
-                "--disable-vulkan-surface")
 
 
 @contextlib.contextmanager
