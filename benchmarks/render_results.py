@@ -125,7 +125,7 @@ def _webgpu_cells(d: dict) -> tuple[str, str]:
     """A dtype's agreement with PyTorch (or the Session, q8) and what refused it, as two cells."""
     f = d["figures"]
     if not f:
-        return "not run", "; ".join(f"{who}: {_refusal(why)}" for who, why in d["errors"].items())
+        return "refused", "; ".join(f"{who}: {_refusal(why)}" for who, why in d["errors"].items())
     parts = [f"transformers.js {f['transformers.js probabilities max_abs_diff']:.1e}, top-1 "
              f"{100 * f['transformers.js top1 agreement']:.1f}% of {d['texts'] - f['ids differ']} "
              f"(the texts its tokenizer gives albert-edge's ids, of {d['texts']})"]
