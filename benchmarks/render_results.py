@@ -114,6 +114,48 @@ def tokenizer_json_parity() -> str:
         "", *rows, "", _source(name, result)])
 
 
+# --- benchmarks/webgpu_parity.py: the transformers.js folder on WebGPU in Chromium --------------
+
+def _refusal(message: str) -> str:
+    """onnxruntime-web's error without its call and source location: what it refused."""
+    return message.split("ERROR_MESSAGE: ")[-1].split("GenerateSourceCode ")[-1].rstrip(".")
+
+
+def _webgpu_cells(d: dict) -> tuple[str, str]:
+    """A dtype's agreement with PyTorch (or the Session, q8) and what refused it, as two cells."""
+    f = d["figures"]
+    if not f:
+        return "refused", "; ".join(f"{who}: {_refusal(why)}" for who, why in d["errors"].items())
+    parts = [f"transformers.js {f['transformers.js probabilities max_abs_diff']:.1e}, top-1 "
+             f"{100 * f['transformers.js top1 agreement']:.1f}% of {d['texts'] - f['ids differ']} "
+             f"(the texts its tokenizer gives albert-edge's ids, of {d['texts']})"]
+    if "onnxruntime-web logits max_abs_diff" in f:
+        parts.append(f"onnxruntime-web logits {f['onnxruntime-web logits max_abs_diff']:.1e}")
+    return "; ".join(parts), ""
+
+
+def webgpu_parity() -> str:
+    """Each dtype of the transformers.js folder on WebGPU: agreement, placement, refusals."""
+    name = "webgpu_parity.json"
+    result = _load(name)
+    rows = ["| dtype | agreement (largest difference; top-1) | onnxruntime-web placement (nodes) | refused |",
+            "|---|---|---|---|"]
+    for d in result["dtypes"]:
+        agreement, refused = _webgpu_cells(d)
+        placed = ", ".join(f"{p.replace('ExecutionProvider', '')} {v['nodes']}" for p, v in d["placement"].items())
+        rows.append(f"| {d['dtype']} | {agreement} | {placed} | {refused} |")
+    first = result["dtypes"][0]
+    adapter = first["adapter"]
+    cpu = sorted({op for d in result["dtypes"] for op in d["placement"].get("CPUExecutionProvider", {}).get("ops", [])})
+    return "\n".join([
+        f"{result['browser']}, onnxruntime-web {first['onnxruntime_web']}, adapter {adapter['vendor']} "
+        f"{adapter['architecture']}{' (a fallback, software adapter: its timings mean nothing)' if adapter['fallback'] else ''}"
+        f", shader-f16 {'yes' if first['shader_f16'] else 'no'}. Probabilities against PyTorch (q8: against "
+        "albert-edge's Session on the same file); onnxruntime-web's nodes on its CPU provider: "
+        f"{', '.join(cpu) or 'none'}.",
+        "", *rows, "", _source(name, result)])
+
+
 # --- benchmarks/peers.py: albert-edge's files against the files the standard tools make -----------
 
 # The contestants' names as the pages show them.
@@ -474,7 +516,7 @@ TABLES: dict[str, Callable[[], str]] = {"gpu_static": gpu_static, "onnx_partitio
                                         "peers_ratios": peers_ratios, "pipeline_run": pipeline_run,
                                         "pipeline_files": pipeline_files, "pipeline_compute": pipeline_compute,
                                         "pipeline_latency": pipeline_latency, "pipeline_accuracy": pipeline_accuracy,
-                                        "adaptive": adaptive}
+                                        "adaptive": adaptive, "webgpu_parity": webgpu_parity}
 
 
 def table(name: str) -> Callable[[], str] | None:

@@ -17,6 +17,9 @@ and checks itself.
         onnx/model.onnx                 fp32, each shared weight stored once (the onnx target's exporter)
         onnx/model_quantized.onnx       int8-dynamic (albert_edge.quantize), what transformers.js takes
                                         for dtype "q8", its default on WebAssembly
+        onnx/model_fp16.onnx            fp16 (albert_edge.quantize's fp16 scheme: the same graph, each
+                                        weight once in float16, outputs cast back to float32), what
+                                        transformers.js takes for dtype "fp16", its pairing for WebGPU
 
 and an app loads it with ``env.localModelPath = OUT; env.allowRemoteModels = false;
 pipeline(task, "transformers-js")`` (or ``local_files_only: true``).
@@ -25,14 +28,14 @@ What transformers.js feeds and reads: int64 ``input_ids``, ``attention_mask`` an
 ``token_type_ids`` (it makes zeros of the last when the tokenizer gives none; AlbertTokenizer
 gives them); it reads the output its model class names: ``last_hidden_state`` (feature
 extraction), ``logits`` (text classification, fill mask: our masked-LM head's
-``prediction_logits`` is renamed in both files), ``start_logits`` / ``end_logits`` (question
+``prediction_logits`` is renamed in every file), ``start_logits`` / ``end_logits`` (question
 answering). The model files are found by name, ``onnx/model{suffix}.onnx``, the suffix by dtype
-("" for fp32, "_quantized" for q8).
+("" for fp32, "_quantized" for q8, "_fp16" for fp16).
 
 A folder is not one file, and the registry, the manifest and the device side deal in files: so
 the target's file is ``model.transformers-js.onnx`` beside the folder, the folder's fp32 model
 linked (its bytes are on disk once), verified and listed in the manifest like any .onnx; the rest
-of the folder is checked by :func:`verify` before the conversion is put in place: both ONNX files
+of the folder is checked by :func:`verify` before the conversion is put in place: its three ONNX files
 in onnxruntime against PyTorch, the tokenizer.json in Hugging Face's ``tokenizers`` against
 albert_edge.tokenizer on a sample of hard strings, config.json against the model.
 
@@ -69,7 +72,7 @@ from .tokenizer_json import TOKENIZER_FILES, load_tokenizer, tokenizer_json, wri
 from .verify import TOLERANCES, failure, weights_problems
 
 __all__ = ["export", "verify_folder", "check", "folder_of", "file_model", "FOLDER", "ARCHITECTURES", "MODEL_FILES",
-           "QUANTIZED_SCHEME"]
+           "SCHEMES", "QUANTIZED_SCHEME"]
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +81,10 @@ FOLDER = "transformers-js"
 ARCHITECTURES = {"base": "AlbertModel", "mlm": "AlbertForMaskedLM", "classification": "AlbertForSequenceClassification",
                  "qa": "AlbertForQuestionAnswering"}
 # dtype -> the file transformers.js loads for it.
-MODEL_FILES = {"fp32": "onnx/model.onnx", "q8": "onnx/model_quantized.onnx"}
-QUANTIZED_SCHEME = Scheme.INT8_DYNAMIC
+MODEL_FILES = {"fp32": "onnx/model.onnx", "q8": "onnx/model_quantized.onnx", "fp16": "onnx/model_fp16.onnx"}
+# dtype -> the quantize scheme its file is made with (fp32 is the onnx target's file itself).
+SCHEMES = {"q8": Scheme.INT8_DYNAMIC, "fp16": Scheme.FP16}
+QUANTIZED_SCHEME = SCHEMES["q8"]
 # Our output name -> the one transformers.js's output class reads.
 RENAMED = {"prediction_logits": "logits"}
 # Strings the tokenizer.json is checked on at conversion (the tests check 2,400).
@@ -115,9 +120,8 @@ def export(model, out_path: str | os.PathLike, *, seq_len: int = 128, tokenizer=
     (folder / "config.json").write_text(json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     write_tokenizer_files(tok, folder, config.max_position_embeddings)
     with tempfile.TemporaryDirectory(prefix=".transformers-js-", dir=out_path.parent) as scratch:
-        fp32, int8 = _model_files(model, Path(scratch), seq_len, tok, opset)
-        _with_output_names(fp32, folder / MODEL_FILES["fp32"])
-        _with_output_names(int8, folder / MODEL_FILES["q8"])
+        for dtype, made in _model_files(model, Path(scratch), seq_len, tok, opset).items():
+            _with_output_names(made, folder / MODEL_FILES[dtype])
     out_path.unlink(missing_ok=True)
     link_or_copy(folder / MODEL_FILES["fp32"], out_path)
     return out_path
@@ -145,9 +149,9 @@ def file_model(model):
 
 def verify_folder(model, folder: str | os.PathLike, seq_len: int, tokenizer,
                   file: Path | None = None) -> dict[str, Any]:
-    """Check a transformers.js folder against ``model``: config.json; both ONNX files in
+    """Check a transformers.js folder against ``model``: config.json; each ONNX file in
     onnxruntime, fed as transformers.js feeds them, against PyTorch (fp32 within the verify
-    tolerances, int8 by the cosine of each output); each weight stored once in each; tokenizer.json in ``tokenizers``
+    tolerances, int8 and fp16 by the cosine of each output); each weight stored once in each; tokenizer.json in ``tokenizers``
     against our tokenizer. ``file``: the target's file, which must be the fp32 model's bytes.
     Returns the figures; ConversionError naming the first problem."""
     from albert_edge.formats.manifest import sha256_of
@@ -232,20 +236,22 @@ def _hf_config(model, head: str) -> dict[str, Any]:
     return config.to_hf_dict([ARCHITECTURES[head]])
 
 
-def _model_files(model, scratch: Path, seq_len: int, tok, opset: int | None) -> tuple[Path, Path]:
-    """The fp32 .onnx (the onnx target's exporter, verified) and its int8-dynamic twin (the
-    quantizer's checks: each weight once, no float weight left, measured against the fp32 file on
-    held-out text), in ``scratch``."""
+def _model_files(model, scratch: Path, seq_len: int, tok, opset: int | None) -> dict[str, Path]:
+    """The fp32 .onnx (the onnx target's exporter, verified) and its int8-dynamic and fp16 twins
+    (the quantizer's checks: each weight once, no unintended float32 weight, measured against the
+    fp32 file on held-out text), in ``scratch``, by dtype."""
     from albert_edge.quantize import QuantizeConfig, quantize
 
     from .twin import verified_onnx
 
-    fp32 = verified_onnx(model, scratch, seq_len, tok, opset)
-    result = quantize(fp32, QuantizeConfig(scheme=QUANTIZED_SCHEME, tokenizer=tok.path, seq_len=seq_len),
-                      scratch / f"model.{QUANTIZED_SCHEME}.onnx")
-    if not result.kept:  # a max_drop is never set here; a guard
-        raise ConversionError(f"the {QUANTIZED_SCHEME} file was not kept")
-    return fp32, result.out_path
+    files = {"fp32": verified_onnx(model, scratch, seq_len, tok, opset)}
+    for dtype, scheme in SCHEMES.items():
+        result = quantize(files["fp32"], QuantizeConfig(scheme=scheme, tokenizer=tok.path, seq_len=seq_len),
+                          scratch / f"model.{scheme}.onnx")
+        if not result.kept:  # a max_drop is never set here; a guard
+            raise ConversionError(f"the {scheme} file was not kept")
+        files[dtype] = result.out_path
+    return files
 
 
 def _with_output_names(src: Path, dst: Path) -> None:

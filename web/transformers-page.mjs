@@ -37,7 +37,7 @@ export async function answer(job) {
   // A path on this server, not a URL: transformers.js looks for optional files (tokenizer_config.json)
   // under localModelPath only when it is not a URL, and finds no tokenizer otherwise.
   env.localModelPath = `${parts.join('/')}/`;
-  const pipe = await pipeline(job.task, name, { dtype: job.dtype, local_files_only: true, device: 'wasm' });
+  const pipe = await pipeline(job.task, name, { dtype: job.dtype, local_files_only: true, device: job.device ?? 'wasm' });
   const ids = job.texts.map((text) => Array.from(pipe.tokenizer(text).input_ids.data, Number));
   const out = { ids };
   if (job.task === 'text-classification') {

@@ -86,7 +86,9 @@ _SECTIONS = [
             click.option("--runtime", default=_listed(_MEASURED.runtimes), show_default=True, metavar="NAME,...",
                          help="Which runtimes time each file: 'native' (albert-edge's Session), 'node' (an .onnx "
                               "/ .ort through onnxruntime-node), 'chromium' (onnxruntime-web's WebAssembly in "
-                              "headless Chromium, the page served from 127.0.0.1), or 'web' for all three. Each "
+                              "headless Chromium, the page served from 127.0.0.1), 'chromium-webgpu' (onnxruntime-web's "
+                              "WebGPU provider there: the record names the adapter, says whether it is a software "
+                              "one, and where the nodes ran), or 'web' for native, node and chromium. Each "
                               "setting runs in a fresh Node or Chromium, timed in JavaScript by the same rule and "
                               "statistics; the record says the threads it got and whether SIMD ran. Chromium's "
                               "memory is not measured (the record says so). Needs node, chromium and --web-dir."),

@@ -139,9 +139,12 @@ def print_measured(records: list[dict], comparisons: list, baseline: Path | None
 def web_lines(records: list[dict]) -> list[str]:
     """What each JavaScript runtime ran with (--runtime node / chromium), once per runtime and version."""
     lines = []
-    for (runtime, version), r in {(r["runtime"], r.get("runtime_version")): r for r in records if r.get("web")}.items():
+    for (runtime, version, _), r in {(r["runtime"], r.get("runtime_version"), r.get("provider")): r
+                                     for r in records if r.get("web")}.items():
         w = r["web"]
-        if w.get("runtime") == "node":
+        if w.get("adapter") is not None:
+            lines.append(_webgpu_line(runtime, version, w))
+        elif w.get("runtime") == "node":
             lines.append(f"{runtime} {version} in Node {w.get('node')}: calls timed in JavaScript "
                          f"({w.get('timer')}); MiB is the Node process's peak")
         else:
@@ -151,6 +154,16 @@ def web_lines(records: list[dict]) -> list[str]:
                          f"threads as it got them (cross-origin isolated: {w.get('cross_origin_isolated')}); calls "
                          f"timed in JavaScript ({w.get('timer')}); memory not measured (MiB '-')")
     return lines
+
+
+def _webgpu_line(runtime: str, version: str, w: dict) -> str:
+    """onnxruntime-web on WebGPU: the adapter (and whether it is software) and where the nodes ran."""
+    a = w["adapter"]
+    placed = ", ".join(f"{n} on {p.replace('ExecutionProvider', '')}" for p, n in (w.get("placement") or {}).items())
+    software = " (a fallback, software adapter: the timings mean nothing for a GPU)" if a.get("fallback") else ""
+    return (f"{runtime} {version} in headless Chromium on WebGPU: adapter {a.get('vendor')} {a.get('architecture')}"
+            f"{software}; nodes: {placed or 'placement not logged'}; calls timed in JavaScript ({w.get('timer')}); "
+            "memory not measured (MiB '-')")
 
 
 def placement_lines(records: list[dict]) -> list[str]:

@@ -47,7 +47,7 @@ STEPS = ("checkpoint", "convert", "quantize", "profile", "report")
 _FAST_AND_SMALL = (Scheme.INT8_DYNAMIC, Scheme.FP16)
 DEFAULT_SCHEMES = {"onnx": _FAST_AND_SMALL, "ort": (), "tflite": _FAST_AND_SMALL, "executorch": (),
                    "mediapipe": _FAST_AND_SMALL, "onnx-text": (),
-                   "transformers-js": ()}  # its folder holds its int8 file (onnx/model_quantized.onnx) already
+                   "transformers-js": ()}  # its folder holds its int8 and fp16 files already
 # A target whose files are quantized with another format's schemes (a MediaPipe file is a .tflite).
 QUANTIZED_AS = {"mediapipe": "tflite"}
 # Formats whose int8 file the conversion makes (the PyTorch model, or for .ort the int8 .onnx it

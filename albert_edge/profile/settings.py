@@ -19,8 +19,9 @@ MLPERF = {"runs": 1024, "min_seconds": 60.0}
 # The runtimes that time a file (profile --runtime): albert-edge's Session, and the JavaScript ones of
 # profile.web; "web" asks for all three.
 NATIVE = "native"
-WEB_RUNTIMES = ("node", "chromium")
-RUNTIME_CHOICES = {NATIVE: (NATIVE,), "node": ("node",), "chromium": ("chromium",), "web": (NATIVE, *WEB_RUNTIMES)}
+WEB_RUNTIMES = ("node", "chromium", "chromium-webgpu")
+RUNTIME_CHOICES = {NATIVE: (NATIVE,), "node": ("node",), "chromium": ("chromium",),
+                   "chromium-webgpu": ("chromium-webgpu",), "web": (NATIVE, "node", "chromium")}
 
 
 class ProfileError(AlbertEdgeError):
@@ -80,7 +81,8 @@ class ProfileSettings:
     as_app: bool = False  # every setting also as an app opens the file: the runtime's defaults
     accelerator: str = "cpu"  # "gpu": LiteRT's GPU accelerator (.tflite, static files) or CUDA (.onnx)
     gpu_precision: str = "fp32"  # with accelerator "gpu": the GPU's arithmetic, "fp32" or "fp16"
-    # "native" (Session), "node" (onnxruntime-node), "chromium" (onnxruntime-web's WebAssembly): see profile.web
+    # "native" (Session), "node" (onnxruntime-node), "chromium" (onnxruntime-web's WebAssembly),
+    # "chromium-webgpu" (onnxruntime-web's WebGPU provider): see profile.web
     runtimes: tuple[str, ...] = ("native",)
     # An adaptive file's (convert --adaptive) exit-rule setting instead of its own (Session.set_exit_setting).
     exit_setting: float | None = None

@@ -42,15 +42,21 @@ __all__ = ["NATIVE", "WEB_RUNTIMES", "RUNTIME_CHOICES", "ENV", "parse_runtimes",
            "chromium_binary", "measure_web"]
 
 ENV = "ALBERT_EDGE_WEB_DIR"
-PACKAGE = {"node": "onnxruntime-node", "chromium": "onnxruntime-web"}
-SCRIPT = {"node": "profile-node.mjs", "chromium": "profile-web.html"}
-PROVIDER = {"node": "CPUExecutionProvider", "chromium": "wasm"}
+PACKAGE = {"node": "onnxruntime-node", "chromium": "onnxruntime-web", "chromium-webgpu": "onnxruntime-web"}
+SCRIPT = {"node": "profile-node.mjs", "chromium": "profile-web.html", "chromium-webgpu": "profile-web.html"}
+PROVIDER = {"node": "CPUExecutionProvider", "chromium": "wasm", "chromium-webgpu": "webgpu"}
+# What headless Chromium needs to give a page a WebGPU adapter without a display: Dawn on Vulkan (on
+# a machine without a GPU, Chromium's SwiftShader, a software adapter).
+WEBGPU_FLAGS = ("--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=native", "--use-angle=vulkan",
+                "--disable-vulkan-surface")
+SOFTWARE_ADAPTER_NOTE = ("the WebGPU adapter ({adapter}) is a fallback (software) adapter, the CPU drawing as a GPU: "
+                         "these timings say nothing of any GPU's speed")
 # Warm-up seconds at least, beside --warmup calls: V8 runs WebAssembly on baseline code first and
 # swaps in optimized code for hot functions as calls go on, compiled on background threads that the
 # runtime's own threads starve on a small machine (on two busy cores, calls on two threads stayed
 # slow for over a second past a one-second warm-up); Node's onnxruntime is native code, warm after a
 # few calls.
-WARMUP_SECONDS = {"node": 0.0, "chromium": 2.0}
+WARMUP_SECONDS = {"node": 0.0, "chromium": 2.0, "chromium-webgpu": 2.0}
 # (Compiling it all optimized up front, V8's --no-wasm-dynamic-tiering, is no cure: the compile of the
 # whole runtime then goes on in the background during the timed calls, which ran slower still.)
 # Where the swap comes late all the same, the block medians differ and the verdict says so.
@@ -86,9 +92,10 @@ def check_web(runtimes: Sequence[str], given: str | os.PathLike | None) -> Path:
     if "node" in runtimes and shutil.which("node") is None:
         raise ProfileError("--runtime node runs onnxruntime-node, and node is not installed (Node.js 20 or later; "
                            "Debian: apt-get install nodejs)")
-    if "chromium" in runtimes and chromium_binary() is None:
-        raise ProfileError("--runtime chromium runs onnxruntime-web in headless Chromium, and no chromium is on PATH "
-                           "(Debian: apt-get install chromium)")
+    for runtime in (r for r in runtimes if r.startswith("chromium")):
+        if chromium_binary() is None:
+            raise ProfileError(f"--runtime {runtime} runs onnxruntime-web in headless Chromium, and no chromium is on "
+                               "PATH (Debian: apt-get install chromium)")
     if folder is None:
         raise ProfileError(f"{asked}: no web folder (an installed albert-edge has none): pass --web-dir DIR or set "
                            f"{ENV}, DIR being albert-edge's web/ (package.json, package-lock.json) after `npm ci` "
@@ -148,7 +155,8 @@ def measure_web(job: ProfileJob, judged: Callable, check_length: Callable) -> Pr
         format=of_file(path).name, scheme=limits.scheme, runtime=PACKAGE[engine],
         runtime_version=got.get("version") or _package_version(folder, PACKAGE[engine]), provider=PROVIDER[engine],
         load_ms=got["load_ms"], first_call_ms=got["first_call_ms"], latency=lat, memory=memory,
-        warnings=warnings, model=limits.to_dict(), input_kind="token ids", accelerator="cpu", web=web,
+        warnings=warnings, model=limits.to_dict(), input_kind="token ids",
+        accelerator="gpu" if PROVIDER[engine] == "webgpu" else "cpu", web=web,
         ops=({"available": False, "source": None, "note": f"{PACKAGE[engine]} gives no per-operator times here: "
               "the breakdown is that of the native runtime's rows"} if job.settings.ops else None))
 
@@ -162,7 +170,7 @@ def _request(job: ProfileJob, limits) -> dict[str, Any]:
     return {"name": job.path.name, "feeds": {k: {"dims": list(a.shape), "data": a.ravel().tolist()}
                                             for k, a in feeds.items()},
             "warmup_seconds": WARMUP_SECONDS[job.engine] if given.warmup else 0.0,
-            "threads": job.threads, "warmup": given.warmup, "runs": given.runs, "min_seconds": given.min_seconds,
+            "threads": job.threads, "device": PROVIDER[job.engine], "warmup": given.warmup, "runs": given.runs, "min_seconds": given.min_seconds,
             "max_seconds": given.max_seconds, "ci_target": given.ci_target}
 
 
@@ -191,6 +199,11 @@ def _ran_with(job: ProfileJob, got: dict[str, Any], request: dict[str, Any], thr
                load="InferenceSession.create(bytes), which starts onnxruntime-web's WebAssembly (a page's first "
                     "session); the file's fetch from 127.0.0.1 is fetch_ms", memory="not measured")
     warnings.append(CHROMIUM_MEMORY_NOTE)
+    if PROVIDER[engine] == "webgpu":
+        web.update(adapter=got.get("adapter"), placement=got.get("placement"))
+        adapter = got.get("adapter") or {}
+        if adapter.get("fallback"):
+            warnings.append(SOFTWARE_ADAPTER_NOTE.format(adapter=f"{adapter.get('vendor')} {adapter.get('architecture')}"))
     if threads != job.threads:
         warnings.append(f"onnxruntime-web ran {threads} thread(s), not the {job.threads} asked for "
                         f"(cross-origin isolated: {got.get('cross_origin_isolated')})")
@@ -339,10 +352,11 @@ def _run_chromium(folder: Path, request: dict, model: Path, work: Path, marks: d
     handler = type("Handler", (_Handler,), {"request_bytes": json.dumps(request).encode(), "model": model,
                                             "seen": seen, "result": result, "done": done})
     with _serve(folder, handler) as base:
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-extensions", "--no-first-run",
+        gpu = WEBGPU_FLAGS if PROVIDER[job.engine] == "webgpu" else ("--disable-gpu",)
+        flags = ["--headless", "--no-sandbox", *gpu, "--disable-extensions", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--mute-audio", f"--user-data-dir={work / 'chromium-profile'}"]
-        browser = subprocess.Popen([chromium_binary(), *flags, f"{base}/{SCRIPT['chromium']}"],
+        browser = subprocess.Popen([chromium_binary(), *flags, f"{base}/{SCRIPT[job.engine]}"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         seen.pid = browser.pid
         try:

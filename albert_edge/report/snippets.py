@@ -20,7 +20,7 @@ from typing import Any
 from .app_lines import AppFiles, app_files_of, classified, with_app_files
 from .code_templates import template, templates
 
-__all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "TOKEN_IDS_NOTE", "Framework", "FileFacts", "AppFiles",
+__all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "TOKEN_IDS_NOTE", "WEBGPU_REFUSES", "Framework", "FileFacts", "AppFiles",
            "facts_of", "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
 
 PLATFORMS = ("kotlin", "swift", "js")  # Android, iOS, Web
@@ -66,6 +66,15 @@ _UNROLLED_NOTE = ("with default options the Interpreter packs the shared layer o
 _PASSES_NOTE = ("; it stops early (convert --adaptive): its second head, classifications[1], has one category "
                 "whose score is the passes it ran")
 
+# Operators onnxruntime-web's WebGPU provider places on the GPU and then fails to run (the int8 .onnx's
+# attention with its padding mask as key_padding_mask): a file with one runs on WebAssembly only.
+WEBGPU_REFUSES = ("MultiHeadAttention",)
+# onnxruntime-web's execution providers in the printed code: WebGPU first where the file runs there
+# (onnxruntime-web goes on to WebAssembly where the browser has no WebGPU adapter), else WebAssembly.
+_JS_DEVICES = {True: ('"webgpu", "wasm"', "on the GPU where the browser has WebGPU, else WebAssembly"),
+               False: ('"wasm"', "WebAssembly: onnxruntime-web's WebGPU provider does not run this file's "
+                                 + ", ".join(WEBGPU_REFUSES))}
+
 # The option albert-edge's own onnxruntime session sets and an app's API exposes (runtime.onnx_engine).
 _MEM_PATTERN = "one arena for every length, not a block planned per input shape: a lower peak"
 
@@ -83,6 +92,7 @@ class FileFacts:
     task: str | None  # MediaPipe task ("TextClassifier" / "TextEmbedder") of a file with TFLite metadata
     labels: tuple[str, ...] = ()  # a MediaPipe classifier's labels, from its metadata
     loop: bool = False  # a .tflite whose layers are a WHILE body (convert --layers loop)
+    webgpu: bool = True  # onnxruntime-web's WebGPU provider runs it (no operator of WEBGPU_REFUSES)
     app: AppFiles = AppFiles()  # the tokenizer and labels files beside it
 
     @property
@@ -126,6 +136,7 @@ def facts_of(row: dict[str, Any]) -> FileFacts:
                      seq_len=seq if fixed and not bounded else None, max_len=seq if bounded else None,
                      task=task.get("task") if task.get("task") in ("TextClassifier", "TextEmbedder") else None,
                      labels=tuple(task.get("labels") or ()), loop="WHILE" in (inspected.get("ops") or {}),
+                     webgpu=not set(WEBGPU_REFUSES) & set(inspected.get("ops") or {}),
                      app=row["app"] if isinstance(row.get("app"), AppFiles) else app_files_of(row))
 
 
@@ -182,6 +193,7 @@ def _fields(f: FileFacts) -> dict[str, str]:
         "labels": f"; labels: {', '.join(f.labels)}" if f.labels else "",
         "passes": _PASSES_NOTE if f.task == "TextClassifier" and "passes" in dict(f.outputs) else "",
         "js_text": JS_TEXT, "packing": _LOOP_NOTE if f.loop else _UNROLLED_NOTE, "mem_pattern": _MEM_PATTERN,
+        "js_devices": _JS_DEVICES[f.webgpu][0], "js_device_note": _JS_DEVICES[f.webgpu][1],
         **_TASKS.get(f.task or "", {}),
     }
 

@@ -61,8 +61,8 @@ def test_the_folder_is_laid_out_as_optimum_exports_it(converted):
     head, model, out, result = converted
     folder = out / FOLDER
     assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == [
-        "config.json", "onnx/model.onnx", "onnx/model_quantized.onnx", "special_tokens_map.json", "tokenizer.json",
-        "tokenizer_config.json"]
+        "config.json", "onnx/model.onnx", "onnx/model_fp16.onnx", "onnx/model_quantized.onnx",
+        "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "albert" and config["architectures"] == [HEADS[head][0]]
     if head == "classification":
@@ -131,6 +131,24 @@ def test_the_quantized_file_is_int8(converted):
     proto = onnx.load(str(out / FOLDER / MODEL_FILES["q8"]))
     int8 = sum(t.data_type == onnx.TensorProto.INT8 for t in proto.graph.initializer)
     assert int8 >= CONFIG.num_hidden_groups * 4  # Q, K, V, output, FFN of each shared group, at the least
+
+
+def test_the_fp16_file_is_the_fp32_graph_in_float16(converted):
+    """onnx/model_fp16.onnx (transformers.js' dtype "fp16"): every float weight float16, each of
+    the fp32 file's weights there once, the same operators as the fp32 file's but for the casts
+    that take the inputs in and the outputs out, and float32 outputs (what transformers.js reads)."""
+    _, _, out, _ = converted
+    fp32, fp16 = (onnx.load(str(out / FOLDER / MODEL_FILES[d])) for d in ("fp32", "fp16"))
+    floats = [t for t in fp16.graph.initializer if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)]
+    assert floats and all(t.data_type == onnx.TensorProto.FLOAT16 for t in floats)
+    big = sorted(tuple(t.dims) for t in fp32.graph.initializer if np.prod(t.dims) > 16)
+    assert sorted(tuple(t.dims) for t in fp16.graph.initializer if np.prod(t.dims) > 16) == big
+
+    def ops(proto):
+        return sorted(n.op_type for n in proto.graph.node if n.op_type != "Cast")
+
+    assert ops(fp16) == ops(fp32)
+    assert [o.type.tensor_type.elem_type for o in fp16.graph.output] == [onnx.TensorProto.FLOAT] * len(fp16.graph.output)
 
 
 def test_a_folder_that_differs_fails_its_check(converted, spiece_model, tmp_path):

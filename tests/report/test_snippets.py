@@ -79,9 +79,20 @@ def test_snippets_feed_the_files_own_input_names_and_dtypes(report, conversion):
 
 def test_files_with_the_same_facts_share_one_block(report):
     onnx = next(g for g in report.data["snippets"] if g["key"] == "onnxruntime")
-    for platform in PLATFORMS:
+    for platform in ("kotlin", "swift"):
         (only,) = blocks(onnx, platform)  # fp32 and int8 .onnx: the same lines but the name
         assert sorted(only[1]) == ["model.int8-dynamic.onnx", "model.onnx"]
+
+
+def test_the_javascript_names_the_device_each_onnx_file_runs_on(report):
+    """onnxruntime-web: the fp32 .onnx on WebGPU first (WebAssembly where the browser has none), the
+    int8 one on WebAssembly only, as its MultiHeadAttention fails on onnxruntime-web's WebGPU
+    provider (tests/web/test_webgpu.py)."""
+    onnx = next(g for g in report.data["snippets"] if g["key"] == "onnxruntime")
+    code = {f["name"]: f["code"]["js"] for f in onnx["files"]}
+    assert 'executionProviders: ["webgpu", "wasm"]' in code["model.onnx"]
+    assert 'executionProviders: ["wasm"]' in code["model.int8-dynamic.onnx"]
+    assert "MultiHeadAttention" in code["model.int8-dynamic.onnx"]
 
 
 def test_onnx_blocks_set_the_memory_option_albert_edge_sets_where_the_api_has_it(report):
@@ -91,7 +102,7 @@ def test_onnx_blocks_set_the_memory_option_albert_edge_sets_where_the_api_has_it
     code = onnx["files"][0]["code"]
     assert "options.setMemoryPatternOptimization(false)" in code["kotlin"]
     assert "env.createSession(modelBytes, options)" in code["kotlin"]
-    assert "{ enableMemPattern: false }" in code["js"] and "no switch for the memory pattern" in code["swift"]
+    assert "enableMemPattern: false," in code["js"] and "no switch for the memory pattern" in code["swift"]
 
 
 def test_markdown_html_and_json_carry_the_section(report):

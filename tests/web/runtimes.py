@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from albert_edge.profile.web import WEBGPU_FLAGS
+
 WEB = Path(__file__).resolve().parents[2] / "web"
 NODE_MODULES = WEB / "node_modules"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -33,8 +35,7 @@ PAGE_SECONDS = 180
 # Chromium's GPU APIs where a machine has no GPU: WebGPU on Vulkan (Mesa's lavapipe), WebGL2 through
 # ANGLE on SwiftShader. Chromium 14x here gives a page one or the other, not both, under one set of flags.
 GPU_FLAGS = {
-    "webgpu": ("--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=native", "--use-angle=vulkan",
-               "--disable-vulkan-surface"),
+    "webgpu": WEBGPU_FLAGS,
     "webgl2": ("--use-angle=swiftshader", "--enable-unsafe-swiftshader"),
 }
 

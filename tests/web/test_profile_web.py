@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from albert_edge.cli import main
+from albert_edge.cli._profile_print import web_lines
 
 from .conftest import SEQ
 from .runtimes import NODE_MODULES, WEB, node_missing, package_missing
@@ -147,6 +148,29 @@ def test_ort_file_through_node_and_chromium(small_files):
     records = json.loads(result.stdout)
     assert [(r["runtime"], r["format"]) for r in records] == [("onnxruntime-node", "ort"), ("onnxruntime-web", "ort")]
     assert all(r["latency"]["p50"] > 0 and r["latency"]["count"] >= 20 for r in records)
+
+
+@needs_web
+def test_chromium_webgpu_names_webgpu_the_adapter_and_the_placement(small_files, record_property):
+    """--runtime chromium-webgpu: onnxruntime-web's WebGPU provider in Chromium with a WebGPU adapter;
+    the record says WebGPU, the adapter, where onnxruntime-web placed the nodes, and on a software
+    adapter that its timings mean nothing for a GPU."""
+    result = CliRunner().invoke(main, ["profile", str(small_files["onnx"]), "--runtime", "chromium-webgpu",
+                                       "--threads", "1", *SHORT, "--json"])
+    if "no WebGPU adapter" in result.output:
+        pytest.skip("Chromium gives no WebGPU adapter here")
+    assert result.exit_code == 0, result.output
+    (r,) = json.loads(result.stdout)
+    assert (r["runtime"], r["provider"], r["accelerator"]) == ("onnxruntime-web", "webgpu", "gpu"), r
+    w = r["web"]
+    assert w["adapter"]["vendor"] or w["adapter"]["architecture"], w
+    assert w["placement"]["WebGpuExecutionProvider"] > 0, w
+    assert r["latency"]["p50"] > 0 and r["latency"]["count"] >= 1
+    software = [x for x in r["warnings"] if "fallback (software) adapter" in x]
+    assert bool(software) == w["adapter"]["fallback"], r["warnings"]
+    lines = web_lines([r])
+    assert len(lines) == 1 and "on WebGPU: adapter" in lines[0] and "on WebGpu" in lines[0], lines
+    record_property("figures", {"adapter": w["adapter"], "placement": w["placement"], "p50 ms": r["latency"]["p50"]})
 
 
 def _refused(args: list[str], env: dict | None = None) -> str:

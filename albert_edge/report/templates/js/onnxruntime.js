@@ -4,7 +4,10 @@ import * as ort from "onnxruntime-web";
 //   "/node_modules/onnxruntime-web/dist/ort.bundle.min.mjs"}}}}</script>
 // (it fetches its .wasm from beside that file: serve the package's dist/ folder whole)
 
-const session = await ort.InferenceSession.create("{file}", {{ enableMemPattern: false }});  // {mem_pattern}
+const session = await ort.InferenceSession.create("{file}", {{
+  executionProviders: [{js_devices}],  // {js_device_note}
+  enableMemPattern: false,  // {mem_pattern}
+}});
 const tokens = /* token ids, from the tokenizer */;
 {js_length}
 const outputs = await session.run({{
