@@ -66,6 +66,7 @@ from torch import Tensor, nn
 from albert_edge.errors import ConversionError
 from albert_edge.quantize.schemes import Scheme
 from albert_edge.files import link_or_copy
+from albert_edge.report.transformers_js import MODEL_FILES  # dtype -> the file transformers.js loads for it
 
 from .spiece_rules import checked_spiece
 from .tokenizer_json import TOKENIZER_FILES, load_tokenizer, tokenizer_json, write_tokenizer_files
@@ -80,8 +81,6 @@ FOLDER = "transformers-js"
 # --head -> the class transformers.js maps config.json's architectures to (its models/registry.js).
 ARCHITECTURES = {"base": "AlbertModel", "mlm": "AlbertForMaskedLM", "classification": "AlbertForSequenceClassification",
                  "qa": "AlbertForQuestionAnswering"}
-# dtype -> the file transformers.js loads for it.
-MODEL_FILES = {"fp32": "onnx/model.onnx", "q8": "onnx/model_quantized.onnx", "fp16": "onnx/model_fp16.onnx"}
 # dtype -> the quantize scheme its file is made with (fp32 is the onnx target's file itself).
 SCHEMES = {"q8": Scheme.INT8_DYNAMIC, "fp16": Scheme.FP16}
 QUANTIZED_SCHEME = SCHEMES["q8"]

@@ -14,11 +14,13 @@ the manifest beside the file (the app files checked against it, the labels by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .app_lines import AppFiles, app_files_of, classified, with_app_files
 from .code_templates import template, templates
+from .transformers_js import PACKAGE as TRANSFORMERS_JS_PACKAGE
+from .transformers_js import Folder, folder_fields, folder_of
 
 __all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "TOKEN_IDS_NOTE", "WEBGPU_REFUSES", "Framework", "FileFacts", "AppFiles",
            "facts_of", "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
@@ -94,6 +96,7 @@ class FileFacts:
     loop: bool = False  # a .tflite whose layers are a WHILE body (convert --layers loop)
     webgpu: bool = True  # onnxruntime-web's WebGPU provider runs it (no operator of WEBGPU_REFUSES)
     app: AppFiles = AppFiles()  # the tokenizer and labels files beside it
+    folder: Folder | None = None  # the transformers.js folder the manifest lists with it
 
     @property
     def classified(self) -> bool:
@@ -137,7 +140,8 @@ def facts_of(row: dict[str, Any]) -> FileFacts:
                      task=task.get("task") if task.get("task") in ("TextClassifier", "TextEmbedder") else None,
                      labels=tuple(task.get("labels") or ()), loop="WHILE" in (inspected.get("ops") or {}),
                      webgpu=not set(WEBGPU_REFUSES) & set(inspected.get("ops") or {}),
-                     app=row["app"] if isinstance(row.get("app"), AppFiles) else app_files_of(row))
+                     app=row["app"] if isinstance(row.get("app"), AppFiles) else app_files_of(row),
+                     folder=folder_of(row))
 
 
 # -- code pieces per platform: small builders the templates call --------------------------------
@@ -195,6 +199,7 @@ def _fields(f: FileFacts) -> dict[str, str]:
         "js_text": JS_TEXT, "packing": _LOOP_NOTE if f.loop else _UNROLLED_NOTE, "mem_pattern": _MEM_PATTERN,
         "js_devices": _JS_DEVICES[f.webgpu][0], "js_device_note": _JS_DEVICES[f.webgpu][1],
         **_TASKS.get(f.task or "", {}),
+        **(folder_fields(f.folder, f.webgpu, JS_TEXT) if f.folder else {}),
     }
 
 
@@ -333,7 +338,21 @@ _EXECUTORCH = Framework(
     missing="ExecuTorch has no web runtime: a web app runs the .onnx/.ort (onnxruntime-web) or .tflite file instead",
 )
 
-FRAMEWORKS = {f.key: f for f in (_LITERT, _MEDIAPIPE, _ONNXRUNTIME, _ONNXRUNTIME_TEXT, _EXECUTORCH)}
+# A file's transformers.js folder (convert --to transformers-js), beside the file's own framework:
+# the app gives transformers.js the folder, which holds its tokenizer and labels.
+_TRANSFORMERS_JS = Framework(
+    key="transformers-js", name="transformers.js",
+    packages={"kotlin": "", "swift": "", "js": TRANSFORMERS_JS_PACKAGE},
+    code=templates("transformers-js", "js"),
+    note="the app gives transformers.js the folder {folder}/, whole: its tokenizer (tokenizer.json) and "
+         "config.json (the model class, the labels) are in it; its pipeline {task}; its files by dtype: {dtypes}",
+    missing="transformers.js is a JavaScript library: an Android or iOS app runs the folder's .onnx files "
+            "with ONNX Runtime",
+    tokenize=False,
+)
+
+FRAMEWORKS = {f.key: f for f in (_LITERT, _MEDIAPIPE, _ONNXRUNTIME, _ONNXRUNTIME_TEXT, _EXECUTORCH,
+                                 _TRANSFORMERS_JS)}
 # Which framework loads a file, by its format; a .tflite with a MediaPipe task goes to MediaPipe.
 _BY_FORMAT = {"tflite": "litert", "onnx": "onnxruntime", "ort": "onnxruntime", "executorch": "executorch"}
 
@@ -365,7 +384,12 @@ def snippets(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         name = framework.name.format(task=f.task or "")
         group = groups.setdefault(name, new_group(framework, name))
-        group["files"].append(file_snippet(framework, f, row.get("label", f.name)))
+        label = row.get("label", f.name)
+        group["files"].append(file_snippet(framework, f, label))
+        if f.folder is not None:  # the app gives transformers.js the folder: no app file of ours beside it
+            group = groups.setdefault(_TRANSFORMERS_JS.name, new_group(_TRANSFORMERS_JS, _TRANSFORMERS_JS.name))
+            folder_label = f"{label.rpartition('/')[0]}/{f.folder.name}/".lstrip("/")
+            group["files"].append(file_snippet(_TRANSFORMERS_JS, replace(f, app=AppFiles()), folder_label))
     return list(groups.values())
 
 

@@ -32,8 +32,9 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 NPM_CI = "run `npm ci` in web/ (.ci/web.sh does)"
 # A page's work in a browser on two shared cores: loading the WebAssembly, then the files.
 PAGE_SECONDS = 180
-# Chromium's GPU APIs where a machine has no GPU: WebGPU on Vulkan (Mesa's lavapipe), WebGL2 through
-# ANGLE on SwiftShader. Chromium 14x here gives a page one or the other, not both, under one set of flags.
+# Chromium's GPU APIs where a machine has no GPU: WebGPU on Vulkan (SwiftShader: Chromium does not
+# give a page Mesa's lavapipe), WebGL2 through ANGLE on SwiftShader. Chromium here gives a page one
+# or the other, not both, under one set of flags.
 GPU_FLAGS = {
     "webgpu": WEBGPU_FLAGS,
     "webgl2": ("--use-angle=swiftshader", "--enable-unsafe-swiftshader"),

@@ -6,8 +6,12 @@ gives. The one part an app writes itself, the token ids, is the snippet's placeh
 that is replaced, by albert-edge's ids of a real sentence. Its scores and label match albert-edge's
 own Session on the same file.
 
-The snippets fetch their files by URLs relative to the page (fetch("spiece.model")), which Node's
-fetch refuses: they are browser code, so no block runs in Node. The report prints no JavaScript for
+The onnxruntime-web snippets fetch their files by URLs relative to the page (fetch("spiece.model")),
+which Node's fetch refuses: they are browser code, so none runs in Node. The transformers.js block of
+a `convert --to transformers-js` folder does: it names its device as one marked choice ("webgpu",
+with the dtype WebGPU runs, tests/web/test_webgpu.py), which the test sets to Node's "cpu", and
+runs in Node from the conversion folder unchanged but for that and the text; its label and score
+match albert-edge's Session on the folder's fp32 file. The report prints no JavaScript for
 a .tflite (no browser runtime run here takes it as printed code would: TF.js's TFLite alpha and
 LiteRT.js were tried) and says why where the block would be. Kotlin and Swift cannot run here
 either; every block names the versions it was written against."""
@@ -23,7 +27,7 @@ import pytest
 from albert_edge.report.render import SNIPPETS_INTRO
 from albert_edge.report.snippets import PLATFORMS
 
-from .runtimes import chromium, chromium_missing, package_missing, run_page, serve
+from .runtimes import WEB, chromium, chromium_missing, node_missing, package_missing, run_page, serve
 from .snippet_page import import_map, module, page
 
 MISSING = chromium_missing() or package_missing("onnxruntime-web")
@@ -35,6 +39,10 @@ FP32 = 1e-4
 ONNX_FILES = ("model.onnx", "model.ort", "model.int8-dynamic.onnx")
 STATIC = "static/model.onnx"
 SHORT = "A short one."  # fewer tokens than the fixed length: the static file's snippet pads it
+NODE_MISSING = node_missing() or package_missing("@huggingface/transformers")
+# The transformers.js block's one marked choice of device, and its dtype.
+DEVICE = re.compile(r'^const device = "([a-z]+)";', re.M)
+DTYPE = re.compile(r'^const dtype = "([a-z0-9]+)";', re.M)
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +176,68 @@ def test_every_kotlin_and_swift_snippet_names_the_versions_it_was_written_agains
                 continue
             packages = framework.packages[platform].replace("{litert}", "2.3.0")
             assert version.search(packages), (framework.key, platform, packages)
+
+
+@pytest.fixture(scope="module")
+def transformers_js(tmp_path_factory, folder) -> tuple:
+    """The folder's checkpoint converted to transformers-js, and report.json of that conversion
+    (report.md's text under "md")."""
+    from albert_edge.converters.export import convert
+    from albert_edge.report import write_report
+
+    root = tmp_path_factory.mktemp("tjs-report")
+    convert(folder.parent / "ckpt", root / "edge", targets=("transformers-js",), seq_len=SEQ)
+    write_report([root / "edge"], root / "report", charts=False)
+    data = json.loads((root / "report" / "report.json").read_text(encoding="utf-8"))
+    data["md"] = (root / "report" / "report.md").read_text(encoding="utf-8")
+    return root / "edge", data
+
+
+def test_the_transformers_js_folder_gets_its_own_block_naming_webgpu_and_its_dtype(transformers_js):
+    _, report = transformers_js
+    groups = {g["key"]: g for g in report["snippets"]}
+    # the file itself in onnxruntime-web, the folder in transformers.js
+    assert [f["label"] for f in groups["onnxruntime"]["files"]] == ["model.transformers-js.onnx"]
+    (folder,) = groups["transformers-js"]["files"]
+    code = folder["code"]["js"]
+    assert folder["label"] == "transformers-js/" and f"```javascript\n{code}\n```" in report["md"]
+    assert DEVICE.findall(code) == ["webgpu"] and DTYPE.findall(code) == ["fp32"], code
+    assert 'pipeline("text-classification", "transformers-js", { device, dtype })' in code
+    # what else the folder holds, and where it runs: fp16 with shader-f16, the int8 file on WebAssembly
+    assert '"fp16" (onnx/model_fp16.onnx) needs an adapter with shader-f16' in code
+    assert '"q8" (onnx/model_quantized.onnx, the int8 file) runs on WebAssembly only: device "wasm", dtype "q8"' in code
+    # the folder holds the tokenizer and labels: no load of spiece.model or labels.json
+    assert "spiece.model" not in code and "labels.json" not in code
+    assert folder["code"]["kotlin"] is None and "ONNX Runtime" in groups["transformers-js"]["missing"]["kotlin"]
+
+
+@pytest.mark.skipif(bool(NODE_MISSING), reason=NODE_MISSING or "")
+def test_the_transformers_js_snippet_runs_in_node_as_printed_and_answers_as_the_session(transformers_js, tmp_path):
+    import subprocess
+
+    from albert_edge.runtime import Session
+    from albert_edge.tokenizer import AlbertTokenizer
+
+    out, report = transformers_js
+    (code,) = [f["code"]["js"] for g in report["snippets"] if g["key"] == "transformers-js" for f in g["files"]]
+    # the app's choices: Node's device, and the text; nothing else changes
+    app = DEVICE.sub('const device = "cpu";', code).replace("/* the text, a string */", json.dumps(TEXT))
+    changed = [a for a, b in zip(app.splitlines(), code.splitlines(), strict=True) if a != b]
+    assert len(changed) == 2 and changed[0].startswith('const device = "cpu";') and json.dumps(TEXT) in changed[1]
+    (tmp_path / "node_modules").symlink_to(WEB / "node_modules")
+    (tmp_path / "snippet.mjs").write_text(
+        app + "\nconst ids = Array.from(classify.tokenizer(" + json.dumps(TEXT) + ").input_ids.data, Number);"
+        "\nprocess.stdout.write(JSON.stringify({ best, ids }));\n", encoding="utf-8")
+    done = subprocess.run(["node", str(tmp_path / "snippet.mjs")], cwd=out, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    got = json.loads(done.stdout)
+    tokens = AlbertTokenizer.from_dir(out).encode(TEXT)
+    assert got["ids"] == tokens  # transformers.js' tokenizer of the folder gives albert-edge's ids
+    feeds = {"input_ids": np.array([tokens], np.int64), "attention_mask": np.ones((1, len(tokens)), np.int64),
+             "token_type_ids": np.zeros((1, len(tokens)), np.int64)}
+    logits = Session(out / "transformers-js" / "onnx" / "model.onnx", num_threads=1).run(feeds)["logits"][0]
+    probabilities = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    labels = json.loads((out / "labels.json").read_text(encoding="utf-8"))
+    assert got["best"]["label"] == labels[int(probabilities.argmax())], (got, probabilities)
+    assert abs(got["best"]["score"] - float(probabilities.max())) <= FP32, (got, probabilities)
