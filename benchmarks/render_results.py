@@ -439,7 +439,18 @@ def _adaptive_caption(result: dict) -> str:
             f"accuracy {full['tflite']['accuracy']['rate']:.1%}. {result['texts']['count']} held-out texts of "
             f"{tokens['min']}-{tokens['max']} tokens (mean {tokens['mean']}) at their own lengths, "
             f"{result['rounds']} rounds; default rule {result['default_rule']['kind']} "
-            f"{result['default_rule']['setting']:g}.")
+            f"{result['default_rule']['setting']:g}.{_untrained(fine['metrics'])}")
+
+
+def _untrained(metrics: dict) -> str:
+    """A warning where the classifier did not learn the task: its held-out accuracy is no better than
+    always answering the majority class."""
+    majority = metrics.get("majority_acc")
+    if majority is None or metrics["acc"] > majority + 0.02:
+        return ""
+    return (f" **This classifier did not learn the task** (held-out accuracy {metrics['acc']:.1%}, the majority "
+            f"class {majority:.1%}): its answers barely depend on the text, so its agreement figures say nothing of "
+            "a trained one; its times show what each pass costs at this shape.")
 
 
 def _training_time(step: dict) -> str:
