@@ -1,7 +1,8 @@
 """Test-only: a fine-tuned classifier given early exits without training them, each exit reading
 its pass with the final classifier (ALBERT's passes share one layer and one pooler, so the passes
-before the last answer much as the last does), and an exit rule under which texts stop at
-different passes."""
+before the last answer much as the last does), an exit rule under which texts stop at
+different passes, and a tiny classifier whose config records exits fine-tuning scored (a rule
+and its curve) without weights trained for them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 
 from albert_edge.exits import ExitRule, softmax
 
-__all__ = ["classifier_with_exits", "median_confidence_rule"]
+__all__ = ["classifier_with_exits", "median_confidence_rule", "checkpoint_with_curve"]
 
 
 def classifier_with_exits(checkpoint: Path):
@@ -37,3 +38,20 @@ def median_confidence_rule(model, tokenizer, texts: Sequence[str]) -> ExitRule:
     with torch.no_grad():
         first = [softmax(model.pass_logits(torch.tensor([tokenizer.encode(t)])).numpy()[:, 0]).max() for t in texts]
     return ExitRule("confidence", float(np.median(first)), 1)
+
+
+def checkpoint_with_curve(out: Path, spiece: Path, curve: list[dict], max_positions: int = 64) -> Path:
+    """A tiny 3-label classifier saved in ``out`` (with ``spiece``) whose config records exits trained
+    ``frozen`` with the rule confidence 0.6 and ``curve`` over 200 held-out texts."""
+    import json
+
+    from albert_edge.config import AlbertConfig
+    from albert_edge.model import build_model
+    from albert_edge.train.state import export_model
+
+    exits = {"training": "frozen", "rule": {"kind": "confidence", "setting": 0.6, "min_passes": 1},
+             "held_out": {"n": 200}, "curve": curve}
+    config = AlbertConfig.preset("tiny").replace(vocab_size=400, num_labels=3, label_names=("a", "b", "c"),
+                                                 max_position_embeddings=max_positions, exits=json.dumps(exits))
+    torch.manual_seed(0)
+    return export_model(build_model(config, "classification"), out, spiece)

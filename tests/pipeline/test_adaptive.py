@@ -8,10 +8,11 @@ import dataclasses
 import json
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from albert_edge.cli import main
+
+from ..exit_fixtures import checkpoint_with_curve
 
 FAST = ["--seq-len", "32", "--profile-seq-len", "16", "--runs", "2", "--min-seconds", "0", "--threads", "1",
         "--to", "onnx", "--to", "tflite", "--scheme", "int8-dynamic"]
@@ -22,17 +23,8 @@ CURVE = [{"kind": "confidence", "setting": 0.6, "mean_passes": 2.6, "agreement":
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory, spiece_model):
     """The pipeline on a tiny classifier whose config records its exits (rule and curve)."""
-    from albert_edge.config import AlbertConfig
-    from albert_edge.model import build_model
-    from albert_edge.train.state import export_model
-
-    exits = {"training": "frozen", "rule": {"kind": "confidence", "setting": 0.6, "min_passes": 1},
-             "held_out": {"n": 200}, "curve": CURVE}
-    config = AlbertConfig.preset("tiny").replace(vocab_size=400, num_labels=3, label_names=("a", "b", "c"),
-                                                 max_position_embeddings=64, exits=json.dumps(exits))
-    torch.manual_seed(0)
     work = tmp_path_factory.mktemp("pipeline-adaptive")
-    checkpoint = export_model(build_model(config, "classification"), work / "topics", spiece_model)
+    checkpoint = checkpoint_with_curve(work / "topics", spiece_model, CURVE)
     result = CliRunner().invoke(main, ["pipeline", str(checkpoint), "--out", str(work / "out"), *FAST, "--json"])
     assert result.exit_code == 0, result.output
     return work / "out" / "topics", json.loads(result.stdout)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from albert_edge.cli import main
+
+from ..exit_fixtures import checkpoint_with_curve
 
 FAST = ["--threads", "1", "--runs", "5", "--min-seconds", "0", "--max-seconds", "0.5", "--warmup", "1"]
 CURVE = [{"kind": "patience", "setting": 1, "mean_passes": 2.1, "agreement": 0.9, "accuracy": 0.55},
@@ -22,17 +23,8 @@ CURVE = [{"kind": "patience", "setting": 1, "mean_passes": 2.1, "agreement": 0.9
 def profiled(tmp_path_factory, spiece_model):
     """An adaptive ONNX conversion of a classifier whose fine-tuning recorded its curve, profiled on
     real text at its own setting and at another."""
-    from albert_edge.config import AlbertConfig
-    from albert_edge.model import build_model
-    from albert_edge.train.state import export_model
-
-    exits = {"training": "frozen", "rule": {"kind": "confidence", "setting": 0.6, "min_passes": 1},
-             "held_out": {"n": 200}, "curve": CURVE}
-    config = AlbertConfig.preset("tiny").replace(vocab_size=400, num_labels=3, label_names=("a", "b", "c"),
-                                                 max_position_embeddings=512, exits=json.dumps(exits))
-    torch.manual_seed(0)
     work = tmp_path_factory.mktemp("adaptive-report")
-    path = export_model(build_model(config, "classification"), work / "ckpt", spiece_model)
+    path = checkpoint_with_curve(work / "ckpt", spiece_model, CURVE, max_positions=512)
     edge = work / "edge"
     result = CliRunner().invoke(main, ["convert", str(path), "--to", "onnx", "--adaptive", "--seq-len", "64",
                                        "--out", str(edge)])
