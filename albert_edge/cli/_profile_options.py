@@ -86,12 +86,11 @@ _SECTIONS = [
             click.option("--runtime", default=_listed(_MEASURED.runtimes), show_default=True, metavar="NAME,...",
                          help="Which runtimes time each file: 'native' (albert-edge's Session), 'node' (an .onnx "
                               "/ .ort through onnxruntime-node), 'chromium' (onnxruntime-web's WebAssembly in "
-                              "headless Chromium, the page served from 127.0.0.1), 'chromium-webgpu' (onnxruntime-web's "
-                              "WebGPU provider there: the record names the adapter, says whether it is a software "
-                              "one, and where the nodes ran), or 'web' for native, node and chromium. Each "
-                              "setting runs in a fresh Node or Chromium, timed in JavaScript by the same rule and "
-                              "statistics; the record says the threads it got and whether SIMD ran. Chromium's "
-                              "memory is not measured (the record says so). Needs node, chromium and --web-dir."),
+                              "headless Chromium, served from 127.0.0.1), 'chromium-webgpu' (its WebGPU provider: "
+                              "the record names the adapter, a software one as such, and where the nodes ran), or "
+                              "'web' for native, node and chromium. Each setting runs in a fresh Node or Chromium, "
+                              "timed in JavaScript by the same rule; the record says its threads and SIMD, not "
+                              "Chromium's memory. Needs node, chromium and --web-dir."),
             click.option("--web-dir", type=click.Path(path_type=Path, file_okay=False), default=_MEASURED.web_dir,
                          metavar="DIR",
                          envvar="ALBERT_EDGE_WEB_DIR", show_envvar=True,

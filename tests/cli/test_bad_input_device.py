@@ -467,6 +467,18 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _catching(proc: subprocess.Popen, sig: int, seconds: float = 60) -> None:
+    """Wait until the process has its handler for ``sig`` in place (SigCgt in /proc/PID/status)."""
+    deadline = time.monotonic() + seconds
+    while proc.poll() is None and time.monotonic() < deadline:
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        if caught >> (int(sig) - 1) & 1:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the command never caught signal {int(sig)}")
+
+
 def _stopped(proc: subprocess.Popen, sig: int, code: int, word: str, within: float = 20) -> None:
     t0 = time.monotonic()
     proc.send_signal(sig)
@@ -498,6 +510,7 @@ def test_interrupted_tokenizer_train_stops_at_once(big_text, tmp_path, name):
     out = tmp_path / "tok"
     proc = subprocess.Popen([str(SCRIPT), "tokenizer", "train", str(big_text), "--vocab-size", "20000", "--out",
                              str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    _catching(proc, sig)  # on a loaded machine the imports alone can take seconds
     time.sleep(3)  # reading done, the trainer's EM rounds run (about 6 s more on a fast machine)
     assert proc.poll() is None, "training ended before the signal: the text is too small to test this"
     _stopped(proc, sig, code, word, within=3)

@@ -113,6 +113,7 @@ def test_the_builtin_default_makes_static_files_of_the_small_model_only(tmp_path
     from albert_edge.pipeline import _models, default
 
     models, _ = _models(PipelineOptions(out_dir=tmp_path, static=True), tmp_path)
-    assert {m.name: m.static for m in models} == {default.RANDOM_NAME: False, default.SMALL_NAME: True}
+    assert {m.name: m.static for m in models} == {default.RANDOM_NAME: False, default.SMALL_NAME: True,
+                                                  default.CLASSIFIER_NAME: False}
     random = next(m for m in models if m.name == default.RANDOM_NAME)
     assert default.SMALL_NAME in random.context["static_in"]
