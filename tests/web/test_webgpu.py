@@ -3,8 +3,8 @@ builtin classifier, each dtype a browser app asks for, through transformers.js' 
 ``device: "webgpu"`` on the held-out texts (one text per call, as an app calls it) and through
 onnxruntime-web itself with ``executionProviders: ["webgpu"]`` on the first DIRECT of them in one
 batch, whose verbose log says which nodes it placed on WebGPU and which on its CPU provider
-(WebAssembly). fp32 answers as PyTorch within ATOL; fp16 within FP16_ATOL with PyTorch's top-1 on
-every text where the adapter has ``shader-f16`` (where it has not, both refuse it, and the test
+(WebAssembly). fp32 answers as transformers' model of the checkpoint within ATOL; fp16 within
+FP16_ATOL with its top-1 on every text where the adapter has ``shader-f16`` (where it has not, both refuse it, and the test
 says so and skips); q8 as measured: the Session's label on the same file where it runs, the
 refusal recorded where it does not. Skipped where Chromium or the packages are missing, or where
 Chromium gives no WebGPU adapter. The figures go to ``record_property("figures")``, which
@@ -20,7 +20,7 @@ import pytest
 
 from .checkpoints import _convert, evaluation_texts, fitting  # noqa: F401  (a fixture)
 from .conftest import SEQ
-from .pipelines import _ours, _pytorch, _session_int8
+from .pipelines import _ours, _reduce, _session_int8
 from .runtimes import AGREEMENT, ATOL, chromium, chromium_missing, decode, feeds_json, package_missing, run_page, serve
 
 MISSING = chromium_missing() or package_missing("@huggingface/transformers", "onnxruntime-web")
@@ -40,6 +40,8 @@ PAGE_SECONDS = 900
 # what onnxruntime-web says of the int8 file's attention with its padding mask on WebGPU.
 NO_F16 = ("requires f16 but the device does not support it", "does not support fp16")
 Q8_REFUSED = "not implemented for webgpu"
+# What the fp32 and fp16 answers are held to (the result file names it).
+REFERENCE = "transformers' AlbertForSequenceClassification"
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +57,21 @@ def texts(classifier, evaluation_texts) -> list[str]:
 
 @pytest.fixture(scope="module")
 def reference(classifier, texts) -> dict[str, np.ndarray]:
-    """PyTorch's probabilities on the texts and its logits on the first DIRECT (one padded batch)."""
+    """transformers' AlbertForSequenceClassification (the checkpoint as transformers loads it): its
+    probabilities on the texts and its logits on the first DIRECT (one padded batch)."""
     import torch
+    from transformers import AlbertForSequenceClassification
 
-    from albert_edge.checkpoints import load_model
+    model = AlbertForSequenceClassification.from_pretrained(str(classifier.checkpoint)).eval()
 
-    feeds = _ours(classifier, texts[:DIRECT])
-    with torch.no_grad():
-        logits = load_model(classifier.checkpoint, "classification")[1].eval()(
-            *(torch.from_numpy(feeds[n]) for n in ("input_ids", "attention_mask", "token_type_ids")))
-    return {"probabilities": _pytorch(classifier, _ours(classifier, texts)), "logits": logits.numpy()}
+    def logits(feeds: dict[str, np.ndarray]) -> np.ndarray:
+        with torch.no_grad():
+            return model(**{n: torch.from_numpy(feeds[n]) for n in ("input_ids", "attention_mask",
+                                                                   "token_type_ids")}).logits.numpy()
+
+    feeds = _ours(classifier, texts)
+    return {"probabilities": _reduce("classification", logits(feeds), feeds),
+            "logits": logits(_ours(classifier, texts[:DIRECT]))}
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +108,7 @@ def _placement(result: dict) -> dict[str, object]:
 
 def _recorded(dtype: str, result: dict, figures: dict, record_property) -> dict:
     adapter = result["adapter"]
-    record = {"dtype": dtype, "adapter": {k: adapter[k] for k in ("vendor", "architecture", "fallback")},
+    record = {"dtype": dtype, "reference": REFERENCE if dtype != "q8" else "albert-edge's Session", "adapter": {k: adapter[k] for k in ("vendor", "architecture", "fallback")},
               "shader_f16": "shader-f16" in adapter["features"], "onnxruntime_web": result["ortWeb"].get("version"),
               "placement": _placement(result), "texts": figures.pop("texts", None),
               "errors": {k: v for k, v in (("onnxruntime-web", result["ortWeb"].get("error")),
@@ -131,7 +138,7 @@ def _against(result: dict, classifier, texts, want: np.ndarray, logits: np.ndarr
     return f
 
 
-def test_fp32_on_webgpu_answers_as_pytorch(browser, classifier, texts, reference, record_property):
+def test_fp32_on_webgpu_answers_as_transformers(browser, classifier, texts, reference, record_property):
     result = browser("fp32")
     assert not result["ortWeb"].get("error") and not result["transformersJs"].get("error"), result
     shown = texts[:FP32_TEXTS]
@@ -143,7 +150,7 @@ def test_fp32_on_webgpu_answers_as_pytorch(browser, classifier, texts, reference
     assert f["transformers.js top1 agreement"] >= AGREEMENT and f["onnxruntime-web top1 agreement"] == 1.0
 
 
-def test_fp16_on_webgpu_answers_as_pytorch(browser, classifier, texts, reference, record_property):
+def test_fp16_on_webgpu_answers_as_transformers(browser, classifier, texts, reference, record_property):
     result = browser("fp16")
     if "shader-f16" not in result["adapter"]["features"]:
         record = _recorded("fp16", result, {}, record_property)
