@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..converters.adaptive import ADAPTIVE_TARGETS
 from ..converters.targets import TARGETS
 
 __all__ = ["ADAPTIVE_DIR", "adaptive_targets", "adaptive_model_files", "convert_adaptive", "profile_on_text"]
@@ -23,6 +22,8 @@ _SUFFIXES = tuple(t.suffix for t in TARGETS.values())
 
 def adaptive_targets(model: Any, options: Any) -> tuple[str, ...]:
     """The targets whose adaptive files this model gets (none for a model trained without exits)."""
+    from ..converters.adaptive import ADAPTIVE_TARGETS  # imports torch: the build side only
+
     return tuple(t for t in options.targets if t in ADAPTIVE_TARGETS) if model.adaptive else ()
 
 
