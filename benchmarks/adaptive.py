@@ -4,8 +4,8 @@ A classifier for the builtin topic task (albert_edge.train.labelled) is fine-tun
 are trained with ``--exits frozen`` (the backbone and the final classifier untouched), and it is
 converted twice: at full depth (``convert --to tflite --to onnx``) and adaptive (``--adaptive``),
 one .tflite and one .onnx per rule kind, each run at every setting the way an app sets it (the
-.tflite's ``set_exit_setting`` signature, the .onnx's ``exit_setting`` input). Each file then runs in a fresh child process
-(one model each) in the runtime an app opens it with, default options: TFLite's ``Interpreter``
+.tflite's ``set_exit_setting`` signature, the .onnx's ``exit_setting`` input). Each file then runs
+in a fresh child process (one model each) in the runtime an app opens it with, default options: TFLite's ``Interpreter``
 from ai_edge_litert and onnxruntime's ``InferenceSession``. Every child runs the held-out texts at
 their own lengths (each tokenized, the TFLite input resized per text, no padding), one untimed pass
 then timed passes, and reports the mean time per text, its answers and its pass counts. Rounds
@@ -18,7 +18,7 @@ passes, the file's size against the full-depth file's plus the exit heads' bytes
 resident memory against the full-depth child's.
 
     python benchmarks/adaptive.py --model small --out benchmarks/results/adaptive-small.json
-    python benchmarks/adaptive.py --model albert-base --train-minutes 8 \\
+    python benchmarks/adaptive.py --model albert-base --train-minutes 12 --texts 100 \\
         --out benchmarks/results/adaptive-albert-base.json
 
 Models: ``small`` is the demo's classifier (its cached small pretrained ALBERT, fine-tuned as the

@@ -149,7 +149,8 @@ def webgpu_parity() -> str:
     cpu = sorted({op for d in result["dtypes"] for op in d["placement"].get("CPUExecutionProvider", {}).get("ops", [])})
     return "\n".join([
         f"{result['browser']}, onnxruntime-web {first['onnxruntime_web']}, adapter {adapter['vendor']} "
-        f"{adapter['architecture']}{' (a fallback, software adapter: its timings mean nothing)' if adapter['fallback'] else ''}"
+        f"{adapter['architecture']}"
+        f"{' (a fallback, software adapter: its timings mean nothing)' if adapter['fallback'] else ''}"
         f", shader-f16 {'yes' if first['shader_f16'] else 'no'}. Probabilities against "
         f"{first.get('reference', 'PyTorch')} (q8: against "
         "albert-edge's Session on the same file); onnxruntime-web's nodes on its CPU provider: "

@@ -150,9 +150,9 @@ def verify_folder(model, folder: str | os.PathLike, seq_len: int, tokenizer,
                   file: Path | None = None) -> dict[str, Any]:
     """Check a transformers.js folder against ``model``: config.json; each ONNX file in
     onnxruntime, fed as transformers.js feeds them, against PyTorch (fp32 within the verify
-    tolerances, int8 and fp16 by the cosine of each output); each weight stored once in each; tokenizer.json in ``tokenizers``
-    against our tokenizer. ``file``: the target's file, which must be the fp32 model's bytes.
-    Returns the figures; ConversionError naming the first problem."""
+    tolerances, int8 and fp16 by the cosine of each output); each weight stored once in each;
+    tokenizer.json in ``tokenizers`` against our tokenizer. ``file``: the target's file, which must
+    be the fp32 model's bytes. Returns the figures; ConversionError naming the first problem."""
     from albert_edge.formats.manifest import sha256_of
     from albert_edge.formats.weights import analyze, read_file
 

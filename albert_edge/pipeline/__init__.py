@@ -221,7 +221,8 @@ def _models(options: PipelineOptions, root: Path) -> tuple[list[_Model], str]:
         small.make = lambda out, progress: {"pretraining": default.make_small(out, _training(progress))[1]}
         name = default.CLASSIFIER_NAME
         classifier = _Model(name, root / name, root / name / "checkpoint", static=False, adaptive=True,
-                            recipe=json.dumps({"start": small.recipe, **asdict(default.CLASSIFIER_RECIPE)}, sort_keys=True))
+                            recipe=json.dumps({"start": small.recipe, **asdict(default.CLASSIFIER_RECIPE)},
+                                              sort_keys=True))
         classifier.make = lambda out, progress: {"fine_tuning": default.make_classifier(out, _training(progress))[1]}
         return [random, small, classifier], default.DESCRIPTION
     hub_id = is_hub_id(options.source)

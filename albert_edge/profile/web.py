@@ -170,7 +170,8 @@ def _request(job: ProfileJob, limits) -> dict[str, Any]:
     return {"name": job.path.name, "feeds": {k: {"dims": list(a.shape), "data": a.ravel().tolist()}
                                             for k, a in feeds.items()},
             "warmup_seconds": WARMUP_SECONDS[job.engine] if given.warmup else 0.0,
-            "threads": job.threads, "device": PROVIDER[job.engine], "warmup": given.warmup, "runs": given.runs, "min_seconds": given.min_seconds,
+            "threads": job.threads, "device": PROVIDER[job.engine], "warmup": given.warmup, "runs": given.runs,
+            "min_seconds": given.min_seconds,
             "max_seconds": given.max_seconds, "ci_target": given.ci_target}
 
 
@@ -203,7 +204,8 @@ def _ran_with(job: ProfileJob, got: dict[str, Any], request: dict[str, Any], thr
         web.update(adapter=got.get("adapter"), placement=got.get("placement"))
         adapter = got.get("adapter") or {}
         if adapter.get("fallback"):
-            warnings.append(SOFTWARE_ADAPTER_NOTE.format(adapter=f"{adapter.get('vendor')} {adapter.get('architecture')}"))
+            named = f"{adapter.get('vendor')} {adapter.get('architecture')}"
+            warnings.append(SOFTWARE_ADAPTER_NOTE.format(adapter=named))
     if threads != job.threads:
         warnings.append(f"onnxruntime-web ran {threads} thread(s), not the {job.threads} asked for "
                         f"(cross-origin isolated: {got.get('cross_origin_isolated')})")

@@ -22,7 +22,8 @@ from .code_templates import template, templates
 from .transformers_js import PACKAGE as TRANSFORMERS_JS_PACKAGE
 from .transformers_js import Folder, folder_fields, folder_of
 
-__all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "TOKEN_IDS_NOTE", "WEBGPU_REFUSES", "Framework", "FileFacts", "AppFiles",
+__all__ = ["PLATFORMS", "PLATFORM_TITLES", "FRAMEWORKS", "TOKEN_IDS_NOTE", "WEBGPU_REFUSES", "Framework", "FileFacts",
+           "AppFiles",
            "facts_of", "app_files_of", "framework_of", "snippets", "blocks", "new_group", "file_snippet"]
 
 PLATFORMS = ("kotlin", "swift", "js")  # Android, iOS, Web

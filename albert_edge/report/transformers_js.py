@@ -2,12 +2,12 @@
 manifest entry lists beside it (its ``folder_files``, the transformers-js target's model folder),
 what transformers.js' ``pipeline`` makes of it and the device and dtype an app asks for.
 
-The device and dtype are what tests/web/test_webgpu.py measured in headless Chromium: on WebGPU the
-fp32 file answers as PyTorch; the fp16 file needs an adapter with ``shader-f16`` (transformers.js
-and onnxruntime-web refuse it on one without); the int8 file's attention (onnxruntime's
-MultiHeadAttention with a padding mask) is not implemented by onnxruntime-web's WebGPU provider, so
-it runs on WebAssembly. Device side: reads the manifest and the folder's config.json, imports
-nothing beyond the standard library."""
+The device and dtype are what tests/web/test_webgpu.py measured in headless Chromium: on WebGPU
+the fp32 file answers as transformers' model of the checkpoint; the fp16 file needs an adapter
+with ``shader-f16`` (transformers.js and onnxruntime-web refuse it on one without); the int8
+file's attention (onnxruntime's MultiHeadAttention with a padding mask) is not implemented by
+onnxruntime-web's WebGPU provider, so it runs on WebAssembly. Device side: reads the manifest and
+the folder's config.json, imports nothing beyond the standard library."""
 
 from __future__ import annotations
 

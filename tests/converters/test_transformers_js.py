@@ -148,7 +148,8 @@ def test_the_fp16_file_is_the_fp32_graph_in_float16(converted):
         return sorted(n.op_type for n in proto.graph.node if n.op_type != "Cast")
 
     assert ops(fp16) == ops(fp32)
-    assert [o.type.tensor_type.elem_type for o in fp16.graph.output] == [onnx.TensorProto.FLOAT] * len(fp16.graph.output)
+    outputs = fp16.graph.output
+    assert [o.type.tensor_type.elem_type for o in outputs] == [onnx.TensorProto.FLOAT] * len(outputs)
 
 
 def test_a_folder_that_differs_fails_its_check(converted, spiece_model, tmp_path):

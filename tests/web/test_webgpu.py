@@ -4,8 +4,8 @@ builtin classifier, each dtype a browser app asks for, through transformers.js' 
 onnxruntime-web itself with ``executionProviders: ["webgpu"]`` on the first DIRECT of them in one
 batch, whose verbose log says which nodes it placed on WebGPU and which on its CPU provider
 (WebAssembly). fp32 answers as transformers' model of the checkpoint within ATOL; fp16 within
-FP16_ATOL with its top-1 on every text where the adapter has ``shader-f16`` (where it has not, both refuse it, and the test
-says so and skips); q8 as measured: the Session's label on the same file where it runs, the
+FP16_ATOL with its top-1 on every text where the adapter has ``shader-f16`` (where it has not,
+both refuse it, and the test says so and skips); q8 as measured: the Session's label on the same file where it runs, the
 refusal recorded where it does not. Skipped where Chromium or the packages are missing, or where
 Chromium gives no WebGPU adapter. The figures go to ``record_property("figures")``, which
 benchmarks/webgpu_parity.py writes to the result file docs/guides/web.md renders."""
@@ -108,7 +108,8 @@ def _placement(result: dict) -> dict[str, object]:
 
 def _recorded(dtype: str, result: dict, figures: dict, record_property) -> dict:
     adapter = result["adapter"]
-    record = {"dtype": dtype, "reference": REFERENCE if dtype != "q8" else "albert-edge's Session", "adapter": {k: adapter[k] for k in ("vendor", "architecture", "fallback")},
+    record = {"dtype": dtype, "reference": REFERENCE if dtype != "q8" else "albert-edge's Session",
+              "adapter": {k: adapter[k] for k in ("vendor", "architecture", "fallback")},
               "shader_f16": "shader-f16" in adapter["features"], "onnxruntime_web": result["ortWeb"].get("version"),
               "placement": _placement(result), "texts": figures.pop("texts", None),
               "errors": {k: v for k, v in (("onnxruntime-web", result["ortWeb"].get("error")),
