@@ -21,6 +21,7 @@ from .pipelines import figures as pipeline_figures
 from .runtimes import AGREEMENT, ATOL, decode, node_missing, package_missing, run_node
 
 TARGET = "transformers-js"
+FP16_ATOL = 2e-2  # float16 weights and arithmetic against PyTorch's float32 (the WebGPU test's bound)
 MISSING = ((f"convert has no {TARGET} target yet (converters/targets.py)" if TARGET not in TARGETS else None)
            or node_missing() or package_missing("@huggingface/transformers"))
 pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING or "")
@@ -42,7 +43,9 @@ def short_held_out(topics, classifier_checkpoint) -> list[str]:
 def test_transformers_js_classifies_as_pytorch(tmp_path, classifier_checkpoint, short_held_out, record_property):
     """fp32 (onnx/model.onnx): probabilities within ATOL of PyTorch where the ids are albert-edge's;
     q8 (onnx/model_quantized.onnx, transformers.js's default on WebAssembly): the label albert-edge's
-    own Session gives on that same file, for at least AGREEMENT of the texts."""
+    own Session gives on that same file, for at least AGREEMENT of the texts; fp16
+    (onnx/model_fp16.onnx, transformers.js' dtype for WebGPU, here on the CPU): within FP16_ATOL of
+    PyTorch with its top-1 where the ids are albert-edge's."""
     import torch
 
     from albert_edge.checkpoints import load_model
@@ -55,7 +58,7 @@ def test_transformers_js_classifies_as_pytorch(tmp_path, classifier_checkpoint, 
     folder = folder_of(result.files[0].path)
     answers = {dtype: run_node("transformers-node.mjs", {"folder": str(folder), "task": "text-classification",
                                                          "texts": short_held_out, "dtype": dtype}, tmp_path / dtype)
-               for dtype in ("fp32", "q8")}
+               for dtype in ("fp32", "q8", "fp16")}
     config, model = load_model(classifier_checkpoint)
     assert answers["fp32"]["labels"] == answers["q8"]["labels"] == list(config.label_names)
     assert answers["fp32"]["ids"] == answers["q8"]["ids"]
@@ -79,13 +82,19 @@ def test_transformers_js_classifies_as_pytorch(tmp_path, classifier_checkpoint, 
                "fp32 probabilities max_abs_diff (same ids)": float(np.abs(scores["fp32"] - reference)[same_ids].max()),
                "fp32 top1 agreement with pytorch": float((scores["fp32"].argmax(1) == reference.argmax(1)).mean()),
                "q8 top1 agreement with albert-edge Session": float(
-                   (scores["q8"].argmax(1) == q8_session.argmax(1)).mean())}
+                   (scores["q8"].argmax(1) == q8_session.argmax(1)).mean()),
+               "fp16 probabilities max_abs_diff (same ids)": float(np.abs(scores["fp16"] - reference)[same_ids].max()),
+               "fp16 top1 agreement with pytorch (same ids)": float(
+                   (scores["fp16"].argmax(1) == reference.argmax(1))[same_ids].mean())}
     record_property("figures", figures)
     print(json.dumps(figures, indent=1))
     assert figures["ids agreement"] >= AGREEMENT, figures
     assert figures["fp32 probabilities max_abs_diff (same ids)"] <= ATOL, figures
     assert figures["fp32 top1 agreement with pytorch"] >= AGREEMENT, figures
     assert figures["q8 top1 agreement with albert-edge Session"] >= AGREEMENT, figures
+    assert answers["fp16"]["ids"] == answers["fp32"]["ids"]
+    assert figures["fp16 probabilities max_abs_diff (same ids)"] <= FP16_ATOL, figures
+    assert figures["fp16 top1 agreement with pytorch (same ids)"] == 1.0, figures
 
 
 # The other pipelines, and all three on the model transformers itself wrote (tests/web/checkpoints.py):
