@@ -28,7 +28,7 @@ from albert_edge.quantize.schemes import AT_CONVERSION, Scheme
 
 from .verify import VerifyReport, verify
 
-__all__ = ["Target", "Exporter", "Lazy", "TARGETS", "target", "of_file", "plain_verify"]
+__all__ = ["Target", "Exporter", "Lazy", "TARGETS", "target", "of_file", "model_files", "plain_verify"]
 
 T = TypeVar("T")
 
@@ -209,6 +209,13 @@ def target(name: str) -> Target:
     if found is None:
         raise ConversionError(f"unknown target {name!r}; choose from {', '.join(TARGETS)}")
     return found
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The model files of any target in ``folder`` (``model`` and a target's suffix, quantized ones
+    too), sorted; none when there is no such folder."""
+    suffixes = tuple(t.suffix for t in TARGETS.values())
+    return sorted(p for p in folder.glob("model*") if p.suffix in suffixes) if folder.is_dir() else []
 
 
 def of_file(path: str | Path) -> Target:

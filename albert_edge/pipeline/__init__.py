@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..converters.targets import TARGETS, of_file
+from ..converters.targets import TARGETS, model_files, of_file
 from ..errors import AlbertEdgeError
 from ..files import atomic_write, check_not_input, missing_root, staged_dir
 from ..hub import is_hub_id, repo_name, resolve
@@ -306,8 +306,7 @@ def _fp32_files(model: _Model) -> list[Path]:
 
 
 def _model_files(model: _Model) -> list[Path]:
-    return sorted(p for p in model.files.glob("model*") if p.suffix in SUFFIXES) \
-        if model.files.is_dir() else []
+    return model_files(model.files)
 
 
 def _quantize_inputs(model: _Model, options, state) -> dict[str, str]:

@@ -12,12 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..converters.targets import TARGETS
+from ..converters.targets import model_files
 
 __all__ = ["ADAPTIVE_DIR", "adaptive_targets", "adaptive_model_files", "convert_adaptive", "profile_on_text"]
 
 ADAPTIVE_DIR = "files-adaptive"
-_SUFFIXES = tuple(t.suffix for t in TARGETS.values())
 
 
 def adaptive_targets(model: Any, options: Any) -> tuple[str, ...]:
@@ -28,9 +27,7 @@ def adaptive_targets(model: Any, options: Any) -> tuple[str, ...]:
 
 
 def adaptive_model_files(model: Any) -> list[Path]:
-    if not model.adaptive or not model.adaptive_files.is_dir():
-        return []
-    return sorted(p for p in model.adaptive_files.glob("model*") if p.suffix in _SUFFIXES)
+    return model_files(model.adaptive_files) if model.adaptive else []
 
 
 def convert_adaptive(model: Any, options: Any, progress) -> tuple[Any, str]:

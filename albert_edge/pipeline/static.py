@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..converters.targets import TARGETS
+from ..converters.targets import TARGETS, model_files
 from ..quantize.schemes import Scheme
 
 __all__ = ["STATIC_SCHEMES", "STATIC_DIR", "static_of", "static_setting", "static_fp32_files", "static_model_files",
@@ -21,7 +21,6 @@ __all__ = ["STATIC_SCHEMES", "STATIC_DIR", "static_of", "static_setting", "stati
 # fp16 for LiteRT's GPU accelerator (it computes in float16), int8-static (QDQ) for an NPU through NNAPI.
 STATIC_SCHEMES = {"onnx": (Scheme.INT8_STATIC,), "tflite": (Scheme.FP16,)}
 STATIC_DIR = "files-static"
-_SUFFIXES = tuple(t.suffix for t in TARGETS.values())
 
 
 def static_of(model: Any, options: Any) -> tuple[str, ...]:
@@ -44,9 +43,7 @@ def static_fp32_files(model: Any, options: Any) -> list[Path]:
 
 
 def static_model_files(model: Any, options: Any) -> list[Path]:
-    if not static_of(model, options) or not model.static_files.is_dir():
-        return []
-    return sorted(p for p in model.static_files.glob("model*") if p.suffix in _SUFFIXES)
+    return model_files(model.static_files) if static_of(model, options) else []
 
 
 def quantize_static(model: Any, options: Any, progress) -> tuple[list[Path], list[str]]:
