@@ -319,11 +319,17 @@ def _profile_inputs(model: _Model, options, state) -> dict[str, str]:
             **_settings(options, "profile_seq_lens", "threads", "runs", "min_seconds")}
 
 
+def _reported(model: _Model, options) -> list[Path]:
+    """The conversion folders the report reads: files/, and files-static/ and files-adaptive/ where
+    this run makes them (each with its manifest)."""
+    folders = [model.files, *([model.static_files] if static_of(model, options) else []),
+               *([model.adaptive_files] if model.adaptive else [])]
+    return [f for f in folders if (f / "manifest.json").is_file()]
+
+
 def _report_inputs(model: _Model, options, state) -> dict[str, str]:
     extra = [model.profile] if model.profile.is_file() else []
-    manifest = [folder / "manifest.json" for folder in (model.files, model.static_files, model.adaptive_files)
-                if (folder / "manifest.json").is_file() and (folder == model.files or static_of(model, options)
-                                                             or (folder == model.adaptive_files and model.adaptive))]
+    manifest = [folder / "manifest.json" for folder in _reported(model, options)]
     made = _model_files(model) + static_model_files(model, options) + adaptive_model_files(model)
     return {**digest(made + manifest + extra, state.root),
             **static_setting(model, options)}
@@ -451,13 +457,11 @@ def _profile(model: _Model, options: PipelineOptions, state, progress) -> tuple[
 def _report(model: _Model, options: PipelineOptions, state, progress) -> tuple[list[Path], str, dict]:
     from ..report import write_report
 
-    sources = [str(model.files)] if (model.files / "manifest.json").is_file() else [str(model.checkpoint)]
+    folders = _reported(model, options)
+    sources = ([] if model.files in folders else [str(model.checkpoint)]) + [str(f) for f in folders]
     context = {"pipeline": state.source.get("description"), "model": model.name, **model.context}
-    if static_of(model, options) and (model.static_files / "manifest.json").is_file():
-        sources.append(str(model.static_files))
+    if model.static_files in folders:
         context["static_dir"] = STATIC_DIR
-    if adaptive_model_files(model):
-        sources.append(str(model.adaptive_files))
     if model.profile.is_file():
         sources.append(str(model.profile))
     result = write_report(sources, model.dir / "report", force=True, extra=context, name=model.shape or model.name,
